@@ -1,0 +1,128 @@
+package api
+
+import "time"
+
+// GPU is one watched device as shown by status and the control socket.
+type GPU struct {
+	Index      int    `json:"index"`
+	UUID       string `json:"uuid"`
+	Name       string `json:"name"`
+	UsedBytes  uint64 `json:"used_bytes"`
+	TotalBytes uint64 `json:"total_bytes"`
+	// Processes is the per-process usage where the backend knows it.
+	Processes []GPUProcess `json:"processes,omitempty"`
+}
+
+// GPUProcess is one process's usage of a GPU.
+type GPUProcess struct {
+	PID       int    `json:"pid"`
+	UsedBytes uint64 `json:"used_bytes"`
+}
+
+// Instance states, as in the contract.
+const (
+	StateStarting    = "starting"
+	StateRunning     = "running"
+	StateStepping    = "stepping"
+	StateBackoff     = "backoff"
+	StateWaiting     = "waiting"
+	StateStopping    = "stopping"
+	StateExited      = "exited"
+	StateFatal       = "fatal"
+	StateUnreachable = "unreachable"
+)
+
+// Status is the status object of one instance: the control socket's
+// `status` reply and each element of `instances` in `status --json`.
+type Status struct {
+	Name               string  `json:"name"`
+	PID                int     `json:"pid"`
+	ChildPID           int     `json:"child_pid"`
+	State              string  `json:"state"`
+	Profile            string  `json:"profile"`
+	Level              int     `json:"level"`
+	Levels             int     `json:"levels"`
+	Watermark          float64 `json:"watermark"`
+	Restarts           int     `json:"restarts"`
+	UptimeSeconds      float64 `json:"uptime_seconds"`
+	ChildUptimeSeconds float64 `json:"child_uptime_seconds"`
+	Observe            bool    `json:"observe"`
+	GPUs               []GPU   `json:"gpus"`
+	Leases             int     `json:"leases"`
+	LastEvent          *Event  `json:"last_event"`
+	// Error explains an unreachable instance; empty otherwise.
+	Error string `json:"error,omitempty"`
+}
+
+// ProfileState is the content of the state file and, with Type "profile",
+// the event published to socket subscribers at every live change.
+type ProfileState struct {
+	Type    string            `json:"type,omitempty"`
+	Seq     int               `json:"seq"`
+	Level   int               `json:"level"`
+	Profile string            `json:"profile"`
+	Env     map[string]string `json:"env"`
+	Reason  string            `json:"reason"`
+}
+
+// Journal event names. More may be added; readers must skip unknown ones.
+const (
+	EventStart      = "start"
+	EventExit       = "exit"
+	EventStepDown   = "stepdown"
+	EventStepUp     = "stepup"
+	EventOOM        = "oom"
+	EventRestart    = "restart"
+	EventAdmission  = "admission"
+	EventProbeError = "probe_error"
+	EventGiveUp     = "giveup"
+	EventStop       = "stop"
+	// EventCritical records a sample above critical at the last profile,
+	// where there is nothing lower to restart into.
+	EventCritical = "critical"
+	// EventObserve records what observe mode would have done.
+	EventObserve = "observe"
+	// EventWaiting records that no profile fits and the start waits.
+	EventWaiting = "waiting"
+)
+
+// Reasons used by step-down, restart and step-up events and metric labels.
+const (
+	ReasonWatermark = "watermark"
+	ReasonCritical  = "critical"
+	ReasonManual    = "manual"
+	ReasonObserve   = "observe"
+	ReasonOOM       = "oom"
+	ReasonCrash     = "crash"
+	ReasonRecovered = "recovered"
+)
+
+// Event is one line of the event journal (<state-dir>/events.jsonl).
+type Event struct {
+	Time    time.Time `json:"time"`
+	Name    string    `json:"name,omitempty"`
+	Event   string    `json:"event"`
+	Profile string    `json:"profile"`
+	Level   int       `json:"level"`
+
+	Reason    string   `json:"reason,omitempty"`
+	From      string   `json:"from,omitempty"`
+	To        string   `json:"to,omitempty"`
+	FromLevel *int     `json:"from_level,omitempty"`
+	ToLevel   *int     `json:"to_level,omitempty"`
+	Watermark float64  `json:"watermark,omitempty"`
+	PID       int      `json:"pid,omitempty"`
+	ExitCode  *int     `json:"exit_code,omitempty"`
+	Signal    int      `json:"signal,omitempty"`
+	Status    *int     `json:"status,omitempty"`
+	Stderr    []string `json:"stderr,omitempty"`
+	Detail    string   `json:"detail,omitempty"`
+	Restarts  int      `json:"restarts,omitempty"`
+
+	// Admission fields.
+	Decision string `json:"decision,omitempty"`
+	Bytes    uint64 `json:"bytes,omitempty"`
+	Priority string `json:"priority,omitempty"`
+	Tool     string `json:"tool,omitempty"`
+	Lease    string `json:"lease,omitempty"`
+}

@@ -1,0 +1,63 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Exit codes of gpuguard (sysexits.h where one fits).
+const (
+	ExitOK          = 0
+	ExitFailure     = 1  // gpuguard's own failure, no such instance, refused step
+	ExitUsage       = 64 // EX_USAGE
+	ExitUnavailable = 69 // EX_UNAVAILABLE: GPU backend unavailable
+	ExitNoFit       = 75 // EX_TEMPFAIL: when_full = "exit" and no profile fits
+	ExitConfig      = 78 // EX_CONFIG: configuration error, nothing started
+)
+
+// ExitError carries an exit code up to Main. A nil Err with a code exits
+// silently (the child's own status, say).
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// exitf builds an ExitError with a formatted message.
+func exitf(code int, format string, args ...any) error {
+	return &ExitError{Code: code, Err: fmt.Errorf(format, args...)}
+}
+
+// withCode wraps err (if non-nil) with an exit code.
+func withCode(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	return &ExitError{Code: code, Err: err}
+}
+
+// exitCode maps an error returned by a command to the process exit code.
+// Errors without an ExitError are gpuguard's own failures (1); cobra's flag
+// and argument errors are marked as usage errors by the root command.
+func exitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	return ExitFailure
+}

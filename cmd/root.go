@@ -1,0 +1,90 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// IO is what commands read and write; tests replace it.
+type IO struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+	Getenv func(string) string
+}
+
+// SystemIO is the process's own standard streams and environment.
+func SystemIO() *IO {
+	return &IO{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, Getenv: os.Getenv}
+}
+
+// Main runs gpuguard with os.Args and returns the exit code.
+func Main() int {
+	return Execute(SystemIO(), os.Args[1:])
+}
+
+// Execute runs the command tree on args and returns the exit code, printing
+// any error to io.ErrOut as "gpuguard: ...".
+func Execute(stdio *IO, args []string) int {
+	root := NewRootCmd(stdio)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return ExitOK
+	}
+	var ee *ExitError
+	if !asExit(err, &ee) || ee.Err != nil {
+		fmt.Fprintf(stdio.ErrOut, "gpuguard: %v\n", err)
+	}
+	return exitCode(err)
+}
+
+// NewRootCmd builds the whole command tree.
+func NewRootCmd(stdio *IO) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "gpuguard",
+		Short: "Supervise GPU inference servers: step down before OOM, restart one profile lower after it",
+		Long: `gpuguard launches and watches a model server. It polls GPU memory, tells the
+server to step down (lower precision, smaller batch) as memory fills, and on a
+real out-of-memory exit restarts it in the next profile of a ladder declared in
+policy.toml, keeping its checkpoint.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(stdio.In)
+	root.SetOut(stdio.Out)
+	root.SetErr(stdio.ErrOut)
+	// Flag errors are usage errors (64), not gpuguard failures.
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w\n%s", err, c.UseLine())}
+	})
+	root.AddCommand(
+		NewCmdRun(stdio, nil),
+		NewCmdStatus(stdio, nil),
+		NewCmdStep(stdio, nil),
+		NewCmdReport(stdio, nil),
+		NewCmdPolicy(stdio),
+		NewCmdSim(stdio),
+		NewCmdVersion(stdio),
+	)
+	return root
+}
+
+// usageArgs wraps a cobra positional-argument validator so that its errors
+// exit 64.
+func usageArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if err := v(c, args); err != nil {
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w\n%s", err, c.UseLine())}
+		}
+		return nil
+	}
+}
+
+func asExit(err error, target **ExitError) bool {
+	return errors.As(err, target)
+}

@@ -1,0 +1,102 @@
+package policy
+
+import (
+	"regexp"
+	"syscall"
+	"time"
+)
+
+// Policy is a resolved, validated policy. Every field holds its final value:
+// defaults are applied and sizes, durations and signals are parsed.
+type Policy struct {
+	// Source is the file the policy came from ("" for built-in defaults).
+	Source  string
+	Name    string
+	Command []string
+
+	Watch      Watch
+	Watermark  Watermark
+	Restart    Restart
+	Notify     Notify
+	OOM        OOM
+	Checkpoint Checkpoint
+	Metrics    Metrics
+
+	// Profiles is the ladder: index 0 is the best quality, the last the
+	// most frugal. Never empty: with none declared it holds "default".
+	Profiles []Profile
+}
+
+// Watch says what to poll and how to compute the watermark.
+type Watch struct {
+	Backend  string // auto | nvml | sim | npu-smi
+	Interval time.Duration
+	Scope    string // device | process
+	Quota    uint64 // bytes; 0 = none
+}
+
+// Scope values.
+const (
+	ScopeDevice  = "device"
+	ScopeProcess = "process"
+)
+
+// Watermark holds the thresholds (ratios 0..1) and their timers.
+type Watermark struct {
+	High, Critical, Low float64
+	Sustain, Grace      time.Duration
+	RecoverAfter        time.Duration // 0 disables automatic step-up
+}
+
+// Restart governs restarts, backoff and stopping.
+type Restart struct {
+	OnCrash        bool
+	Backoff        time.Duration
+	BackoffMax     time.Duration
+	ResetAfter     time.Duration
+	MaxRestarts    int
+	Window         time.Duration
+	StopSignal     syscall.Signal
+	StopTimeout    time.Duration
+	ReleaseTimeout time.Duration
+	WhenFull       string // wait | lowest | exit
+}
+
+// WhenFull values.
+const (
+	WhenFullWait   = "wait"
+	WhenFullLowest = "lowest"
+	WhenFullExit   = "exit"
+)
+
+// Notify says how a live change is signalled to the child.
+type Notify struct {
+	Signal syscall.Signal // 0: send none
+}
+
+// OOM says how to recognise an out-of-memory exit.
+type OOM struct {
+	// Patterns holds the built-in patterns followed by the policy's own.
+	Patterns   []*regexp.Regexp
+	ExitCodes  []int
+	ScanStderr bool
+}
+
+// Checkpoint locates the child's checkpoint and how many generations to keep.
+type Checkpoint struct {
+	Path string // "" = <state-dir>/checkpoint
+	Keep int
+}
+
+// Metrics holds the Prometheus listen address ("" disables).
+type Metrics struct {
+	Listen string
+}
+
+// Profile is one rung of the ladder.
+type Profile struct {
+	Name  string
+	Needs uint64 // bytes; 0 = no estimate (always fits)
+	Live  bool
+	Env   map[string]string
+}

@@ -1,0 +1,78 @@
+package supervisor
+
+import (
+	"syscall"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+)
+
+// LaunchSpec is everything needed to start one child.
+type LaunchSpec struct {
+	Argv []string // already expanded; never run through a shell
+	Env  []string // the complete environment, KEY=VALUE
+	// ScanStderr keeps the tail of the child's stderr for OOM
+	// classification while passing it through unchanged.
+	ScanStderr bool
+}
+
+// Exit is how a child ended.
+type Exit struct {
+	Code   int            // exit status; -1 when killed by a signal
+	Signal syscall.Signal // the killing signal, or 0
+	Stderr []byte         // the last 64 KiB of stderr when scanned
+}
+
+// Status is the child's status as gpuguard reports it: n, or 128+s.
+func (e Exit) Status() int {
+	if e.Signal != 0 {
+		return 128 + int(e.Signal)
+	}
+	return e.Code
+}
+
+// Child is one running child process (its main process and its group).
+type Child interface {
+	PID() int
+	// Signal sends sig to the child's main process only.
+	Signal(sig syscall.Signal) error
+	// Kill sends SIGKILL to the child's whole process group.
+	Kill() error
+	// Done is closed once the main process has exited, the rest of its
+	// group has been killed and stderr has been drained (bounded).
+	Done() <-chan struct{}
+	// Exit is valid once Done is closed.
+	Exit() Exit
+}
+
+// Launcher starts children.
+type Launcher interface {
+	Launch(spec LaunchSpec) (Child, error)
+}
+
+// Observer receives every event the supervisor emits, in order, on the loop
+// goroutine. It must not block (the journal buffers, metrics count).
+type Observer interface {
+	Observe(ev api.Event)
+}
+
+// Notifier is the service manager (systemd sd_notify). All methods must be
+// cheap and never block for long; a nil Notifier is valid.
+type Notifier interface {
+	Ready() error
+	Status(text string) error
+	Stopping() error
+	Watchdog() error
+	// WatchdogInterval is how often Watchdog must be called; 0 = never.
+	WatchdogInterval() time.Duration
+}
+
+// Publisher delivers profile events to socket subscribers without blocking.
+type Publisher interface {
+	Publish(st api.ProfileState)
+}
+
+// ProbeMeter records the duration and outcome of every probe tick.
+type ProbeMeter interface {
+	ObserveProbe(d time.Duration, err error)
+}
