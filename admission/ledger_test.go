@@ -1,0 +1,130 @@
+package admission
+
+import (
+	"math"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+const gib = 1 << 30
+
+func TestDecide(t *testing.T) {
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	one := []GPUUsage{{Used: 30 * gib, Limit: 40 * gib}}
+	tests := []struct {
+		name        string
+		held        []Request // granted before the request under test
+		req         Request
+		gpus        []GPUUsage
+		stepPending bool
+		want        string
+		reason      string // regexp the reason must match
+	}{
+		{name: "fits exactly at the threshold", req: Request{Bytes: 6 * gib}, gpus: one, want: DecisionGPU,
+			reason: `^fits: 30 GiB used \+ 0 B leased \+ 6 GiB requested = 36 GiB <= 36 GiB \(0\.90 × 40 GiB\)`},
+		{name: "one byte over: P1 goes to cpu", req: Request{Bytes: 6*gib + 1}, gpus: one, want: DecisionCPU,
+			reason: `^does not fit: .* > 36 GiB .*; P1 gets cpu$`},
+		{name: "P0 over is denied", req: Request{Bytes: 8 * gib, Priority: P0}, gpus: one, want: DecisionDeny, reason: `P0 gets deny$`},
+		{name: "P2 over is deferred", req: Request{Bytes: 8 * gib, Priority: P2}, gpus: one, want: DecisionDefer, reason: `P2 gets defer$`},
+		{name: "P0 that fits gets the gpu", req: Request{Bytes: gib, Priority: P0}, gpus: one, want: DecisionGPU},
+		{name: "outstanding leases count", held: []Request{{Bytes: 4 * gib}}, req: Request{Bytes: 4 * gib}, gpus: one, want: DecisionCPU,
+			reason: `30 GiB used \+ 4 GiB leased \+ 4 GiB requested = 38 GiB > 36 GiB`},
+		{name: "step-down pending refuses even a small request", req: Request{Bytes: 1, Priority: P2}, gpus: one, stepPending: true,
+			want: DecisionDefer, reason: `^a step-down is pending; P2 gets defer$`},
+		{name: "the fullest GPU decides", req: Request{Bytes: 2 * gib},
+			gpus: []GPUUsage{{Used: 0, Limit: 80 * gib}, {Used: 35 * gib, Limit: 40 * gib}, {Used: 10 * gib, Limit: 40 * gib}},
+			want: DecisionCPU, reason: `35 GiB used .* > 36 GiB \(0\.90 × 40 GiB\)`},
+		{name: "every GPU fits", req: Request{Bytes: 2 * gib},
+			gpus: []GPUUsage{{Used: 0, Limit: 80 * gib}, {Used: 30 * gib, Limit: 40 * gib}}, want: DecisionGPU, reason: `30 GiB used`},
+		{name: "no GPU measured yet", req: Request{Bytes: 1}, want: DecisionCPU, reason: `no GPU has been measured yet; P1 gets cpu`},
+		{name: "zero limit never fits", req: Request{Bytes: 1}, gpus: []GPUUsage{{Limit: 0}}, want: DecisionCPU},
+		{name: "huge request does not wrap around", req: Request{Bytes: math.MaxUint64}, gpus: one, want: DecisionCPU},
+		{name: "zero bytes is invalid", req: Request{Bytes: 0}, gpus: one, want: DecisionDeny, reason: `^invalid request: bytes`},
+		{name: "unknown priority is invalid", req: Request{Bytes: 1, Priority: "P9"}, gpus: one, want: DecisionDeny, reason: `priority "P9"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := NewLedger()
+			for _, h := range tt.held {
+				if d := l.Decide(now, h, []GPUUsage{{Limit: 1 << 50}}, 1, false); d.Decision != DecisionGPU {
+					t.Fatalf("setup: %+v", d)
+				}
+			}
+			before := l.Count()
+			d := l.Decide(now, tt.req, tt.gpus, 0.90, tt.stepPending)
+			if d.Decision != tt.want {
+				t.Fatalf("Decision = %q (%s), want %q", d.Decision, d.Reason, tt.want)
+			}
+			if tt.reason != "" && !regexp.MustCompile(tt.reason).MatchString(d.Reason) {
+				t.Errorf("Reason = %q, want match %q", d.Reason, tt.reason)
+			}
+			granted := d.Decision == DecisionGPU
+			if granted != (d.Lease != "") {
+				t.Errorf("Lease = %q for decision %q", d.Lease, d.Decision)
+			}
+			if want := before + map[bool]int{true: 1}[granted]; l.Count() != want {
+				t.Errorf("Count = %d, want %d", l.Count(), want)
+			}
+		})
+	}
+}
+
+func TestLeaseLifecycle(t *testing.T) {
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	gpus := []GPUUsage{{Used: 0, Limit: 10 * gib}}
+	l := NewLedger()
+
+	a := l.Decide(now, Request{Bytes: gib, TTL: time.Second, Tool: "a"}, gpus, 1, false)
+	b := l.Decide(now, Request{Bytes: 2 * gib}, gpus, 1, false) // default TTL
+	if a.Lease == "" || b.Lease == "" || a.Lease == b.Lease {
+		t.Fatalf("leases %q %q", a.Lease, b.Lease)
+	}
+	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(a.Lease) {
+		t.Errorf("lease id %q is not 128 bits of hex", a.Lease)
+	}
+	if !strings.Contains(b.Reason, "expires in 1m0s") {
+		t.Errorf("default TTL not applied: %q", b.Reason)
+	}
+	if l.Count() != 2 || l.Outstanding() != 3*gib {
+		t.Fatalf("Count %d Outstanding %d", l.Count(), l.Outstanding())
+	}
+
+	// Once a's TTL has passed it no longer holds headroom, even before Expire.
+	later := now.Add(time.Second)
+	if d := l.Decide(later, Request{Bytes: 8 * gib}, gpus, 1, false); d.Decision != DecisionGPU {
+		t.Fatalf("expired lease still counted: %+v", d)
+	}
+	exp := l.Expire(later)
+	if len(exp) != 1 || exp[0].ID != a.Lease || exp[0].Tool != "a" || exp[0].Priority != P1 {
+		t.Fatalf("Expire = %+v", exp)
+	}
+	if l.Release(a.Lease) {
+		t.Error("released an expired lease")
+	}
+	if !l.Release(b.Lease) || l.Release(b.Lease) {
+		t.Error("Release(b) twice should be true then false")
+	}
+	if l.Count() != 1 {
+		t.Errorf("Count = %d, want 1", l.Count())
+	}
+	l.Clear()
+	if l.Count() != 0 || l.Outstanding() != 0 {
+		t.Errorf("after Clear: Count %d Outstanding %d", l.Count(), l.Outstanding())
+	}
+}
+
+func TestFormatBytes(t *testing.T) {
+	for _, tt := range []struct {
+		n    uint64
+		want string
+	}{
+		{0, "0 B"}, {1023, "1023 B"}, {1024, "1 KiB"}, {1536, "1.5 KiB"},
+		{40 * gib, "40 GiB"}, {gib + gib/3, "1.3 GiB"}, {math.MaxUint64, "16 EiB"},
+	} {
+		if got := FormatBytes(tt.n); got != tt.want {
+			t.Errorf("FormatBytes(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}
