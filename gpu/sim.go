@@ -1,0 +1,145 @@
+package gpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// SimName is the Name every simulated device reports.
+const SimName = "Simulated GPU"
+
+// Defaults of SimOptions, the same as the --sim-devices and --sim-memory
+// flags.
+const (
+	DefaultSimDevices        = 1
+	DefaultSimMemory  uint64 = 16 << 30
+)
+
+// SimOptions configures the simulated backend.
+type SimOptions struct {
+	// Dir holds one directory per device, Dir/<i>/, whose files are the
+	// usage of that device (see Sim).
+	Dir string
+	// Devices is the number of simulated GPUs (0 means DefaultSimDevices).
+	Devices int
+	// Memory is every device's total memory in bytes (0 means
+	// DefaultSimMemory).
+	Memory uint64
+	// Select lists the watched device indices in the order given (from
+	// --devices); nil watches them all.
+	Select []int
+}
+
+// Sim is the simulated GPU backend. Device i's used memory is the sum of
+// the integers (bytes) in the files of Dir/<i>/:
+//
+//   - a file named by a PID is that process's usage and counts only while
+//     the process is alive, because a dead process's memory is freed
+//     (a zombie, not yet reaped, still counts, as it would on a GPU);
+//   - any other name is another tenant and always counts;
+//   - names starting with "." are ignored, so writers can write a temp name
+//     and rename it into place (SimSet does);
+//   - unreadable or non-numeric files, and subdirectories, count 0.
+//
+// Sim reads the files on every Sample, so its per-process usage is always
+// fresh: ProcessesAt equals Time.
+type Sim struct {
+	dir     string
+	devices []int
+	total   uint64
+}
+
+// NewSim opens the simulated backend, creating Dir/<i>/ for every device.
+func NewSim(o SimOptions) (*Sim, error) {
+	if o.Dir == "" {
+		return nil, errors.New("sim: no directory given")
+	}
+	n := o.Devices
+	switch {
+	case n == 0:
+		n = DefaultSimDevices
+	case n < 0:
+		return nil, fmt.Errorf("sim: %d devices: want at least 1", n)
+	}
+	total := o.Memory
+	if total == 0 {
+		total = DefaultSimMemory
+	}
+	devices, err := simSelect(o.Select, n)
+	if err != nil {
+		return nil, err
+	}
+	for i := range n {
+		if err := os.MkdirAll(simDeviceDir(o.Dir, i), 0o755); err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+	}
+	return &Sim{dir: o.Dir, devices: devices, total: total}, nil
+}
+
+// simSelect validates the --devices indices against the device count.
+func simSelect(sel []int, n int) ([]int, error) {
+	if len(sel) == 0 {
+		all := make([]int, n)
+		for i := range all {
+			all[i] = i
+		}
+		return all, nil
+	}
+	out := make([]int, 0, len(sel))
+	for _, i := range sel {
+		if i < 0 || i >= n {
+			return nil, fmt.Errorf("sim: device %d: there are %d simulated GPUs (0-%d); see --sim-devices", i, n, n-1)
+		}
+		if slices.Contains(out, i) {
+			return nil, fmt.Errorf("sim: device %d listed twice", i)
+		}
+		out = append(out, i)
+	}
+	return out, nil
+}
+
+// SimUUID is the stable UUID of simulated device i.
+func SimUUID(i int) string {
+	return fmt.Sprintf("GPU-sim-00000000-0000-0000-0000-%012d", i)
+}
+
+func simDeviceDir(dir string, i int) string {
+	return filepath.Join(dir, strconv.Itoa(i))
+}
+
+// Dir is the directory of per-device usage files.
+func (s *Sim) Dir() string { return s.dir }
+
+// Sample reads the usage files of every watched device.
+func (s *Sim) Sample(ctx context.Context) (Sample, error) {
+	now := time.Now()
+	smp := Sample{Time: now, ProcessesAt: now, Devices: make([]Device, 0, len(s.devices))}
+	for _, i := range s.devices {
+		if err := ctx.Err(); err != nil {
+			return Sample{}, fmt.Errorf("sim: sampling GPU %d: %w", i, err)
+		}
+		used, procs, err := readSimDevice(simDeviceDir(s.dir, i), i)
+		if err != nil {
+			return Sample{}, fmt.Errorf("sim: reading GPU %d: %w", i, err)
+		}
+		smp.Devices = append(smp.Devices, Device{
+			Index: i,
+			UUID:  SimUUID(i),
+			Name:  SimName,
+			Used:  used,
+			Total: s.total,
+		})
+		smp.Processes = append(smp.Processes, procs...)
+	}
+	return smp, nil
+}
+
+// Close does nothing: Sim holds no resources between samples.
+func (s *Sim) Close() error { return nil }

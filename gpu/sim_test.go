@@ -1,0 +1,141 @@
+package gpu
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"testing"
+)
+
+// deadPID is above any kernel's pid_max (at most 2^22), so kill(2) always
+// answers ESRCH.
+const deadPID = 2147483647
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSimSample(t *testing.T) {
+	dir := t.TempDir()
+	me := os.Getpid()
+	writeFile(t, filepath.Join(dir, "0", "tenant"), "1000\n")
+	writeFile(t, filepath.Join(dir, "0", strconv.Itoa(me)), "  200 ")
+	writeFile(t, filepath.Join(dir, "0", strconv.Itoa(deadPID)), "50")
+	writeFile(t, filepath.Join(dir, "0", ".tmp"), "7")
+	writeFile(t, filepath.Join(dir, "0", "garbage"), "12 GiB")
+	writeFile(t, filepath.Join(dir, "0", "negative"), "-5")
+	writeFile(t, filepath.Join(dir, "0", "0"), "3") // "0" is a tenant, not a PID
+	writeFile(t, filepath.Join(dir, "1", "1"), "9") // PID 1 is alive (EPERM when not root)
+	writeFile(t, filepath.Join(dir, "1", "sub", "x"), "100")
+
+	s, err := NewSim(SimOptions{Dir: dir, Devices: 3, Memory: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.Sample(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Time.IsZero() || !got.ProcessesAt.Equal(got.Time) {
+		t.Errorf("Time %v, ProcessesAt %v: want equal and set", got.Time, got.ProcessesAt)
+	}
+	wantDev := []Device{
+		{Index: 0, UUID: SimUUID(0), Name: SimName, Used: 1203, Total: 4096},
+		{Index: 1, UUID: SimUUID(1), Name: SimName, Used: 9, Total: 4096},
+		{Index: 2, UUID: SimUUID(2), Name: SimName, Used: 0, Total: 4096},
+	}
+	if !reflect.DeepEqual(got.Devices, wantDev) {
+		t.Errorf("Devices:\n got %+v\nwant %+v", got.Devices, wantDev)
+	}
+	wantProc := []Process{{PID: me, Device: 0, Used: 200}, {PID: 1, Device: 1, Used: 9}}
+	if !reflect.DeepEqual(got.Processes, wantProc) {
+		t.Errorf("Processes:\n got %+v\nwant %+v", got.Processes, wantProc)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "2")); err != nil {
+		t.Errorf("NewSim did not create the device dir: %v", err)
+	}
+}
+
+func TestSimDefaultsAndSelect(t *testing.T) {
+	dir := t.TempDir()
+	s, err := NewSim(SimOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	smp, err := s.Sample(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(smp.Devices) != 1 || smp.Devices[0].Total != 16<<30 {
+		t.Errorf("defaults: got %+v, want one 16GiB device", smp.Devices)
+	}
+
+	s, err = NewSim(SimOptions{Dir: dir, Devices: 4, Select: []int{3, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	smp, err = s.Sample(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(smp.Devices) != 2 || smp.Devices[0].Index != 3 || smp.Devices[1].Index != 1 {
+		t.Errorf("select 3,1: got %+v", smp.Devices)
+	}
+}
+
+func TestNewSimErrors(t *testing.T) {
+	dir := t.TempDir()
+	for name, o := range map[string]SimOptions{
+		"no dir":       {},
+		"negative":     {Dir: dir, Devices: -1},
+		"out of range": {Dir: dir, Devices: 2, Select: []int{2}},
+		"negative sel": {Dir: dir, Devices: 2, Select: []int{-1}},
+		"twice":        {Dir: dir, Devices: 2, Select: []int{1, 1}},
+	} {
+		if _, err := NewSim(o); err == nil {
+			t.Errorf("%s: NewSim(%+v) succeeded, want an error", name, o)
+		}
+	}
+}
+
+func TestSimSampleHonoursContext(t *testing.T) {
+	s, err := NewSim(SimOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Sample(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sample with a cancelled context: err = %v, want context.Canceled", err)
+	}
+}
+
+func TestSimPID(t *testing.T) {
+	for name, want := range map[string]int{
+		"1": 1, "4194304": 4194304, "2147483647": 2147483647,
+		"0": 0, "-1": 0, "+5": 0, "012": 0, "2147483648": 0, "12a": 0, "": 0, "vllm": 0,
+	} {
+		got, ok := simPID(name)
+		if ok != (want != 0) || got != want {
+			t.Errorf("simPID(%q) = %d, %v; want %d", name, got, ok, want)
+		}
+	}
+}
+
+func TestReadSimFileTooLong(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "big")
+	writeFile(t, p, "1"+string(make([]byte, 100)))
+	if n := readSimFile(p); n != 0 {
+		t.Errorf("readSimFile of an oversized file = %d, want 0", n)
+	}
+}

@@ -1,0 +1,96 @@
+package gpu
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// maxSimFile bounds how much of a usage file is read: a decimal uint64 with
+// surrounding whitespace fits easily, anything longer is not a number.
+const maxSimFile = 64
+
+// readSimDevice sums the usage files in dir (device index dev). A missing
+// dir counts as an idle device.
+func readSimDevice(dir string, dev int) (uint64, []Process, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil, nil
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	var used uint64
+	var procs []Process
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || e.IsDir() {
+			continue
+		}
+		pid, isPID := simPID(name)
+		if isPID && !alive(pid) {
+			continue
+		}
+		n := readSimFile(filepath.Join(dir, name))
+		used = addSat(used, n)
+		if isPID {
+			procs = append(procs, Process{PID: pid, Device: dev, Used: n})
+		}
+	}
+	slices.SortFunc(procs, func(a, b Process) int { return a.PID - b.PID })
+	return used, procs, nil
+}
+
+// simPID reports whether name is a process ID: a positive decimal without
+// sign or leading zeros that fits a pid_t. "0" and "-1" would make kill(2)
+// address process groups, so they are tenant names, not PIDs.
+func simPID(name string) (int, bool) {
+	if name == "" || name[0] < '1' || name[0] > '9' {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(name, 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return int(n), true
+}
+
+// alive reports whether process pid exists: kill(pid, 0) fails with ESRCH
+// only for a dead one (EPERM means it exists but is another user's).
+func alive(pid int) bool {
+	return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// readSimFile returns the integer in the file, or 0 when it cannot be read
+// or is not a non-negative decimal integer.
+func readSimFile(path string) uint64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSimFile+1))
+	if err != nil || len(b) > maxSimFile {
+		return 0
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// addSat adds without wrapping around.
+func addSat(a, b uint64) uint64 {
+	if a > math.MaxUint64-b {
+		return math.MaxUint64
+	}
+	return a + b
+}
