@@ -1,0 +1,221 @@
+package supervisor
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+)
+
+// onSample takes one probe result: it records it, then lets the state
+// decide (start a waiting child, or apply the watermark rules).
+func (l *loop) onSample(r sampleResult) {
+	l.sampling = false
+	now := time.Now()
+	if l.deps.Meter != nil {
+		l.deps.Meter.ObserveProbe(r.took, r.err)
+	}
+	if r.err != nil {
+		l.probeFailed(now, r.err.Error())
+		if l.state == api.StateWaiting {
+			l.tryStart(r)
+		}
+		return
+	}
+	if l.probeErr != "" {
+		l.deps.Logf("GPU probe recovered")
+		l.probeErr, l.probeHung = "", false
+	}
+	l.lastSample, l.haveSample = r.sample, true
+	if l.child != nil && r.forPID == l.child.PID() && r.tree != nil {
+		l.childTree = make(map[int]bool, len(r.tree))
+		for _, pid := range r.tree {
+			l.childTree[pid] = true
+		}
+	}
+	if l.pol.Watch.Scope == "process" {
+		l.ratio = processRatio(r.sample, l.childTree, l.pol.Watch.Quota)
+	} else {
+		l.ratio = deviceRatio(r.sample.Devices, l.pol.Watch.Quota)
+	}
+	switch {
+	case l.state == api.StateWaiting:
+		l.tryStart(r)
+	case l.child != nil && !l.stopping && l.plan == nil:
+		if l.state == api.StateStarting {
+			l.state = api.StateRunning
+		}
+		l.applyWatermark(now)
+	}
+	l.updateStatusText()
+}
+
+// applyWatermark runs the watermark rules on the newest ratio and performs
+// (or, in observe mode, only reports) their verdict.
+func (l *loop) applyWatermark(now time.Time) {
+	wm := l.pol.Watermark
+	v := l.rules.observe(now, l.ratio, wm, l.level, len(l.pol.Profiles))
+	if v == holdSteady {
+		return
+	}
+	why := fmt.Sprintf("watermark %.2f > %.2f", l.ratio, wm.High)
+	switch v {
+	case restartLower:
+		why = fmt.Sprintf("watermark %.2f >= critical %.2f %s after a step", l.ratio, wm.Critical, wm.Grace)
+	case stepUpOne:
+		why = fmt.Sprintf("watermark %.2f < %.2f for %s", l.ratio, wm.Low, wm.RecoverAfter)
+	case criticalAtLast:
+		l.emit(api.Event{Event: api.EventCritical, Watermark: l.ratio,
+			Detail: fmt.Sprintf("watermark %.2f >= critical %.2f at the last profile; nothing lower to step to", l.ratio, wm.Critical)})
+		l.deps.Logf("watermark %.2f above critical at the last profile %s: nothing lower", l.ratio, l.pol.Profiles[l.level].Name)
+		return
+	}
+	l.rules.stepped(now)
+	if l.cfg.Observe {
+		if v == stepUpOne {
+			l.deps.Logf("observe: would %s (%s)", v, why)
+			return
+		}
+		l.emit(api.Event{Event: api.EventObserve, Reason: api.ReasonObserve, Watermark: l.ratio,
+			From: l.pol.Profiles[l.level].Name, To: l.pol.Profiles[l.level+1].Name,
+			Detail: fmt.Sprintf("would %s: %s", v, why)})
+		l.deps.Logf("observe: would %s to %s (%s)", v, l.pol.Profiles[l.level+1].Name, why)
+		return
+	}
+	switch v {
+	case stepDownLive:
+		l.changeProfile(l.level+1, api.ReasonWatermark, why, nil)
+	case restartLower:
+		l.emitStep(api.EventStepDown, l.level+1, api.ReasonCritical, why)
+		l.beginRestart(l.level+1, api.ReasonCritical, nil)
+	case stepUpOne:
+		l.changeProfile(l.level-1, api.ReasonRecovered, why, nil)
+	}
+}
+
+// changeProfile moves to level: live when that profile is live, else by a
+// graceful restart into it. reply (if any) gets the new profile once the
+// state file is written and the event published.
+func (l *loop) changeProfile(level int, reason, why string, reply chan response) {
+	event := api.EventStepDown
+	if level < l.level {
+		event = api.EventStepUp
+	}
+	l.emitStep(event, level, reason, why)
+	if !l.pol.Profiles[level].Live {
+		l.beginRestart(level, reason, reply)
+		return
+	}
+	l.level = level
+	if err := l.writeState(why); err != nil {
+		l.deps.Logf("%v", err)
+	}
+	if sig := l.pol.Notify.Signal; sig != 0 && l.child != nil {
+		_ = l.child.Signal(sig)
+	}
+	l.deps.Logf("%s to profile %s (%s)", event, l.pol.Profiles[level].Name, why)
+	if reply != nil {
+		reply <- response{profile: l.pol.Profiles[level].Name}
+	}
+}
+
+func (l *loop) emitStep(event string, to int, reason, why string) {
+	l.emit(api.Event{Event: event, Reason: reason, Watermark: l.ratio,
+		From: l.pol.Profiles[l.level].Name, To: l.pol.Profiles[to].Name,
+		FromLevel: ptr(l.level), ToLevel: ptr(to), Detail: why})
+}
+
+// beginRestart stops the child with stop_signal so that it restarts in
+// level (GPUGUARD_LAST_EXIT=watermark).
+func (l *loop) beginRestart(level int, reason string, reply chan response) {
+	l.plan = &restartPlan{level: level, reason: reason}
+	if reply != nil {
+		l.plan.replies = append(l.plan.replies, reply)
+	}
+	l.state = api.StateStepping
+	l.deps.Logf("restarting the child in profile %s (%s)", l.pol.Profiles[level].Name, reason)
+	_ = l.child.Signal(l.pol.Restart.StopSignal)
+	l.stopWait.arm(l.pol.Restart.StopTimeout)
+}
+
+// manualStep handles `gpuguard step` and the socket's step request.
+func (l *loop) manualStep(r request) {
+	to := l.level + 1
+	if r.up {
+		to = l.level - 1
+	}
+	switch {
+	case to < 0:
+		r.reply <- response{err: fmt.Errorf("already at the first profile %s", l.pol.Profiles[0].Name)}
+		return
+	case to >= len(l.pol.Profiles):
+		r.reply <- response{err: fmt.Errorf("already at the last profile %s", l.pol.Profiles[l.level].Name)}
+		return
+	case l.child == nil || l.stopping || l.plan != nil:
+		r.reply <- response{err: fmt.Errorf("instance is %s; try again once it runs", l.state)}
+		return
+	}
+	l.rules.stepped(time.Now())
+	l.changeProfile(to, api.ReasonManual, "manual step "+map[bool]string{true: "up", false: "down"}[r.up], r.reply)
+}
+
+// emit fills in the common fields and hands ev to every observer.
+func (l *loop) emit(ev api.Event) {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
+	}
+	ev.Name = l.cfg.Name
+	if ev.Profile == "" {
+		ev.Profile = l.pol.Profiles[l.level].Name
+		ev.Level = l.level
+	}
+	for _, o := range l.deps.Observers {
+		o.Observe(ev)
+	}
+	l.lastEvent = &ev
+}
+
+// updateStatusText tells the service manager what runs, when it changed.
+func (l *loop) updateStatusText() {
+	if l.deps.Notifier == nil {
+		return
+	}
+	t := fmt.Sprintf("%s: profile %s (%d/%d), watermark %.2f", l.state, l.pol.Profiles[l.level].Name,
+		l.level, len(l.pol.Profiles), l.ratio)
+	if t != l.statusText {
+		l.statusText = t
+		_ = l.deps.Notifier.Status(t)
+	}
+}
+
+// publishSnapshot copies the loop's state out for Status and metrics.
+func (l *loop) publishSnapshot() {
+	now := time.Now()
+	st := api.Status{
+		Name: l.cfg.Name, PID: l.s.snap.Load().status.PID, State: l.state,
+		Profile: l.pol.Profiles[l.level].Name, Level: l.level, Levels: len(l.pol.Profiles),
+		Watermark: l.ratio, Restarts: l.restarts, Observe: l.cfg.Observe,
+		UptimeSeconds: now.Sub(l.s.started).Seconds(), Leases: l.ledger.Count(),
+		LastEvent: l.lastEvent, GPUs: []api.GPU{},
+	}
+	if l.child != nil {
+		st.ChildPID = l.child.PID()
+		st.ChildUptimeSeconds = now.Sub(l.childStart).Seconds()
+	}
+	if l.haveSample {
+		for _, d := range l.lastSample.Devices {
+			g := api.GPU{Index: d.Index, UUID: d.UUID, Name: d.Name, UsedBytes: d.Used, TotalBytes: d.Total}
+			for _, p := range l.lastSample.Processes {
+				if p.Device == d.Index {
+					g.Processes = append(g.Processes, api.GPUProcess{PID: p.PID, UsedBytes: p.Used})
+				}
+			}
+			st.GPUs = append(st.GPUs, g)
+		}
+	}
+	snap := &snapshot{status: st}
+	if l.child != nil {
+		snap.childStart = l.childStart
+	}
+	l.s.snap.Store(snap)
+}

@@ -1,0 +1,339 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/policy"
+)
+
+var (
+	errShutdown     = errors.New("instance is shutting down")
+	errUnknownLease = errors.New("no such lease")
+)
+
+// enterWaiting prepares the next start at level: it waits (on samples) for
+// the dead child's processes to free their GPU memory, then for a profile
+// that fits. An immediate sample is taken so a restart need not wait for
+// the next tick.
+func (l *loop) enterWaiting(level int, release map[int]bool) {
+	l.state = api.StateWaiting
+	l.target = level
+	l.release = release
+	l.waitSince = time.Now()
+	l.waitNoted = false
+	l.startSample()
+}
+
+// tryStart runs on every sample while waiting.
+func (l *loop) tryStart(r sampleResult) {
+	now := time.Now()
+	rw := l.pol.Restart
+	if r.err != nil {
+		// Without data there is no fit to judge; do not hold the service
+		// hostage to the monitoring. Start where we aimed once any
+		// release wait is over.
+		if len(l.release) == 0 || now.Sub(l.waitSince) >= rw.ReleaseTimeout {
+			l.launch(l.target)
+		}
+		return
+	}
+	if len(l.release) > 0 {
+		if anyAlive(r.sample, l.release) && now.Sub(l.waitSince) < rw.ReleaseTimeout {
+			return
+		}
+		if anyAlive(r.sample, l.release) {
+			l.deps.Logf("the last child's GPU memory was not freed within %s; starting anyway", rw.ReleaseTimeout)
+		}
+		l.release = nil
+	}
+	level, ok := pickProfile(l.pol.Profiles, l.target, r.sample.Devices, l.pol.Watch.Quota, l.pol.Watermark.High)
+	if ok {
+		l.launch(level)
+		return
+	}
+	switch rw.WhenFull {
+	case policy.WhenFullLowest:
+		l.deps.Logf("no profile fits the free GPU memory; starting in the last profile")
+		l.launch(len(l.pol.Profiles) - 1)
+	case policy.WhenFullExit:
+		l.state = api.StateFatal
+		l.finish(75, fmt.Errorf("%w the free GPU memory (when_full = \"exit\"): %s", errNoFit, l.freeText(r)))
+	default:
+		if !l.waitNoted {
+			l.waitNoted = true
+			l.deps.Logf("no profile fits the free GPU memory (%s); waiting", l.freeText(r))
+			l.emit(api.Event{Event: api.EventWaiting, Detail: l.freeText(r)})
+		}
+	}
+}
+
+func (l *loop) freeText(r sampleResult) string {
+	var parts []string
+	for _, d := range r.sample.Devices {
+		parts = append(parts, fmt.Sprintf("GPU %d: %s used of %s", d.Index,
+			policy.FormatSize(d.Used), policy.FormatSize(limit(d, l.pol.Watch.Quota))))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// vars are the GPUGUARD_* variables and the profile's env, which both go
+// into the child's environment and expand ${VAR} in its arguments.
+func (l *loop) vars(level int) map[string]string {
+	p := l.pol.Profiles[level]
+	v := make(map[string]string, len(p.Env)+10)
+	for k, val := range p.Env {
+		v[k] = val
+	}
+	v["GPUGUARD_NAME"] = l.cfg.Name
+	v["GPUGUARD_PROFILE"] = p.Name
+	v["GPUGUARD_LEVEL"] = strconv.Itoa(level)
+	v["GPUGUARD_LEVELS"] = strconv.Itoa(len(l.pol.Profiles))
+	v["GPUGUARD_RESTARTS"] = strconv.Itoa(l.restarts)
+	v["GPUGUARD_LAST_EXIT"] = l.lastExit
+	v["GPUGUARD_CHECKPOINT"] = l.cfg.CheckpointPath
+	v["GPUGUARD_STATE"] = l.cfg.StatePath
+	v["GPUGUARD_SOCKET"] = l.cfg.SocketPath
+	if l.cfg.SimDir != "" {
+		v["GPUGUARD_SIM_DIR"] = l.cfg.SimDir
+	}
+	return v
+}
+
+// childEnv is base with vars set, later values replacing earlier ones.
+func childEnv(base []string, vars map[string]string) []string {
+	env := make([]string, 0, len(base)+len(vars))
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, override := vars[k]; !override {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// writeState replaces the state file and publishes the profile event.
+func (l *loop) writeState(reason string) error {
+	l.seq++
+	p := l.pol.Profiles[l.level]
+	st := api.ProfileState{Seq: l.seq, Level: l.level, Profile: p.Name, Env: p.Env, Reason: reason}
+	if st.Env == nil {
+		st.Env = map[string]string{}
+	}
+	if err := l.deps.WriteState(l.cfg.StatePath, st); err != nil {
+		return fmt.Errorf("writing the state file: %w", err)
+	}
+	if l.deps.Publisher != nil {
+		st.Type = "profile"
+		l.deps.Publisher.Publish(st)
+	}
+	return nil
+}
+
+// launch starts a child in profile level.
+func (l *loop) launch(level int) {
+	from := l.level
+	l.level = level
+	if l.starts > 0 {
+		if err := l.deps.RotateCheckpoint(l.cfg.CheckpointPath, l.pol.Checkpoint.Keep); err != nil {
+			// The checkpoint itself is untouched; only a generation is missing.
+			l.deps.Logf("keeping a checkpoint generation failed (the checkpoint is untouched): %v", err)
+		}
+	}
+	reason := "start"
+	if l.lastExit != "none" {
+		reason = "restart after " + l.lastExit
+	}
+	if err := l.writeState(reason); err != nil {
+		l.deps.Logf("%v", err)
+	}
+	vars := l.vars(level)
+	argv, err := policy.ExpandArgs(l.cfg.Command, vars)
+	if err != nil {
+		l.state = api.StateFatal
+		l.finish(78, fmt.Errorf("expanding the command: %w", err))
+		return
+	}
+	l.s.toldOOM.Store(nil)
+	child, err := l.deps.Launcher.Launch(LaunchSpec{Argv: argv, Env: childEnv(l.cfg.BaseEnv, vars), ScanStderr: l.pol.OOM.ScanStderr})
+	if err != nil {
+		l.state = api.StateFatal
+		l.emit(api.Event{Event: api.EventGiveUp, Detail: err.Error()})
+		l.finish(1, fmt.Errorf("starting %s: %w", argv[0], err))
+		return
+	}
+	l.starts++
+	l.child = child
+	l.childStart = time.Now()
+	l.childTree = map[int]bool{child.PID(): true}
+	l.state = api.StateStarting
+	l.rules.reset()
+	ev := api.Event{Event: api.EventStart, PID: child.PID(), Restarts: l.restarts, Reason: l.lastExit}
+	if from != level {
+		ev.From, ev.To = l.pol.Profiles[from].Name, l.pol.Profiles[level].Name
+	}
+	l.emit(ev)
+	l.deps.Logf("started %s (pid %d) in profile %s (%d/%d)", argv[0], child.PID(), l.pol.Profiles[level].Name, level, len(l.pol.Profiles))
+	if n := l.deps.Notifier; n != nil && !l.readySent {
+		l.readySent = true
+		_ = n.Ready()
+	}
+	l.updateStatusText()
+	if l.plan != nil {
+		for _, r := range l.plan.replies {
+			r <- response{profile: l.pol.Profiles[level].Name}
+		}
+		l.plan = nil
+	}
+	// The first sample of the new child is due now, not a tick away.
+	l.startSample()
+}
+
+// onExit handles the child's end: finish, or plan the next start.
+func (l *loop) onExit() {
+	now := time.Now()
+	e := l.child.Exit()
+	ran := now.Sub(l.childStart)
+	release := l.childTree
+	l.child = nil
+	l.stopWait.stop()
+	l.ledger.Clear()
+	told := ""
+	if p := l.s.toldOOM.Swap(nil); p != nil {
+		told = *p
+	}
+	ev := api.Event{Event: api.EventExit, Status: ptr(e.Status()), Stderr: lastLines(e.Stderr, 20)}
+	if e.Signal != 0 {
+		ev.Signal = int(e.Signal)
+	} else {
+		ev.ExitCode = ptr(e.Code)
+	}
+	l.emit(ev)
+	l.deps.Logf("child exited with status %d after %s", e.Status(), ran.Round(time.Millisecond))
+
+	if l.stopping {
+		l.state = api.StateExited
+		l.finish(e.Status(), nil)
+		return
+	}
+	if plan := l.plan; plan != nil {
+		from := l.pol.Profiles[l.level].Name
+		l.restarts++
+		l.lastExit = string(exitRequested)
+		l.emit(api.Event{Event: api.EventRestart, Reason: api.ReasonWatermark, From: from,
+			To: l.pol.Profiles[plan.level].Name, Restarts: l.restarts, Status: ptr(e.Status())})
+		l.enterWaiting(plan.level, release)
+		return
+	}
+	kind, evidence := classifyExit(e, l.pol.OOM, told)
+	next := l.level
+	switch kind {
+	case exitClean:
+		l.state = api.StateExited
+		l.finish(0, nil)
+		return
+	case exitOOM:
+		next = min(l.level+1, len(l.pol.Profiles)-1)
+		l.emit(api.Event{Event: api.EventOOM, Detail: evidence, Stderr: lastLines(e.Stderr, 20)})
+	case exitCrash:
+		if !l.pol.Restart.OnCrash {
+			l.state = api.StateExited
+			l.finish(e.Status(), nil)
+			return
+		}
+	}
+	delay, giveUp := l.budget.failure(now, ran, l.pol.Restart)
+	if giveUp {
+		l.state = api.StateFatal
+		l.emit(api.Event{Event: api.EventGiveUp, Status: ptr(e.Status()),
+			Detail: fmt.Sprintf("%d restarts within %s (max_restarts)", l.pol.Restart.MaxRestarts, l.pol.Restart.Window)})
+		l.deps.Logf("giving up: %d restarts within %s", l.pol.Restart.MaxRestarts, l.pol.Restart.Window)
+		l.finish(e.Status(), nil)
+		return
+	}
+	l.restarts++
+	l.lastExit = string(kind)
+	l.emit(api.Event{Event: api.EventRestart, Reason: string(kind), From: l.pol.Profiles[l.level].Name,
+		To: l.pol.Profiles[next].Name, FromLevel: ptr(l.level), ToLevel: ptr(next),
+		Restarts: l.restarts, Status: ptr(e.Status()), Detail: evidence})
+	if kind == exitOOM {
+		l.deps.Logf("out of memory (%s): restarting in profile %s", evidence, l.pol.Profiles[next].Name)
+	}
+	l.target = next
+	l.release = release
+	if delay > 0 {
+		l.state = api.StateBackoff
+		l.backoff.arm(delay)
+		return
+	}
+	l.enterWaiting(next, release)
+}
+
+// onStopSignal forwards a stop signal to the child exactly once, then
+// waits stop_timeout before killing its group; a second signal kills now.
+func (l *loop) onStopSignal(sig syscall.Signal) {
+	if sig == syscall.SIGURG || l.finished {
+		return
+	}
+	if l.child == nil {
+		l.state = api.StateExited
+		l.emit(api.Event{Event: api.EventStop, Detail: "signal " + sig.String()})
+		l.finish(128+int(sig), nil)
+		return
+	}
+	if l.stopping {
+		l.deps.Logf("second %s: killing the child's process group now", sig)
+		_ = l.child.Kill()
+		return
+	}
+	l.stopping, l.stopSig = true, sig
+	l.state = api.StateStopping
+	l.emit(api.Event{Event: api.EventStop, Detail: "signal " + sig.String()})
+	if l.deps.Notifier != nil {
+		_ = l.deps.Notifier.Stopping()
+	}
+	l.failPlan()
+	_ = l.child.Signal(sig)
+	l.stopWait.arm(l.pol.Restart.StopTimeout)
+}
+
+func (l *loop) failPlan() {
+	if l.plan == nil {
+		return
+	}
+	for _, r := range l.plan.replies {
+		r <- response{err: errShutdown}
+	}
+	l.plan = nil
+}
+
+func (l *loop) finish(code int, err error) {
+	l.finished, l.code, l.err = true, code, err
+	l.backoff.stop()
+	l.failPlan()
+	if err != nil {
+		l.deps.Logf("%v", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// lastLines returns up to n last non-empty lines of b.
+func lastLines(b []byte, n int) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines
+}

@@ -1,0 +1,102 @@
+package supervisor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/policy"
+)
+
+func TestBackoff(t *testing.T) {
+	base, maxD := time.Second, 60*time.Second
+	want := []time.Duration{1, 2, 4, 8, 16, 32, 60, 60}
+	for i, w := range want {
+		if got := backoff(i+1, base, maxD); got != w*time.Second {
+			t.Errorf("failure %d: got %s, want %s", i+1, got, w*time.Second)
+		}
+	}
+	if got := backoff(5, 0, 0); got != 0 {
+		t.Errorf("zero backoff: got %s", got)
+	}
+}
+
+func TestRestartBudget(t *testing.T) {
+	r := policy.Restart{Backoff: time.Second, BackoffMax: 8 * time.Second, ResetAfter: time.Minute,
+		MaxRestarts: 3, Window: 10 * time.Minute}
+	var b restartBudget
+	now := time.Unix(0, 0)
+	for i, want := range []time.Duration{1, 2, 4} {
+		d, giveUp := b.failure(now.Add(time.Duration(i)*time.Second), time.Second, r)
+		if giveUp || d != want*time.Second {
+			t.Fatalf("failure %d: delay %s giveUp %v, want %s", i, d, giveUp, want*time.Second)
+		}
+	}
+	if _, giveUp := b.failure(now.Add(5*time.Second), time.Second, r); !giveUp {
+		t.Fatal("the 4th failure within the window must give up")
+	}
+	// Long after the window the budget is back, and a child that ran
+	// reset_after resets the backoff.
+	d, giveUp := b.failure(now.Add(time.Hour), 2*time.Minute, r)
+	if giveUp || d != time.Second {
+		t.Fatalf("after the window: delay %s giveUp %v", d, giveUp)
+	}
+	var z restartBudget
+	if _, giveUp := z.failure(now, 0, policy.Restart{MaxRestarts: 0, Window: time.Minute}); !giveUp {
+		t.Fatal("max_restarts = 0 gives up at the first failure")
+	}
+}
+
+func TestPickProfile(t *testing.T) {
+	gib := uint64(1 << 30)
+	profiles := []policy.Profile{{Name: "fp16", Needs: 40 * gib}, {Name: "int8", Needs: 20 * gib}, {Name: "int4"}}
+	dev := func(used uint64) []gpu.Device { return []gpu.Device{{Index: 0, Used: used, Total: 80 * gib}} }
+	tests := []struct {
+		name  string
+		from  int
+		devs  []gpu.Device
+		quota uint64
+		want  int
+		ok    bool
+	}{
+		{"empty GPU fits the best", 0, dev(0), 0, 0, true},
+		{"boundary: used + needs == total x high fits", 0, dev(32 * gib), 0, 0, true},
+		{"one byte more does not", 0, dev(32*gib + 1), 0, 1, true},
+		{"quota caps the total", 0, dev(0), 40 * gib, 1, true},
+		{"from skips better profiles", 1, dev(0), 0, 1, true},
+		{"no needs always fits", 0, dev(80 * gib), 0, 2, true},
+		{"every GPU must fit", 0, []gpu.Device{{Used: 0, Total: 80 * gib}, {Index: 1, Used: 60 * gib, Total: 80 * gib}}, 0, 2, true},
+	}
+	for _, tt := range tests {
+		got, ok := pickProfile(profiles, tt.from, tt.devs, tt.quota, 0.9)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("%s: got %d %v, want %d %v", tt.name, got, ok, tt.want, tt.ok)
+		}
+	}
+	if _, ok := pickProfile(profiles[:2], 0, dev(79*gib), 0, 0.9); ok {
+		t.Error("no profile fits a full GPU")
+	}
+}
+
+func TestRatios(t *testing.T) {
+	s := gpu.Sample{
+		Devices:   []gpu.Device{{Index: 0, Used: 50, Total: 100}, {Index: 1, Used: 80, Total: 100}},
+		Processes: []gpu.Process{{PID: 10, Device: 0, Used: 30}, {PID: 11, Device: 1, Used: 10}, {PID: 99, Device: 1, Used: 70}},
+	}
+	if got := deviceRatio(s.Devices, 0); got != 0.8 {
+		t.Errorf("device ratio: got %v, want 0.8 (the worst GPU)", got)
+	}
+	if got := deviceRatio(s.Devices, 160); got != 0.8 {
+		t.Errorf("a quota above the total does not raise the limit: got %v", got)
+	}
+	if got := deviceRatio(s.Devices, 50); got != 1.6 {
+		t.Errorf("quota 50: got %v, want 1.6", got)
+	}
+	tree := map[int]bool{10: true, 11: true}
+	if got := processRatio(s, tree, 80); got != 0.5 {
+		t.Errorf("process ratio with quota: got %v, want 0.5 (40 of 80)", got)
+	}
+	if got := processRatio(s, tree, 0); got != 0.3 {
+		t.Errorf("process ratio without quota: got %v, want 0.3", got)
+	}
+}

@@ -1,0 +1,211 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpuguard/gpuguard/admission"
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/policy"
+)
+
+// Config is what one instance supervises and where its files are.
+type Config struct {
+	Name    string
+	Policy  *policy.Policy
+	Command []string // argv before ${VAR} expansion
+	// Observe decides and logs but never steps down or restarts because of
+	// the watermark.
+	Observe    bool
+	StartLevel int
+
+	CheckpointPath string
+	StatePath      string
+	SocketPath     string
+	SimDir         string // "" unless the sim backend is used
+
+	// BaseEnv is the child's environment before the profile's env and the
+	// GPUGUARD_* variables (already without NOTIFY_SOCKET and WATCHDOG_*).
+	BaseEnv []string
+	// ProbeTimeout bounds one probe call; 0 = max(5 intervals, 2s).
+	ProbeTimeout time.Duration
+}
+
+// Deps are the supervisor's collaborators. Probe, Launcher, WriteState and
+// RotateCheckpoint are required; the rest may be nil.
+type Deps struct {
+	Probe    gpu.Probe
+	Launcher Launcher
+	// Tree lists a process and its descendants (scope = "process", and
+	// waiting for a dead child's GPU memory to be freed).
+	Tree             func(pid int) ([]int, error)
+	WriteState       func(path string, st api.ProfileState) error
+	RotateCheckpoint func(path string, keep int) error
+	Observers        []Observer
+	Notifier         Notifier
+	Publisher        Publisher
+	Meter            ProbeMeter
+	// Logf prints one human-readable line about what gpuguard does.
+	Logf func(format string, args ...any)
+}
+
+// ErrNoFit is returned (with exit code 75) when when_full = "exit" and no
+// profile's needs fit the free memory.
+var errNoFit = errors.New("no profile fits")
+
+// IsNoFit reports whether err means that no profile fit (exit 75).
+func IsNoFit(err error) bool { return errors.Is(err, errNoFit) }
+
+// Supervisor supervises one child. Run drives it; the other methods are
+// safe to call from any goroutine (the control socket calls them).
+type Supervisor struct {
+	cfg  Config
+	deps Deps
+
+	reqs    chan request
+	done    chan struct{} // closed when Run returns
+	once    sync.Once
+	snap    atomic.Pointer[snapshot]
+	toldOOM atomic.Pointer[string]
+	started time.Time
+}
+
+// snapshot is the loop's state copied out after every event; uptimes are
+// computed when read.
+type snapshot struct {
+	status     api.Status
+	childStart time.Time
+}
+
+// New checks cfg and deps and returns a Supervisor ready to Run.
+func New(cfg Config, deps Deps) (*Supervisor, error) {
+	switch {
+	case cfg.Policy == nil || len(cfg.Policy.Profiles) == 0:
+		return nil, errors.New("supervisor: a policy with at least one profile is required")
+	case len(cfg.Command) == 0:
+		return nil, errors.New("supervisor: no command to run")
+	case deps.Probe == nil || deps.Launcher == nil || deps.WriteState == nil || deps.RotateCheckpoint == nil:
+		return nil, errors.New("supervisor: Probe, Launcher, WriteState and RotateCheckpoint are required")
+	case cfg.StartLevel < 0 || cfg.StartLevel >= len(cfg.Policy.Profiles):
+		return nil, fmt.Errorf("supervisor: start level %d outside the ladder", cfg.StartLevel)
+	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = max(5*cfg.Policy.Watch.Interval, 2*time.Second)
+	}
+	if deps.Logf == nil {
+		deps.Logf = func(string, ...any) {}
+	}
+	s := &Supervisor{cfg: cfg, deps: deps, reqs: make(chan request), done: make(chan struct{}), started: time.Now()}
+	st := api.Status{Name: cfg.Name, PID: os.Getpid(), State: api.StateStarting,
+		Profile: cfg.Policy.Profiles[cfg.StartLevel].Name, Level: cfg.StartLevel,
+		Levels: len(cfg.Policy.Profiles), Observe: cfg.Observe, GPUs: []api.GPU{}}
+	s.snap.Store(&snapshot{status: st})
+	return s, nil
+}
+
+// Run supervises until the child ends for good, gpuguard gives up, or a
+// stop signal (or ctx's end) has been handled. It returns gpuguard's exit
+// code: the child's status, or 75 with an error when no profile fits, or 1
+// with an error for gpuguard's own failures.
+func (s *Supervisor) Run(ctx context.Context, signals <-chan os.Signal) (int, error) {
+	defer s.once.Do(func() { close(s.done) })
+	l := newLoop(s)
+	return l.run(ctx, signals)
+}
+
+// Status is the instance's current status object.
+func (s *Supervisor) Status() api.Status {
+	snap := s.snap.Load()
+	st := snap.status
+	st.UptimeSeconds = time.Since(s.started).Seconds()
+	if st.ChildPID != 0 {
+		st.ChildUptimeSeconds = time.Since(snap.childStart).Seconds()
+	}
+	return st
+}
+
+// MarkOOM records that the current child reported an out-of-memory error:
+// its coming exit counts as OOM. It takes effect before it returns, so a
+// child that exits right after the reply is classified correctly.
+func (s *Supervisor) MarkOOM(detail string) {
+	if detail == "" {
+		detail = "out of memory"
+	}
+	s.toldOOM.Store(&detail)
+}
+
+// Step asks for a profile change now ("down" or "up"). It returns the new
+// profile once the state file is written and the event published.
+func (s *Supervisor) Step(ctx context.Context, direction string) (string, error) {
+	var up bool
+	switch direction {
+	case "down":
+	case "up":
+		up = true
+	default:
+		return "", fmt.Errorf("direction must be down or up, got %q", direction)
+	}
+	r, err := s.call(ctx, request{op: opStep, up: up})
+	return r.profile, err
+}
+
+// Reserve decides an admission request against measured usage and the
+// outstanding leases.
+func (s *Supervisor) Reserve(ctx context.Context, req admission.Request) (admission.Decision, error) {
+	r, err := s.call(ctx, request{op: opReserve, reserve: req})
+	return r.decision, err
+}
+
+// Release ends a lease.
+func (s *Supervisor) Release(ctx context.Context, lease string) error {
+	_, err := s.call(ctx, request{op: opRelease, lease: lease})
+	return err
+}
+
+func (s *Supervisor) call(ctx context.Context, r request) (response, error) {
+	r.reply = make(chan response, 1)
+	select {
+	case s.reqs <- r:
+	case <-s.done:
+		return response{}, errors.New("instance is shutting down")
+	case <-ctx.Done():
+		return response{}, ctx.Err()
+	}
+	select {
+	case resp := <-r.reply:
+		return resp, resp.err
+	case <-s.done:
+		return response{}, errors.New("instance is shutting down")
+	case <-ctx.Done():
+		return response{}, ctx.Err()
+	}
+}
+
+type op int
+
+const (
+	opStep op = iota
+	opReserve
+	opRelease
+)
+
+// request is a control call handed to the loop goroutine.
+type request struct {
+	op      op
+	up      bool
+	reserve admission.Request
+	lease   string
+	reply   chan response
+}
+
+type response struct {
+	profile  string
+	decision admission.Decision
+	err      error
+}

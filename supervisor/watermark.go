@@ -1,0 +1,114 @@
+package supervisor
+
+import (
+	"time"
+
+	"github.com/gpuguard/gpuguard/policy"
+)
+
+// verdict is what the watermark rules conclude from one sample.
+type verdict int
+
+const (
+	holdSteady     verdict = iota
+	stepDownLive           // above high for sustain: one profile lower
+	restartLower           // still >= critical `grace` after a step: restart one lower
+	stepUpOne              // below low for recover_after: one profile higher
+	criticalAtLast         // >= critical at the last profile: log and count
+)
+
+func (v verdict) String() string {
+	switch v {
+	case stepDownLive:
+		return "step down"
+	case restartLower:
+		return "restart one profile lower"
+	case stepUpOne:
+		return "step up"
+	case criticalAtLast:
+		return "critical at the last profile"
+	}
+	return "hold"
+}
+
+// watermarkRules is the pure state of the watermark rules: when the ratio
+// crossed each threshold and when the last step happened. It sees only
+// (time, ratio, level) so every rule is one row of a table test.
+type watermarkRules struct {
+	aboveHighSince time.Time // zero: not above high
+	belowLowSince  time.Time // zero: not below low
+	lastStep       time.Time // zero: no step yet
+	// criticalChecked: the critical check for the last step was done.
+	criticalChecked bool
+	// lastFloorAlarm rate-limits criticalAtLast to one per grace period.
+	lastFloorAlarm time.Time
+}
+
+// observe feeds one sample and returns the verdict. level is the current
+// profile's index and levels the ladder's length. The caller reports every
+// step it performs (or, in observe mode, would have performed) through
+// stepped, which restarts the sustain timer and the grace period.
+func (w *watermarkRules) observe(now time.Time, ratio float64, wm policy.Watermark, level, levels int) verdict {
+	if ratio > wm.High {
+		if w.aboveHighSince.IsZero() {
+			w.aboveHighSince = now
+		}
+	} else {
+		w.aboveHighSince = time.Time{}
+	}
+	if ratio < wm.Low {
+		if w.belowLowSince.IsZero() {
+			w.belowLowSince = now
+		}
+	} else {
+		w.belowLowSince = time.Time{}
+	}
+	last := level >= levels-1
+	inGrace := !w.lastStep.IsZero() && now.Sub(w.lastStep) < wm.Grace
+
+	// The critical check happens once, at the first sample after grace.
+	if !w.lastStep.IsZero() && !inGrace && !w.criticalChecked {
+		w.criticalChecked = true
+		if ratio >= wm.Critical && !last {
+			return restartLower
+		}
+	}
+	if inGrace {
+		return holdSteady
+	}
+	if !w.aboveHighSince.IsZero() && now.Sub(w.aboveHighSince) >= wm.Sustain {
+		if !last {
+			return stepDownLive
+		}
+		if ratio >= wm.Critical && (w.lastFloorAlarm.IsZero() || now.Sub(w.lastFloorAlarm) >= wm.Grace) {
+			w.lastFloorAlarm = now
+			return criticalAtLast
+		}
+		return holdSteady
+	}
+	if wm.RecoverAfter > 0 && level > 0 && !w.belowLowSince.IsZero() && now.Sub(w.belowLowSince) >= wm.RecoverAfter {
+		return stepUpOne
+	}
+	return holdSteady
+}
+
+// stepped records a step at now (taken, or only logged in observe mode):
+// the sustain and recovery timers restart and the grace period begins.
+func (w *watermarkRules) stepped(now time.Time) {
+	w.lastStep = now
+	w.criticalChecked = false
+	w.aboveHighSince = time.Time{}
+	w.belowLowSince = time.Time{}
+}
+
+// reset forgets everything, for a new child.
+func (w *watermarkRules) reset() {
+	*w = watermarkRules{}
+}
+
+// stepPending reports whether a step-down is on its way: the ratio is above
+// high and only the sustain timer or the grace period holds it back.
+// Admission refuses GPU leases meanwhile.
+func (w *watermarkRules) stepPending() bool {
+	return !w.aboveHighSince.IsZero()
+}

@@ -1,0 +1,128 @@
+package supervisor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gpuguard/gpuguard/policy"
+)
+
+func TestWatermarkRules(t *testing.T) {
+	wm := policy.Watermark{High: 0.90, Critical: 0.97, Low: 0.70,
+		Sustain: time.Second, Grace: 10 * time.Second, RecoverAfter: 5 * time.Second}
+	t0 := time.Unix(1_000_000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	type obs struct {
+		at    time.Duration
+		ratio float64
+		level int
+		want  verdict
+		step  bool // the caller performs the step
+	}
+	tests := []struct {
+		name   string
+		levels int
+		wm     policy.Watermark
+		obs    []obs
+	}{
+		{"below high holds", 3, wm, []obs{{0, 0.5, 0, holdSteady, false}, {5 * time.Second, 0.89, 0, holdSteady, false}}},
+		{"exactly high is not above", 3, wm, []obs{{0, 0.90, 0, holdSteady, false}, {2 * time.Second, 0.90, 0, holdSteady, false}}},
+		{"above high for sustain steps down", 3, wm, []obs{
+			{0, 0.93, 0, holdSteady, false},
+			{999 * time.Millisecond, 0.93, 0, holdSteady, false},
+			{time.Second, 0.93, 0, stepDownLive, true},
+		}},
+		{"a dip below high restarts sustain", 3, wm, []obs{
+			{0, 0.93, 0, holdSteady, false},
+			{800 * time.Millisecond, 0.80, 0, holdSteady, false},
+			{1200 * time.Millisecond, 0.93, 0, holdSteady, false},
+			{2100 * time.Millisecond, 0.93, 0, holdSteady, false},
+			{2200 * time.Millisecond, 0.93, 0, stepDownLive, true},
+		}},
+		{"zero sustain steps on the first sample", 3, policy.Watermark{High: 0.9, Critical: 0.97, Low: 0.7, Grace: time.Second},
+			[]obs{{0, 0.95, 0, stepDownLive, true}}},
+		{"no second step within grace", 3, wm, []obs{
+			{0, 0.93, 0, holdSteady, false},
+			{time.Second, 0.93, 0, stepDownLive, true},
+			{5 * time.Second, 0.93, 1, holdSteady, false},
+			{10*time.Second + 999*time.Millisecond, 0.93, 1, holdSteady, false},
+		}},
+		{"still critical after grace restarts lower", 3, wm, []obs{
+			{0, 0.98, 0, holdSteady, false},
+			{time.Second, 0.98, 0, stepDownLive, true},
+			{6 * time.Second, 0.98, 1, holdSteady, false},
+			{11 * time.Second, 0.98, 1, restartLower, true},
+		}},
+		{"below critical after grace but above high steps again after sustain", 3, wm, []obs{
+			{0, 0.93, 0, holdSteady, false},
+			{time.Second, 0.93, 0, stepDownLive, true},
+			{11 * time.Second, 0.93, 1, holdSteady, false},
+			{11*time.Second + 999*time.Millisecond, 0.93, 1, holdSteady, false},
+			{12 * time.Second, 0.93, 1, stepDownLive, true},
+		}},
+		{"critical checked once per step", 3, wm, []obs{
+			{0, 0.93, 0, holdSteady, false},
+			{time.Second, 0.93, 0, stepDownLive, true},
+			{11 * time.Second, 0.5, 1, holdSteady, false},
+			{12 * time.Second, 0.99, 1, holdSteady, false},
+		}},
+		{"last profile above critical is reported once per grace", 2, wm, []obs{
+			{0, 0.99, 1, holdSteady, false},
+			{time.Second, 0.99, 1, criticalAtLast, false},
+			{2 * time.Second, 0.99, 1, holdSteady, false},
+			{11 * time.Second, 0.99, 1, criticalAtLast, false},
+		}},
+		{"last profile above high but below critical holds", 2, wm, []obs{
+			{0, 0.95, 1, holdSteady, false}, {3 * time.Second, 0.95, 1, holdSteady, false},
+		}},
+		{"critical after a step at the last profile does not restart", 2, wm, []obs{
+			{0, 0.99, 0, holdSteady, false},
+			{time.Second, 0.99, 0, stepDownLive, true},
+			{11 * time.Second, 0.99, 1, holdSteady, false},
+		}},
+		{"below low for recover_after steps up", 3, wm, []obs{
+			{0, 0.5, 1, holdSteady, false},
+			{4 * time.Second, 0.5, 1, holdSteady, false},
+			{5 * time.Second, 0.5, 1, stepUpOne, true},
+		}},
+		{"no step up at the first profile", 3, wm, []obs{{0, 0.1, 0, holdSteady, false}, {time.Minute, 0.1, 0, holdSteady, false}}},
+		{"recover_after 0 disables step up", 3, policy.Watermark{High: 0.9, Critical: 0.97, Low: 0.7, Sustain: time.Second, Grace: time.Second},
+			[]obs{{0, 0.1, 2, holdSteady, false}, {time.Hour, 0.1, 2, holdSteady, false}}},
+		{"no step up within grace of a step down", 3, wm, []obs{
+			{0, 0.95, 0, holdSteady, false},
+			{time.Second, 0.95, 0, stepDownLive, true},
+			{2 * time.Second, 0.2, 1, holdSteady, false},
+			{10 * time.Second, 0.2, 1, holdSteady, false},
+			// low since 2s, but grace lasts until 11s
+			{11 * time.Second, 0.2, 1, stepUpOne, true},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var w watermarkRules
+			for i, o := range tt.obs {
+				got := w.observe(at(o.at), o.ratio, tt.wm, o.level, tt.levels)
+				if got != o.want {
+					t.Fatalf("observation %d (t=%s ratio=%.2f level=%d): got %s, want %s", i, o.at, o.ratio, o.level, got, o.want)
+				}
+				if o.step {
+					w.stepped(at(o.at))
+				}
+			}
+		})
+	}
+}
+
+func TestStepPending(t *testing.T) {
+	wm := policy.Watermark{High: 0.9, Critical: 0.97, Low: 0.7, Sustain: time.Second, Grace: time.Second}
+	var w watermarkRules
+	now := time.Unix(0, 0)
+	w.observe(now, 0.5, wm, 0, 3)
+	if w.stepPending() {
+		t.Fatal("below high: no step pending")
+	}
+	w.observe(now, 0.95, wm, 0, 3)
+	if !w.stepPending() {
+		t.Fatal("above high within sustain: a step is pending")
+	}
+}
