@@ -1,0 +1,180 @@
+//go:build cgo
+
+package nvml
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuguard/gpuguard/gpu"
+)
+
+func mustOpen(t testing.TB, o Options) *probe {
+	t.Helper()
+	p, err := Open(o)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p.(*probe)
+}
+
+func mustSample(t testing.TB, p gpu.Probe) gpu.Sample {
+	t.Helper()
+	s, err := p.Sample(context.Background())
+	if err != nil {
+		t.Fatalf("Sample: %v", err)
+	}
+	return s
+}
+
+func TestOpenListsDevices(t *testing.T) {
+	srv := newH200()
+	srv.Devices[3].setUsed(40 << 30)
+	p := mustOpen(t, Options{Lib: srv})
+	s := mustSample(t, p)
+	if len(s.Devices) != 8 {
+		t.Fatalf("got %d devices, want 8", len(s.Devices))
+	}
+	for i, d := range s.Devices {
+		want := gpu.Device{Index: i, UUID: srv.Devices[i].UUID, Name: h200Name, Total: h200Total}
+		if i == 3 {
+			want.Used = 40 << 30
+		}
+		if d != want {
+			t.Errorf("device %d = %+v, want %+v", i, d, want)
+		}
+	}
+}
+
+func TestMemoryCountsReserved(t *testing.T) {
+	srv := newH200()
+	srv.Devices[0].GetMemoryInfo_v2Func = func() (gonvml.Memory_v2, gonvml.Return) {
+		return gonvml.Memory_v2{Total: 1000, Reserved: 50, Used: 200, Free: 750}, gonvml.SUCCESS
+	}
+	p := mustOpen(t, Options{Lib: srv, Devices: []string{"0"}})
+	if d := mustSample(t, p).Devices[0]; d.Used != 250 || d.Total != 1000 {
+		t.Errorf("got used %d total %d, want 250 of 1000 (v2 Used + Reserved)", d.Used, d.Total)
+	}
+}
+
+func TestSelect(t *testing.T) {
+	srv := newH200()
+	u := srv.uuids()
+	for _, tc := range []struct {
+		sel  []string
+		want []int
+	}{
+		{nil, []int{0, 1, 2, 3, 4, 5, 6, 7}},
+		{[]string{"3", "1"}, []int{3, 1}},
+		{[]string{u[5]}, []int{5}},
+		{[]string{u[6][:12], "2"}, []int{6, 2}}, // a unique UUID prefix, as CUDA takes
+	} {
+		p := mustOpen(t, Options{Lib: srv, Devices: tc.sel})
+		var got []int
+		for _, d := range mustSample(t, p).Devices {
+			got = append(got, d.Index)
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("select %q: got %v, want %v", tc.sel, got, tc.want)
+		}
+	}
+}
+
+func TestSelectErrors(t *testing.T) {
+	srv := newH200()
+	u := srv.uuids()
+	for _, sel := range [][]string{
+		{"8"}, {"-1"}, {"GPU-ffffffff"}, {"GPU-0000abc"}, {"1", u[1]}, {"MIG-1234"}, {"gpu0"},
+	} {
+		shutdowns := len(srv.ShutdownCalls())
+		_, err := Open(Options{Lib: srv, Devices: sel})
+		if err == nil {
+			t.Errorf("select %q: Open succeeded, want an error", sel)
+			continue
+		}
+		if errors.Is(err, gpu.ErrUnavailable) {
+			t.Errorf("select %q: %v wraps ErrUnavailable; a bad selection is not", sel, err)
+		}
+		if !strings.Contains(err.Error(), sel[len(sel)-1]) {
+			t.Errorf("select %q: error %q does not name the entry", sel, err)
+		}
+		if len(srv.ShutdownCalls()) != shutdowns+1 {
+			t.Errorf("select %q: NVML not shut down after a failed Open", sel)
+		}
+	}
+}
+
+func TestInitErrorsAreUnavailable(t *testing.T) {
+	for _, ret := range []gonvml.Return{
+		gonvml.ERROR_LIBRARY_NOT_FOUND, gonvml.ERROR_DRIVER_NOT_LOADED,
+		gonvml.ERROR_LIB_RM_VERSION_MISMATCH, gonvml.ERROR_NO_PERMISSION, gonvml.ERROR_UNKNOWN,
+	} {
+		srv := newH200()
+		srv.InitFunc = func() gonvml.Return { return ret }
+		_, err := Open(Options{Lib: srv})
+		if !errors.Is(err, gpu.ErrUnavailable) {
+			t.Errorf("Init %v: Open error %v, want ErrUnavailable", ret, err)
+		}
+	}
+	srv := newH200()
+	srv.InitFunc = func() gonvml.Return { return gonvml.ERROR_LIBRARY_NOT_FOUND }
+	_, err := Open(Options{Lib: srv})
+	for _, want := range []string{"libnvidia-ml.so.1", "LD_LIBRARY_PATH", "--backend sim"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("library not found: error %q does not mention %q", err, want)
+		}
+	}
+}
+
+func TestNoGPUIsUnavailable(t *testing.T) {
+	srv := newH200()
+	srv.Devices = nil
+	if _, err := Open(Options{Lib: srv}); !errors.Is(err, gpu.ErrUnavailable) {
+		t.Errorf("no GPU: Open error %v, want ErrUnavailable", err)
+	}
+}
+
+// TestRealLibrary opens the real libnvidia-ml: on a machine without it,
+// Open must fail cleanly with ErrUnavailable, never crash.
+func TestRealLibrary(t *testing.T) {
+	p, err := Open(Options{})
+	if err == nil {
+		p.Close()
+		t.Skip("NVML works on this machine")
+	}
+	if !errors.Is(err, gpu.ErrUnavailable) {
+		t.Fatalf("Open without a driver: %v, want ErrUnavailable", err)
+	}
+	t.Logf("Open: %v", err)
+
+	_, err = Open(Options{LibraryPath: "/nonexistent/libnvidia-ml.so.1"})
+	if !errors.Is(err, gpu.ErrUnavailable) || !strings.Contains(err.Error(), "/nonexistent/libnvidia-ml.so.1") {
+		t.Errorf("Open with a missing LibraryPath: %v, want ErrUnavailable naming the path", err)
+	}
+}
+
+func TestClose(t *testing.T) {
+	srv := newH200()
+	p, err := Open(Options{Lib: srv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if n := len(srv.ShutdownCalls()); n != 1 {
+		t.Errorf("Shutdown called %d times, want 1", n)
+	}
+	if _, err := p.Sample(context.Background()); err == nil {
+		t.Error("Sample after Close succeeded")
+	}
+}

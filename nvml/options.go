@@ -1,0 +1,30 @@
+package nvml
+
+import "time"
+
+// DefaultProcessInterval is how often per-process usage is refreshed when
+// Options.ProcessInterval is 0.
+const DefaultProcessInterval = time.Second
+
+// Options configures Open.
+type Options struct {
+	// Devices selects the watched GPUs by NVML index ("0") or UUID
+	// ("GPU-8932f937-..." or a unique prefix of one, as CUDA accepts); nil
+	// watches all. An entry that names no GPU is an error.
+	Devices []string
+	// ProcessInterval is the least time between per-process refreshes.
+	ProcessInterval time.Duration
+	// LibraryPath overrides the driver library to load
+	// (default libnvidia-ml.so.1, found by the dynamic loader).
+	LibraryPath string
+	// Lib is the NVML implementation; nil loads the real library. Tests
+	// pass a fake (go-nvml's pkg/nvml/mock).
+	Lib Library
+}
+
+func (o Options) processInterval() time.Duration {
+	if o.ProcessInterval > 0 {
+		return o.ProcessInterval
+	}
+	return DefaultProcessInterval
+}
