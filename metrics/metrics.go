@@ -1,0 +1,163 @@
+package metrics
+
+import (
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gpuguard/gpuguard/api"
+)
+
+const namespace = "gpuguard"
+
+// Label values that exist from the start, so that rate() and dashboards see
+// a 0 rather than no series until the first event.
+var (
+	stepdownReasons = []string{api.ReasonWatermark, api.ReasonCritical, api.ReasonManual, api.ReasonObserve}
+	restartReasons  = []string{api.ReasonOOM, api.ReasonCrash, api.ReasonWatermark}
+	decisions       = []string{"gpu", "cpu", "defer", "deny"}
+)
+
+// probeBuckets span 10µs (a sim directory read) to 1s (a stuck driver call);
+// beyond that the probe timeout and probe_errors_total tell the story.
+var probeBuckets = []float64{
+	10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6,
+	1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1,
+}
+
+// Metrics is one instance's registry. It satisfies supervisor.Observer and
+// supervisor.ProbeMeter; all methods are safe for concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	stepdowns     *prometheus.CounterVec
+	oomFallbacks  *prometheus.CounterVec
+	restarts      *prometheus.CounterVec
+	admissions    *prometheus.CounterVec
+	probeErrors   prometheus.Counter
+	probeDuration prometheus.Histogram
+
+	// metered is set by the first ObserveProbe call. From then on probe
+	// errors are counted there (every failed tick) and probe_error events,
+	// which the supervisor may collapse per error streak, no longer count:
+	// each failure is counted exactly once whichever way it is reported.
+	metered atomic.Bool
+}
+
+// New builds the registry of instance name. snapshot is called at every
+// scrape, from the scraping goroutine; it must be cheap and safe to call
+// concurrently with the supervisor (a copy of the last snapshot).
+func New(name string, snapshot func() api.Status) *Metrics {
+	cl := prometheus.Labels{"name": name}
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		stepdowns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "stepdowns_total", ConstLabels: cl,
+			Help: "Profile step-downs by reason (observe: what observe mode would have done).",
+		}, []string{"reason"}),
+		oomFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "oom_fallback_total", ConstLabels: cl,
+			Help: "Restarts after an out-of-memory exit, by profile before and after (equal at the last profile).",
+		}, []string{"from", "to"}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "restarts_total", ConstLabels: cl,
+			Help: "Child restarts by reason.",
+		}, []string{"reason"}),
+		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "admission_decisions_total", ConstLabels: cl,
+			Help: "Reservation requests by decision.",
+		}, []string{"decision"}),
+		probeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "probe_errors_total", ConstLabels: cl,
+			Help: "GPU probe ticks that failed.",
+		}),
+		probeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "probe_duration_seconds", ConstLabels: cl,
+			Help:    "Duration of one GPU probe tick, failed ones included.",
+			Buckets: probeBuckets,
+		}),
+	}
+	for _, r := range stepdownReasons {
+		m.stepdowns.WithLabelValues(r)
+	}
+	for _, r := range restartReasons {
+		m.restarts.WithLabelValues(r)
+	}
+	for _, d := range decisions {
+		m.admissions.WithLabelValues(d)
+	}
+	m.reg.MustRegister(m.stepdowns, m.oomFallbacks, m.restarts, m.admissions,
+		m.probeErrors, m.probeDuration, newSnapshotCollector(cl, snapshot))
+	// The runtime collectors take no const labels of their own; wrapping
+	// the registerer gives their series the instance name too.
+	prometheus.WrapRegistererWith(cl, m.reg).MustRegister(
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewGoCollector(),
+	)
+	return m
+}
+
+// Observe derives counters from one supervisor event. Events that no counter
+// follows are ignored.
+func (m *Metrics) Observe(ev api.Event) {
+	switch ev.Event {
+	case api.EventStepDown:
+		m.stepdowns.WithLabelValues(orUnknown(ev.Reason)).Inc()
+	case api.EventObserve:
+		m.stepdowns.WithLabelValues(api.ReasonObserve).Inc()
+	case api.EventCritical:
+		// Above critical at the last profile: nothing lower to step to,
+		// but the contract says it is counted, and this is the step that
+		// would have happened.
+		m.stepdowns.WithLabelValues(api.ReasonCritical).Inc()
+	case api.EventRestart:
+		m.restarts.WithLabelValues(orUnknown(ev.Reason)).Inc()
+		if ev.Reason == api.ReasonOOM {
+			to := ev.To
+			if to == "" {
+				to = ev.Profile
+			}
+			m.oomFallbacks.WithLabelValues(orUnknown(ev.From), orUnknown(to)).Inc()
+		}
+	case api.EventAdmission:
+		m.admissions.WithLabelValues(orUnknown(ev.Decision)).Inc()
+	case api.EventProbeError:
+		if !m.metered.Load() {
+			m.probeErrors.Inc()
+		}
+	}
+}
+
+// ObserveProbe records one probe tick.
+func (m *Metrics) ObserveProbe(d time.Duration, err error) {
+	m.metered.Store(true)
+	m.probeDuration.Observe(d.Seconds())
+	if err != nil {
+		m.probeErrors.Inc()
+	}
+}
+
+// Handler serves the registry in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		// Scrapes are cheap but not free; a stampede must not pile up
+		// snapshot copies.
+		MaxRequestsInFlight: 4,
+		Timeout:             10 * time.Second,
+	})
+}
+
+// Gatherer is the registry, for tests and for checking alert rules and
+// dashboards against the series that really exist.
+func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
