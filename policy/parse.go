@@ -1,0 +1,136 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// DefaultFile is the policy that run and policy check read when none is
+// named, if it exists in the working directory.
+const DefaultFile = "policy.toml"
+
+// Backend values of [watch] backend.
+const (
+	BackendAuto   = "auto"
+	BackendNVML   = "nvml"
+	BackendSim    = "sim"
+	BackendNPUSMI = "npu-smi"
+)
+
+// Limits that keep a hostile or mistyped policy from turning into a
+// ladder of a million rungs, a backoff that overflows, or a checkpoint
+// rotation that shifts thousands of files.
+const (
+	MaxFileSize    = 1 << 20
+	MaxProfiles    = 256
+	MaxDuration    = 30 * 24 * time.Hour
+	MaxKeep        = 100
+	MaxRestarts    = 1_000_000
+	MaxOOMPatterns = 256
+)
+
+// Default returns the built-in policy: the contract's defaults and one
+// profile, "default", with no env.
+func Default() *Policy {
+	return &Policy{
+		Watch: Watch{Backend: BackendAuto, Interval: 200 * time.Millisecond, Scope: ScopeDevice},
+		Watermark: Watermark{
+			High: 0.90, Critical: 0.97, Low: 0.70,
+			Sustain: time.Second, Grace: 10 * time.Second,
+		},
+		Restart: Restart{
+			OnCrash:        true,
+			Backoff:        time.Second,
+			BackoffMax:     time.Minute,
+			ResetAfter:     10 * time.Minute,
+			MaxRestarts:    10,
+			Window:         10 * time.Minute,
+			StopSignal:     syscall.SIGTERM,
+			StopTimeout:    30 * time.Second,
+			ReleaseTimeout: 30 * time.Second,
+			WhenFull:       WhenFullWait,
+		},
+		Notify:     Notify{Signal: syscall.SIGUSR1},
+		OOM:        OOM{Patterns: builtinOOM(), ScanStderr: true},
+		Checkpoint: Checkpoint{Keep: 3},
+		Profiles:   []Profile{{Name: "default", Env: map[string]string{}}},
+	}
+}
+
+// Parse decodes and validates a policy. source names it in errors (the
+// file's path, usually). Any error is a non-empty ErrorList holding every
+// problem found, each naming the key and the line.
+func Parse(data []byte, source string) (*Policy, error) {
+	if len(data) > MaxFileSize {
+		return nil, ErrorList{{File: source, Msg: fmt.Sprintf("file is %s; a policy may be at most %s", FormatSize(uint64(len(data))), FormatSize(MaxFileSize))}}
+	}
+	var raw map[string]any
+	if _, err := toml.Decode(string(data), &raw); err != nil {
+		return nil, ErrorList{syntaxError(source, err)}
+	}
+	d := &decoder{file: source, src: data, bad: make(map[string]bool)}
+	p := Default()
+	p.Source = source
+	d.policy(p, raw)
+	d.validate(p, raw)
+	if len(d.errs) > 0 {
+		d.errs.sortByLine()
+		return nil, d.errs
+	}
+	return p, nil
+}
+
+func syntaxError(source string, err error) *Error {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		return &Error{File: source, Line: pe.Position.Line, Msg: "invalid TOML: " + pe.Message, Err: err}
+	}
+	return &Error{File: source, Msg: "invalid TOML: " + err.Error(), Err: err}
+}
+
+// Load reads and parses the policy file at path. A missing or unreadable
+// file is an ErrorList too (errors.Is(err, fs.ErrNotExist) holds for a
+// missing one): a named policy that cannot be read is a configuration
+// error like any other.
+func Load(path string) (*Policy, error) {
+	data, err := readFile(path)
+	if err != nil {
+		msg := err.Error()
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			msg = pe.Err.Error()
+		}
+		return nil, ErrorList{{File: path, Msg: "cannot read policy: " + msg, Err: err}}
+	}
+	return Parse(data, path)
+}
+
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	// One byte over the limit is enough for Parse to reject it.
+	return io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+}
+
+// LoadOrDefault is how commands find their policy: path when one is named
+// (missing is an error), else ./policy.toml if it exists, else Default().
+// The returned Policy's Source is "" when the defaults were used.
+func LoadOrDefault(path string) (*Policy, error) {
+	if path != "" {
+		return Load(path)
+	}
+	if _, err := os.Stat(DefaultFile); errors.Is(err, fs.ErrNotExist) {
+		return Default(), nil
+	}
+	return Load(DefaultFile)
+}

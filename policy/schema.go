@@ -1,0 +1,197 @@
+package policy
+
+import (
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// minInterval keeps a mistyped interval from spinning the probe; minWindow
+// keeps max_restarts meaningful.
+const (
+	minInterval = time.Millisecond
+	minWindow   = time.Second
+)
+
+// sectionOrder lists the [section] tables in the order policy.toml documents
+// them.
+var sectionOrder = [...]string{"watch", "watermark", "restart", "notify", "oom", "checkpoint", "metrics"}
+
+// policy decodes the whole document into pol, which holds the defaults.
+func (d *decoder) policy(pol *Policy, raw map[string]any) {
+	secs := d.sectionFields(pol)
+	names := map[string][]string{"profile": fieldNames(d.profileFields(&Profile{}))}
+	for s, fs := range secs {
+		names[s] = fieldNames(fs)
+	}
+	top := []field{
+		{"name", func(p path, v any) {
+			if s, ok := d.str(p, v); ok {
+				if err := ValidName(s); err != nil {
+					d.fail(p, err, err.Error())
+					return
+				}
+				pol.Name = s
+			}
+		}},
+		{"command", func(p path, v any) {
+			args, ok := d.stringList(p, v)
+			switch {
+			case !ok:
+			case len(args) == 0:
+				d.errorf(p, "must not be empty (leave it out to take the command from the command line)")
+			case args[0] == "":
+				d.errorf(p.index(0), "the program must not be empty")
+			default:
+				pol.Command = args
+			}
+		}},
+		{"profile", func(p path, v any) { d.profiles(pol, p, v, names) }},
+	}
+	for _, s := range sectionOrder {
+		top = append(top, field{s, func(p path, v any) { d.table(p, v, secs[s], names) }})
+	}
+	names[""] = fieldNames(top)
+	d.table(nil, raw, top, names)
+}
+
+func fieldNames(fs []field) []string {
+	n := make([]string, len(fs))
+	for i, f := range fs {
+		n[i] = f.name
+	}
+	return n
+}
+
+// set returns a decode function that stores a successfully read value.
+func set[T any](dst *T, read func(path, any) (T, bool)) func(path, any) {
+	return func(p path, v any) {
+		if x, ok := read(p, v); ok {
+			*dst = x
+		}
+	}
+}
+
+func (d *decoder) sectionFields(pol *Policy) map[string][]field {
+	w, wm, r := &pol.Watch, &pol.Watermark, &pol.Restart
+	nonNeg := func(p path, v any) (time.Duration, bool) { return d.duration(p, v, 0) }
+	return map[string][]field{
+		"watch": {
+			{"backend", set(&w.Backend, func(p path, v any) (string, bool) {
+				return d.enum(p, v, BackendAuto, BackendNVML, BackendSim, BackendNPUSMI)
+			})},
+			{"interval", set(&w.Interval, func(p path, v any) (time.Duration, bool) { return d.duration(p, v, minInterval) })},
+			{"scope", set(&w.Scope, func(p path, v any) (string, bool) { return d.enum(p, v, ScopeDevice, ScopeProcess) })},
+			{"quota", set(&w.Quota, func(p path, v any) (uint64, bool) {
+				if s, ok := v.(string); ok && strings.TrimSpace(s) == "" {
+					return 0, true
+				}
+				return d.size(p, v)
+			})},
+		},
+		"watermark": {
+			{"high", set(&wm.High, d.ratio)},
+			{"critical", set(&wm.Critical, d.ratio)},
+			{"low", set(&wm.Low, d.ratio)},
+			{"sustain", set(&wm.Sustain, nonNeg)},
+			{"grace", set(&wm.Grace, nonNeg)},
+			{"recover_after", set(&wm.RecoverAfter, nonNeg)},
+		},
+		"restart": {
+			{"on_crash", set(&r.OnCrash, d.boolean)},
+			{"backoff", set(&r.Backoff, nonNeg)},
+			{"backoff_max", set(&r.BackoffMax, nonNeg)},
+			{"reset_after", set(&r.ResetAfter, nonNeg)},
+			{"max_restarts", set(&r.MaxRestarts, func(p path, v any) (int, bool) {
+				n, ok := d.integer(p, v, 0, MaxRestarts)
+				return int(n), ok
+			})},
+			{"window", set(&r.Window, func(p path, v any) (time.Duration, bool) { return d.duration(p, v, minWindow) })},
+			{"stop_signal", set(&r.StopSignal, func(p path, v any) (syscall.Signal, bool) { return d.signal(p, v, false) })},
+			{"stop_timeout", set(&r.StopTimeout, nonNeg)},
+			{"release_timeout", set(&r.ReleaseTimeout, nonNeg)},
+			{"when_full", set(&r.WhenFull, func(p path, v any) (string, bool) {
+				return d.enum(p, v, WhenFullWait, WhenFullLowest, WhenFullExit)
+			})},
+		},
+		"notify": {
+			{"signal", set(&pol.Notify.Signal, func(p path, v any) (syscall.Signal, bool) { return d.signal(p, v, true) })},
+		},
+		"oom": {
+			{"patterns", func(p path, v any) { d.oomPatterns(&pol.OOM, p, v) }},
+			{"exit_codes", set(&pol.OOM.ExitCodes, d.exitCodes)},
+			{"scan_stderr", set(&pol.OOM.ScanStderr, d.boolean)},
+		},
+		"checkpoint": {
+			{"path", set(&pol.Checkpoint.Path, d.str)},
+			{"keep", set(&pol.Checkpoint.Keep, func(p path, v any) (int, bool) {
+				n, ok := d.integer(p, v, 0, MaxKeep)
+				return int(n), ok
+			})},
+		},
+		"metrics": {
+			{"listen", set(&pol.Metrics.Listen, d.listenAddr)},
+		},
+	}
+}
+
+func (d *decoder) oomPatterns(o *OOM, p path, v any) {
+	pats, ok := d.stringList(p, v)
+	if !ok {
+		return
+	}
+	if len(pats) > MaxOOMPatterns {
+		d.errorf(p, "%d patterns; at most %d are allowed", len(pats), MaxOOMPatterns)
+		return
+	}
+	for i, s := range pats {
+		re, err := regexp.Compile(s)
+		switch {
+		case err != nil:
+			d.fail(p.index(i), err, fmt.Sprintf("invalid RE2 pattern %q: %v", s, err))
+		case re.MatchString(""):
+			// It would match every stderr, so every crash would count as OOM.
+			d.errorf(p.index(i), "pattern %q matches the empty string, so every exit would count as out of memory", s)
+		default:
+			o.Patterns = append(o.Patterns, re)
+		}
+	}
+}
+
+func (d *decoder) exitCodes(p path, v any) ([]int, bool) {
+	elems, ok := d.array(p, v)
+	if !ok {
+		return nil, false
+	}
+	codes := make([]int, 0, len(elems))
+	for i, e := range elems {
+		// 0 is success and ends gpuguard; above 255 no process can exit.
+		n, ok := d.integer(p.index(i), e, 1, 255)
+		if !ok {
+			return nil, false
+		}
+		codes = append(codes, int(n))
+	}
+	return codes, true
+}
+
+func (d *decoder) listenAddr(p path, v any) (string, bool) {
+	s, ok := d.str(p, v)
+	if !ok || s == "" {
+		return s, ok
+	}
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		d.errorf(p, "must be HOST:PORT such as \"127.0.0.1:9464\" (empty disables metrics), got %q", s)
+		return "", false
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		d.errorf(p, "invalid port %q in %q", port, s)
+		return "", false
+	}
+	return s, true
+}
