@@ -1,11 +1,212 @@
 package cmd
 
-import "github.com/spf13/cobra"
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
 
-// RunOptions placeholder; the real command replaces this file.
-type RunOptions struct{}
+	"github.com/spf13/cobra"
 
-// NewCmdRun placeholder.
+	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/paths"
+	"github.com/gpuguard/gpuguard/policy"
+)
+
+// RunOptions is everything `gpuguard run` was asked to do. A nil pointer
+// field means the flag was not given (the policy decides).
+type RunOptions struct {
+	IO *IO
+
+	PolicyFile  string
+	Name        string
+	Backend     *string
+	Devices     *string
+	Interval    *time.Duration
+	StateDir    string
+	RuntimeDir  string
+	MetricsAddr *string
+	Profile     string
+	Observe     bool
+	SimDevices  int
+	SimMemory   string
+	SimDir      string
+	Command     []string
+}
+
+// NewCmdRun builds `gpuguard run`. runF replaces the action in tests that
+// only check flag parsing.
 func NewCmdRun(stdio *IO, runF func(*RunOptions) error) *cobra.Command {
-	return &cobra.Command{Use: "run", Short: "not yet implemented"}
+	opts := &RunOptions{IO: stdio}
+	var backend, devices, metricsAddr string
+	var interval time.Duration
+	c := &cobra.Command{
+		Use:   "run [flags] [-- CMD [ARG...]]",
+		Short: "Supervise one model server (the main job)",
+		Long: `Launch CMD (default: the policy's command) and supervise it: poll GPU memory,
+step it down through the policy's profile ladder as memory fills, and restart it
+one profile lower after an out-of-memory exit. ${VAR} in CMD's arguments is
+replaced from the current profile's env and the GPUGUARD_* variables.`,
+		Example: `  gpuguard run --backend sim -- python3 examples/demo_server.py
+  gpuguard run --policy /etc/gpuguard/llama.toml
+  gpuguard run -- vllm serve M --max-num-seqs '${MAX_SEQS}'`,
+		RunE: func(c *cobra.Command, args []string) error {
+			f := c.Flags()
+			if f.Changed("backend") {
+				opts.Backend = &backend
+			}
+			if f.Changed("devices") {
+				opts.Devices = &devices
+			}
+			if f.Changed("interval") {
+				opts.Interval = &interval
+			}
+			if f.Changed("metrics-addr") {
+				opts.MetricsAddr = &metricsAddr
+			}
+			opts.Command = args
+			if runF != nil {
+				return runF(opts)
+			}
+			return runRun(opts)
+		},
+	}
+	// Everything after the first positional argument belongs to CMD.
+	c.Flags().SetInterspersed(false)
+	f := c.Flags()
+	f.StringVar(&opts.PolicyFile, "policy", "", "policy file (default ./policy.toml if it exists, else built-in defaults)")
+	f.StringVar(&opts.Name, "name", "", "instance name (default: the policy's name, else CMD's base name)")
+	f.StringVar(&backend, "backend", "auto", "GPU backend: auto, nvml, sim or npu-smi")
+	f.StringVar(&devices, "devices", "", "watched GPUs: indices or UUIDs, comma-separated (default CUDA_VISIBLE_DEVICES, else all)")
+	f.DurationVar(&interval, "interval", 200*time.Millisecond, "GPU polling interval")
+	f.StringVar(&opts.StateDir, "state-dir", "", "this instance's state dir (checkpoint, state file, journal, sim dir)")
+	f.StringVar(&opts.RuntimeDir, "runtime-dir", "", "directory of control sockets")
+	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics at HOST:PORT (empty disables)")
+	f.StringVar(&opts.Profile, "profile", "", "start in this profile")
+	f.BoolVar(&opts.Observe, "observe", false, "decide and log, but never step down or restart because of the watermark")
+	f.IntVar(&opts.SimDevices, "sim-devices", 1, "simulated GPUs (sim backend)")
+	f.StringVar(&opts.SimMemory, "sim-memory", "16GiB", "memory of each simulated GPU (sim backend)")
+	f.StringVar(&opts.SimDir, "sim-dir", "", "directory of simulated usage files (default <state-dir>/sim)")
+	return c
+}
+
+// backends are the values --backend takes.
+var backends = []string{"auto", "nvml", "sim", "npu-smi"}
+
+// resolvedRun is a run whose inputs are all checked: what remains can only
+// fail at run time.
+type resolvedRun struct {
+	opts       *RunOptions
+	pol        *policy.Policy
+	name       string
+	command    []string
+	startLevel int
+	devices    []string
+	simMemory  uint64
+	stateDir   string
+	runtimeDir string
+}
+
+// resolveRun turns options into a resolved run: usage errors exit 64,
+// policy errors 78. Nothing is touched on disk.
+func resolveRun(o *RunOptions) (*resolvedRun, error) {
+	pol, err := loadPolicy(o.PolicyFile, o.IO.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if o.Backend != nil {
+		if !slices.Contains(backends, *o.Backend) {
+			return nil, exitf(ExitUsage, "--backend %q: want one of %s", *o.Backend, strings.Join(backends, ", "))
+		}
+		pol.Watch.Backend = *o.Backend
+	}
+	if o.Interval != nil {
+		if *o.Interval <= 0 {
+			return nil, exitf(ExitUsage, "--interval must be positive, got %s", *o.Interval)
+		}
+		pol.Watch.Interval = *o.Interval
+	}
+	if o.MetricsAddr != nil {
+		pol.Metrics.Listen = *o.MetricsAddr
+	}
+	r := &resolvedRun{opts: o, pol: pol}
+	r.command = o.Command
+	if len(r.command) == 0 {
+		r.command = pol.Command
+	}
+	if len(r.command) == 0 {
+		return nil, exitf(ExitUsage, "no command to run: give one after -- or set command in the policy")
+	}
+	if err := pol.CheckArgs(r.command); err != nil {
+		return nil, withCode(ExitConfig, err)
+	}
+	r.name = o.Name
+	if r.name == "" {
+		r.name = pol.Name
+	}
+	if r.name == "" {
+		r.name = filepath.Base(r.command[0])
+	}
+	if err := paths.ValidName(r.name); err != nil {
+		return nil, exitf(ExitUsage, "%v (set --name)", err)
+	}
+	if o.Profile != "" {
+		i, ok := pol.ProfileIndex(o.Profile)
+		if !ok {
+			return nil, exitf(ExitUsage, "--profile %q: no such profile in the ladder (%s)", o.Profile, profileNames(pol))
+		}
+		r.startLevel = i
+	}
+	devs := ""
+	if o.Devices != nil {
+		devs = *o.Devices
+	} else if pol.Watch.Backend != "sim" {
+		devs = o.IO.Getenv("CUDA_VISIBLE_DEVICES")
+	}
+	if r.devices, err = gpu.ParseDeviceList(devs); err != nil {
+		return nil, exitf(ExitUsage, "--devices: %v", err)
+	}
+	if r.simMemory, err = policy.ParseSize(o.SimMemory); err != nil || r.simMemory == 0 {
+		return nil, exitf(ExitUsage, "--sim-memory %q: want a size such as 16GiB", o.SimMemory)
+	}
+	if o.SimDevices < 1 {
+		return nil, exitf(ExitUsage, "--sim-devices must be at least 1")
+	}
+	env := paths.System()
+	env.Getenv = o.IO.Getenv
+	if r.stateDir, err = env.StateDir(o.StateDir, r.name); err != nil {
+		return nil, withCode(ExitUsage, err)
+	}
+	if r.runtimeDir, err = env.RuntimeDir(o.RuntimeDir); err != nil {
+		return nil, withCode(ExitUsage, err)
+	}
+	return r, nil
+}
+
+// loadPolicy reads the named policy (missing: a config error), else
+// ./policy.toml if it exists, else the built-in defaults.
+func loadPolicy(file string, getenv func(string) string) (*policy.Policy, error) {
+	if file == "" {
+		if _, err := os.Stat("policy.toml"); err != nil {
+			return policy.Default(), nil
+		}
+		file = "policy.toml"
+	}
+	pol, err := policy.Load(file)
+	if err != nil {
+		return nil, withCode(ExitConfig, err)
+	}
+	return pol, nil
+}
+
+func profileNames(p *policy.Policy) string {
+	s := ""
+	for i, pr := range p.Profiles {
+		if i > 0 {
+			s += ", "
+		}
+		s += pr.Name
+	}
+	return s
 }

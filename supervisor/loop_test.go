@@ -170,6 +170,7 @@ func TestStepIntoNonLiveProfileRestarts(t *testing.T) {
 		c := h.child()
 		c.setOnSignal(func(c *fakeChild, sig syscall.Signal) {
 			if sig == syscall.SIGTERM {
+				h.probe.setUsed(0) // its memory is freed
 				c.end(Exit{Code: 0})
 			}
 		})

@@ -100,3 +100,29 @@ func TestRatios(t *testing.T) {
 		t.Errorf("process ratio without quota: got %v, want 0.3", got)
 	}
 }
+
+func TestClassifyExit(t *testing.T) {
+	pol := policy.Default()
+	pol.OOM.ExitCodes = []int{42}
+	tests := []struct {
+		name string
+		exit Exit
+		told string
+		want exitKind
+	}{
+		{"clean", Exit{Code: 0}, "", exitClean},
+		{"crash", Exit{Code: 1, Stderr: []byte("ValueError: bad input\n")}, "", exitCrash},
+		{"signal", Exit{Code: -1, Signal: 9}, "", exitCrash},
+		{"torch traceback", Exit{Code: 1, Stderr: []byte("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB\n")}, "", exitOOM},
+		{"cublas", Exit{Code: 134, Stderr: []byte("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate(handle)")}, "", exitOOM},
+		{"xla", Exit{Code: 1, Stderr: []byte("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.2G")}, "", exitOOM},
+		{"listed exit code", Exit{Code: 42}, "", exitOOM},
+		{"listed code but signalled", Exit{Code: -1, Signal: 42}, "", exitCrash},
+		{"told on the socket, exit 0", Exit{Code: 0}, "cuda oom", exitOOM},
+	}
+	for _, tt := range tests {
+		if got, _ := classifyExit(tt.exit, pol.OOM, tt.told); got != tt.want {
+			t.Errorf("%s: got %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}

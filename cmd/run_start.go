@@ -1,0 +1,146 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/checkpoint"
+	"github.com/gpuguard/gpuguard/control"
+	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/journal"
+	"github.com/gpuguard/gpuguard/metrics"
+	"github.com/gpuguard/gpuguard/paths"
+	"github.com/gpuguard/gpuguard/proc"
+	"github.com/gpuguard/gpuguard/sdnotify"
+	"github.com/gpuguard/gpuguard/statefile"
+	"github.com/gpuguard/gpuguard/supervisor"
+)
+
+// runRun is `gpuguard run`: resolve, claim the name, open everything, and
+// supervise until the child ends for good.
+func runRun(o *RunOptions) error {
+	r, err := resolveRun(o)
+	if err != nil {
+		return err
+	}
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(o.IO.ErrOut, "gpuguard[%s]: %s\n", r.name, fmt.Sprintf(format, args...))
+	}
+
+	// Claim the name first: a second instance must not touch the state dir.
+	srv, err := control.Listen(r.runtimeDir, r.name)
+	if err != nil {
+		if errors.Is(err, control.ErrAlreadyRunning) {
+			return &ExitError{Code: ExitFailure, Err: err}
+		}
+		return fmt.Errorf("opening the control socket: %w", err)
+	}
+	defer srv.Close()
+
+	var metricsLn net.Listener
+	if addr := r.pol.Metrics.Listen; addr != "" {
+		if metricsLn, err = metrics.Listen(addr); err != nil {
+			return &ExitError{Code: ExitConfig, Err: fmt.Errorf("metrics listen address %q: %w", addr, err)}
+		}
+		defer metricsLn.Close()
+	}
+
+	simDir := ""
+	if r.pol.Watch.Backend == "sim" {
+		simDir = o.SimDir
+		if simDir == "" {
+			simDir = filepath.Join(r.stateDir, paths.SimDir)
+		}
+		if simDir, err = filepath.Abs(simDir); err != nil {
+			return err
+		}
+	}
+	probe, err := openProbe(probeOptions{Backend: r.pol.Watch.Backend, Devices: r.devices,
+		SimDir: simDir, SimDevices: o.SimDevices, SimMemory: r.simMemory})
+	if err != nil {
+		if errors.Is(err, gpu.ErrUnavailable) {
+			return &ExitError{Code: ExitUnavailable, Err: err}
+		}
+		return withCode(ExitUsage, err)
+	}
+	defer probe.Close()
+
+	if err := os.MkdirAll(r.stateDir, 0o700); err != nil {
+		return fmt.Errorf("creating the state dir: %w", err)
+	}
+	jr, err := journal.Open(filepath.Join(r.stateDir, paths.JournalFile), journal.Options{Logf: logf})
+	if err != nil {
+		return fmt.Errorf("opening the event journal: %w", err)
+	}
+	defer jr.Close()
+
+	ckpt := r.pol.Checkpoint.Path
+	if ckpt == "" {
+		ckpt = filepath.Join(r.stateDir, paths.CheckpointFile)
+	}
+	if ckpt, err = filepath.Abs(ckpt); err != nil {
+		return err
+	}
+	notifier := sdnotify.New(o.IO.Getenv)
+	cfg := supervisor.Config{
+		Name: r.name, Policy: r.pol, Command: r.command, Observe: o.Observe, StartLevel: r.startLevel,
+		CheckpointPath: ckpt, StatePath: filepath.Join(r.stateDir, paths.StateFile),
+		SocketPath: paths.Socket(r.runtimeDir, r.name), SimDir: simDir,
+		BaseEnv: sdnotify.CleanEnv(os.Environ()),
+	}
+	var sup *supervisor.Supervisor
+	m := metrics.New(r.name, func() api.Status { return sup.Status() })
+	sup, err = supervisor.New(cfg, supervisor.Deps{
+		Probe: probe, Launcher: procLauncher{}, Tree: proc.Tree,
+		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
+		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
+	})
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go srv.Serve(ctx, sup)
+	if metricsLn != nil {
+		go metrics.Serve(ctx, metricsLn, m.Handler())
+	}
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(signals)
+
+	code, runErr := sup.Run(ctx, signals)
+	if notifier != nil {
+		_ = notifier.Stopping()
+	}
+	if runErr != nil {
+		return &ExitError{Code: code, Err: runErr}
+	}
+	if code != 0 {
+		return &ExitError{Code: code}
+	}
+	return nil
+}
+
+// procLauncher starts children with package proc.
+type procLauncher struct{}
+
+func (procLauncher) Launch(spec supervisor.LaunchSpec) (supervisor.Child, error) {
+	c, err := proc.Start(proc.Spec{Argv: spec.Argv, Env: spec.Env, ScanStderr: spec.ScanStderr})
+	if err != nil {
+		return nil, err
+	}
+	return procChild{c}, nil
+}
+
+// procChild adapts *proc.Child to supervisor.Child (the Exit types match).
+type procChild struct{ *proc.Child }
+
+func (c procChild) Exit() supervisor.Exit { return supervisor.Exit(c.Child.Exit()) }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The test command: vet, both builds, the Go tests under the race detector
+# (end-to-end tests build and run the real binary on the simulated GPU) and
+# the Python client's tests against the real binary.
+# Long soak and fuzz runs are separate: scripts/soak.sh, scripts/fuzz.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin:$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin"
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted"; exit 1; fi
+echo "== go vet"
+go vet ./...
+echo "== build (cgo and CGO_ENABLED=0)"
+go build ./...
+CGO_ENABLED=0 go build -o /dev/null .
+echo "== go test -race"
+go test -race -count=1 -timeout 15m ./...
+if [ -d clients/python/tests ]; then
+  echo "== python client"
+  bin_dir=$(mktemp -d)
+  trap 'rm -rf "$bin_dir"' EXIT
+  go build -o "$bin_dir/gpuguard" .
+  GPUGUARD_BIN="$bin_dir/gpuguard" PYTHONPATH=clients/python \
+    python3 -m unittest discover -s clients/python/tests -t clients/python
+fi
