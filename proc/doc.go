@@ -1,0 +1,34 @@
+// Package proc launches the supervised child and watches it until it is
+// gone, with the guarantees a GPU supervisor needs and os/exec alone does not
+// give:
+//
+//   - The child is exec'd directly, never through a shell, so arguments that
+//     came from a profile's env cannot inject commands. argv[0] is resolved
+//     against the PATH of the child's own environment (Spec.Env), because that
+//     is the environment the user configured, not gpuguard's.
+//   - The child leads its own process group, so one kill(-pgid) reaches every
+//     worker it forked. Once the main process has exited, whatever is left of
+//     the group is SIGKILLed before Done is closed: a stray worker would keep
+//     holding GPU memory and the next start would find the GPU full.
+//   - The child gets SIGKILL if gpuguard dies (Pdeathsig). Linux ties
+//     Pdeathsig to the thread that forked, not the process (golang/go#27505),
+//     so the fork and the wait run on one goroutine locked to its OS thread
+//     for the child's whole life; otherwise the Go runtime retiring that
+//     thread would kill a healthy child.
+//   - stderr can be passed through unchanged while its last bytes are kept
+//     for OOM classification, and reading it stops a bounded time after the
+//     main process exits even when an escaped grandchild holds the pipe
+//     open, so gpuguard never hangs on a child's output.
+//
+// The child inherits gpuguard's stdin, as users of a launcher expect (an
+// interactive server still reads the terminal; under systemd it is
+// /dev/null). When gpuguard's stdin is closed, the child gets /dev/null.
+//
+// Tree lists a process and its descendants by reading /proc once; it is
+// cheap enough to run every probe tick.
+//
+// There is deliberately no orphan reaper here. A reaper that calls
+// wait4(-1) races with the goroutine that waits for the child and can steal
+// its exit status; a safe one needs a registry of the pids this package
+// waits for. Until gpuguard has to run as PID 1, that is not worth it.
+package proc

@@ -1,0 +1,350 @@
+package proc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func sh(script string) Spec {
+	return Spec{Argv: []string{"/bin/sh", "-c", script}}
+}
+
+func TestExitCode(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{0, 1, 3, 42, 255} {
+		c := start(t, sh("exit "+strconv.Itoa(n)))
+		e := wait(t, c)
+		if e.Code != n || e.Signal != 0 || e.Status() != n {
+			t.Errorf("exit %d: got %+v, status %d", n, e, e.Status())
+		}
+	}
+}
+
+func TestKilledBySignal(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL, syscall.SIGSEGV} {
+		c := start(t, sh("kill -"+strconv.Itoa(int(sig))+" $$"))
+		e := wait(t, c)
+		if e.Code != -1 || e.Signal != sig || e.Status() != 128+int(sig) {
+			t.Errorf("%v: got %+v, status %d", sig, e, e.Status())
+		}
+	}
+}
+
+func TestStderrPassthroughAndTail(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ n, tailSize, want int }{
+		{n: 200_000, want: DefaultTailSize},
+		{n: 1000, want: 1000},
+		{n: 0, want: 0},
+		{n: 5000, tailSize: 100, want: 100},
+	} {
+		var pass bytes.Buffer
+		spec := helperSpec(t, "stderr", strconv.Itoa(tc.n))
+		spec.ScanStderr, spec.Stderr, spec.TailSize = true, &pass, tc.tailSize
+		e := wait(t, start(t, spec))
+		data := testData(tc.n)
+		if !bytes.Equal(pass.Bytes(), data) {
+			t.Errorf("n=%d: pass-through differs: got %d bytes", tc.n, pass.Len())
+		}
+		if !bytes.Equal(e.Stderr, data[tc.n-tc.want:]) {
+			t.Errorf("n=%d: tail is %d bytes, not the last %d", tc.n, len(e.Stderr), tc.want)
+		}
+		if e.Stderr == nil {
+			t.Errorf("n=%d: scanned stderr is nil", tc.n)
+		}
+	}
+}
+
+func TestFilesAreHandedOverWithoutPipes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	out, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	errf, err := os.Create(filepath.Join(dir, "err"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errf.Close()
+	spec := helperSpec(t, "fds")
+	spec.Stdout, spec.Stderr = out, errf
+	e := wait(t, start(t, spec))
+	if e.Stderr != nil {
+		t.Errorf("unscanned stderr kept: %q", e.Stderr)
+	}
+	for f, want := range map[*os.File]string{out: "stdout=" + out.Name() + "\n", errf: "stderr=" + errf.Name() + "\n"} {
+		got, _ := os.ReadFile(f.Name())
+		if string(got) != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	}
+}
+
+func TestScannedStderrIsAPipe(t *testing.T) {
+	t.Parallel()
+	errf, err := os.Create(filepath.Join(t.TempDir(), "err"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errf.Close()
+	spec := helperSpec(t, "fds")
+	spec.Stderr, spec.ScanStderr, spec.Stdout = errf, true, io.Discard
+	e := wait(t, start(t, spec))
+	got, _ := os.ReadFile(errf.Name())
+	if !strings.HasPrefix(string(got), "stderr=pipe:") || !bytes.Equal(got, e.Stderr) {
+		t.Errorf("file %q, tail %q", got, e.Stderr)
+	}
+}
+
+func TestDrainStopsWhenEscapedGrandchildHoldsStderr(t *testing.T) {
+	t.Parallel()
+	out := newLines()
+	spec := helperSpec(t, "escape")
+	spec.ScanStderr, spec.Stderr, spec.Stdout = true, new(bytes.Buffer), out
+	spec.DrainTimeout = 100 * 1e6
+	c := start(t, spec)
+	gc := out.nextPID(t)
+	killOnCleanup(t, gc)
+	e := wait(t, c)
+	if e.Status() != 3 {
+		t.Errorf("status %d, want 3", e.Status())
+	}
+	if !alive(gc) {
+		t.Error("the grandchild did not outlive the drain; the test proves nothing")
+	}
+}
+
+func TestGroupKilledAfterMainExits(t *testing.T) {
+	t.Parallel()
+	out := newLines()
+	spec := sh("sleep 1000 & echo $!")
+	spec.Stdout = out
+	c := start(t, spec)
+	gc := out.nextPID(t)
+	if e := wait(t, c); e.Status() != 0 {
+		t.Errorf("status %d, want 0", e.Status())
+	}
+	waitGone(t, gc)
+}
+
+func TestOwnProcessGroup(t *testing.T) {
+	t.Parallel()
+	out := newLines()
+	spec := helperSpec(t, "pong")
+	spec.Stdout = out
+	c := start(t, spec)
+	out.next(t)
+	if pgid, err := unix.Getpgid(c.PID()); err != nil || pgid != c.PID() {
+		t.Errorf("pgid %d (%v), want %d", pgid, err, c.PID())
+	}
+}
+
+func TestSignalReachesMainOnly(t *testing.T) {
+	t.Parallel()
+	// The grandchild would die of SIGUSR1; the main process kills it with
+	// SIGTERM and reports how it died.
+	out := newLines()
+	spec := sh(`trap 'kill -TERM $gc; wait $gc; echo "gc=$?"; exit 0' USR1
+sleep 1000 & gc=$!
+echo ready
+wait`)
+	spec.Stdout, spec.Stderr = out, io.Discard // dash reports the job it killed
+	c := start(t, spec)
+	if s := out.next(t); s != "ready" {
+		t.Fatalf("got %q", s)
+	}
+	if err := c.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.next(t); s != "gc=143" {
+		t.Errorf("grandchild: %s, want gc=143 (killed by the SIGTERM only)", s)
+	}
+	if e := wait(t, c); e.Status() != 0 {
+		t.Errorf("status %d", e.Status())
+	}
+	if err := c.Signal(syscall.SIGTERM); !errors.Is(err, os.ErrProcessDone) {
+		t.Errorf("signal after exit: %v", err)
+	}
+}
+
+func TestKillKillsGroup(t *testing.T) {
+	t.Parallel()
+	out := newLines()
+	spec := sh(`trap '' TERM; sleep 1000 & echo $!; wait`)
+	spec.Stdout, spec.Stderr = out, io.Discard // dash reports the job it killed
+	c := start(t, spec)
+	gc := out.nextPID(t)
+	if err := c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if e := wait(t, c); e.Signal != syscall.SIGKILL {
+		t.Errorf("got %+v, want killed by SIGKILL", e)
+	}
+	waitGone(t, gc)
+	if err := c.Kill(); err != nil {
+		t.Errorf("kill after exit: %v", err)
+	}
+}
+
+func TestSIGURGRefused(t *testing.T) {
+	t.Parallel()
+	out := newLines()
+	spec := helperSpec(t, "pong")
+	spec.Stdout = out
+	c := start(t, spec)
+	out.next(t)
+	if err := c.Signal(syscall.SIGURG); !errors.Is(err, ErrSIGURG) {
+		t.Errorf("SIGURG: %v", err)
+	}
+	if err := c.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if e := wait(t, c); e.Status() != 0 {
+		t.Errorf("status %d", e.Status())
+	}
+}
+
+func TestArgvIsNotShellInterpreted(t *testing.T) {
+	t.Parallel()
+	args := []string{"a b", `"quoted"`, "'single'", "$HOME", "${HOME}", "`id`", "$(id)", "; exit 9", "*", "", `\n`, "a\nb"}
+	var out bytes.Buffer
+	spec := helperSpec(t, "args", args...)
+	spec.Stdout = &out
+	wait(t, start(t, spec))
+	var got []string
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %q", err, out.Bytes())
+	}
+	if !slices.Equal(got, args) {
+		t.Errorf("got %q, want %q", got, args)
+	}
+}
+
+func TestDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var out bytes.Buffer
+	spec := Spec{Argv: []string{"pwd"}, Dir: dir, Stdout: &out}
+	wait(t, start(t, spec))
+	if got := strings.TrimSpace(out.String()); got != dir {
+		t.Errorf("pwd %q, want %q", got, dir)
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	t.Parallel()
+	bin := t.TempDir()
+	notExec := filepath.Join(bin, "notexec")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		spec Spec
+		is   error
+		text string
+	}{
+		{"no argv", Spec{}, nil, "no command"},
+		{"not in PATH", Spec{Argv: []string{"gpuguard-no-such-cmd"}, Env: []string{"PATH=/nonexistent:" + bin}}, exec.ErrNotFound, `"gpuguard-no-such-cmd"`},
+		{"in gpuguard's PATH only", Spec{Argv: []string{"sh"}, Env: []string{"PATH=" + bin}}, exec.ErrNotFound, bin},
+		{"PATH unset", Spec{Argv: []string{"sh"}, Env: []string{"HOME=/"}}, exec.ErrNotFound, "PATH is not set"},
+		{"not executable", Spec{Argv: []string{"notexec"}, Env: []string{"PATH=" + bin}}, exec.ErrNotFound, "notexec"},
+		{"relative PATH entry", Spec{Argv: []string{"gg-relative"}, Env: []string{"PATH=/nonexistent:testdata/bin"}}, exec.ErrDot, "testdata/bin/gg-relative"},
+		{"missing absolute", Spec{Argv: []string{"/nonexistent/gpuguard-cmd"}}, fs.ErrNotExist, "/nonexistent/gpuguard-cmd"},
+		{"missing dir", Spec{Argv: []string{"/bin/true"}, Dir: "/nonexistent"}, fs.ErrNotExist, "/nonexistent"},
+	} {
+		c, err := Start(tc.spec)
+		if err == nil {
+			c.Kill()
+			<-c.Done()
+			t.Errorf("%s: started", tc.name)
+			continue
+		}
+		if tc.is != nil && !errors.Is(err, tc.is) {
+			t.Errorf("%s: %v is not %v", tc.name, err, tc.is)
+		}
+		if !strings.Contains(err.Error(), tc.text) {
+			t.Errorf("%s: %q does not mention %q", tc.name, err, tc.text)
+		}
+	}
+}
+
+func TestPATHOfChildEnv(t *testing.T) {
+	t.Parallel()
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "gg-tool"), []byte("#!/bin/sh\necho found \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	spec := Spec{Argv: []string{"gg-tool", "x"}, Env: []string{"PATH=/nonexistent::" + bin}, Stdout: &out}
+	wait(t, start(t, spec))
+	if out.String() != "found x\n" {
+		t.Errorf("got %q", out.String())
+	}
+}
+
+// TestPdeathsig checks that the child dies with gpuguard: a helper starts a
+// child through Start and exits without stopping it.
+func TestPdeathsig(t *testing.T) {
+	t.Parallel()
+	out := newLines()
+	spec := helperSpec(t, "orphan")
+	spec.Stdout = out
+	c := start(t, spec)
+	orphan := out.nextPID(t)
+	killOnCleanup(t, orphan)
+	wait(t, c)
+	waitGone(t, orphan)
+}
+
+// TestChildSurvivesThreadExits retires OS threads while a child runs:
+// Pdeathsig would kill the child if the thread that forked it were one of
+// them (golang/go#27505).
+func TestChildSurvivesThreadExits(t *testing.T) {
+	t.Parallel()
+	out := newLines()
+	spec := helperSpec(t, "pong")
+	spec.Stdout = out
+	c := start(t, spec)
+	out.next(t)
+	var wg sync.WaitGroup
+	for range 4 * runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			runtime.LockOSThread() // returning locked retires the thread
+		})
+	}
+	wg.Wait()
+	if err := c.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-out.ch:
+		if s != "pong" {
+			t.Fatalf("got %q", s)
+		}
+	case <-c.Done():
+		t.Fatalf("child died: %+v", c.Exit())
+	}
+	c.Signal(syscall.SIGTERM)
+	if e := wait(t, c); e.Status() != 0 {
+		t.Errorf("status %d", e.Status())
+	}
+}
