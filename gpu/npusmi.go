@@ -1,0 +1,102 @@
+package gpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// NPUSMIOptions configures the npu-smi (Huawei Ascend) backend.
+type NPUSMIOptions struct {
+	// Command is the npu-smi executable (default "npu-smi", found in PATH).
+	Command string
+	// Select lists the watched NPUs by Device.Index or UUID ("NPU-0-0");
+	// nil watches all.
+	Select []string
+}
+
+// NPUSMI is the Ascend backend: every Sample runs `npu-smi info` and parses
+// its table, so per-process usage is as fresh as device memory. npu-smi
+// is a separate process and can take a noticeable fraction of a second:
+// prefer an interval of at least 500ms with it.
+type NPUSMI struct {
+	cmd string
+	sel []string
+}
+
+// OpenNPUSMI finds npu-smi and runs it once to check the selection. A
+// missing npu-smi, or one that fails, wraps ErrUnavailable.
+func OpenNPUSMI(ctx context.Context, o NPUSMIOptions) (*NPUSMI, error) {
+	name := o.Command
+	if name == "" {
+		name = "npu-smi"
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: npu-smi: %s not found in PATH (is the Ascend driver installed?); use --backend sim to run without an accelerator", ErrUnavailable, name)
+	}
+	n := &NPUSMI{cmd: path, sel: o.Select}
+	t, err := n.info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	for _, s := range o.Select {
+		if !slices.ContainsFunc(t.Devices, func(d Device) bool { return npuMatch(d, s) }) {
+			return nil, fmt.Errorf("npu-smi: device %q: no such NPU", s)
+		}
+	}
+	return n, nil
+}
+
+func npuMatch(d Device, sel string) bool {
+	return sel == d.UUID || sel == strconv.Itoa(d.Index)
+}
+
+// info runs and parses `npu-smi info`.
+func (n *NPUSMI) info(ctx context.Context) (npuTable, error) {
+	c := exec.CommandContext(ctx, n.cmd, "info")
+	c.WaitDelay = time.Second // a helper it leaves behind must not hold the pipe open
+	out, err := c.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+			return npuTable{}, fmt.Errorf("npu-smi info: %w: %s", err, ee.Stderr)
+		}
+		return npuTable{}, fmt.Errorf("npu-smi info: %w", err)
+	}
+	return parseNPUSMI(string(out))
+}
+
+// Sample runs `npu-smi info` under ctx (a hung npu-smi is killed at the
+// deadline) and keeps the selected NPUs in the order selected.
+func (n *NPUSMI) Sample(ctx context.Context) (Sample, error) {
+	now := time.Now()
+	t, err := n.info(ctx)
+	if err != nil {
+		return Sample{}, err
+	}
+	smp := Sample{Time: now, ProcessesAt: now}
+	if len(n.sel) == 0 {
+		smp.Devices = t.Devices
+	}
+	for _, s := range n.sel {
+		i := slices.IndexFunc(t.Devices, func(d Device) bool { return npuMatch(d, s) })
+		if i < 0 {
+			return Sample{}, fmt.Errorf("npu-smi: NPU %q: %w", s, ErrGPULost)
+		}
+		smp.Devices = append(smp.Devices, t.Devices[i])
+	}
+	for _, p := range t.Processes {
+		if slices.ContainsFunc(smp.Devices, func(d Device) bool { return d.Index == p.Device }) {
+			smp.Processes = append(smp.Processes, p)
+		}
+	}
+	return smp, nil
+}
+
+// Close does nothing: NPUSMI holds no resources between samples.
+func (n *NPUSMI) Close() error { return nil }
