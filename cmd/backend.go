@@ -1,9 +1,12 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/nvml"
 )
 
 // probeOptions selects and configures a GPU backend.
@@ -15,8 +18,36 @@ type probeOptions struct {
 	SimMemory  uint64
 }
 
+// npuSMIOpenTimeout bounds the first `npu-smi info` run at open.
+const npuSMIOpenTimeout = 30 * time.Second
+
 // openProbe opens the chosen backend. Errors that mean "this backend cannot
-// run here" wrap gpu.ErrUnavailable (exit 69).
+// run here" wrap gpu.ErrUnavailable (exit 69); an unknown backend or a bad
+// device selection is a plain error.
 func openProbe(o probeOptions) (gpu.Probe, error) {
-	return nil, fmt.Errorf("backend %q: %w (not yet implemented)", o.Backend, gpu.ErrUnavailable)
+	switch o.Backend {
+	case "", "auto", "nvml":
+		// auto is NVML: it is the only backend that can be detected
+		// without side effects, and its error says how to pick another.
+		return nvml.Open(nvml.Options{Devices: o.Devices})
+	case "sim":
+		sel, err := gpu.IndexOnly(o.Devices)
+		if err != nil {
+			return nil, fmt.Errorf("--devices with the sim backend: %w", err)
+		}
+		s, err := gpu.NewSim(gpu.SimOptions{Dir: o.SimDir, Devices: o.SimDevices, Memory: o.SimMemory, Select: sel})
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	case "npu-smi":
+		ctx, cancel := context.WithTimeout(context.Background(), npuSMIOpenTimeout)
+		defer cancel()
+		n, err := gpu.OpenNPUSMI(ctx, gpu.NPUSMIOptions{Select: o.Devices})
+		if err != nil {
+			return nil, err
+		}
+		return n, nil
+	}
+	return nil, fmt.Errorf("unknown backend %q: want auto, nvml, sim or npu-smi", o.Backend)
 }

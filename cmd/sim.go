@@ -1,8 +1,143 @@
 package cmd
 
-import "github.com/spf13/cobra"
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 
-// NewCmdSim placeholder; the real command replaces this file.
+	"github.com/spf13/cobra"
+
+	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/paths"
+	"github.com/gpuguard/gpuguard/policy"
+)
+
+// NewCmdSim is the `sim` command group: driving the simulated GPU.
 func NewCmdSim(stdio *IO) *cobra.Command {
-	return &cobra.Command{Use: "sim", Short: "not yet implemented"}
+	c := &cobra.Command{
+		Use:   "sim",
+		Short: "Drive the simulated GPU of --backend sim",
+		Long: `The simulated GPU (--backend sim) reads its usage from files: device i's used
+memory is the sum of the files in <sim-dir>/<i>/. A file named by a PID counts
+while that process lives; any other name is another tenant.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(c *cobra.Command, args []string) error {
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("missing subcommand\n%s", c.UsageString())}
+		},
+	}
+	c.AddCommand(newCmdSimSet(stdio))
+	return c
+}
+
+// simSetOptions is what `sim set` was asked to do.
+type simSetOptions struct {
+	Dir  string
+	GPU  int
+	Name string
+	Size uint64
+}
+
+func newCmdSimSet(stdio *IO) *cobra.Command {
+	var o simSetOptions
+	c := &cobra.Command{
+		Use:   "set [--dir D] [--gpu I] NAME SIZE",
+		Short: "Set a tenant's or a process's simulated usage (SIZE 0 removes it)",
+		Long: `Set the simulated memory used on GPU I by NAME: a PID (the usage ends with
+the process) or any other name (another tenant, until set to 0). SIZE is bytes
+or a number with KiB, MiB, GiB, TiB (1024-based) or KB, MB, GB, TB (1000-based),
+e.g. 12GiB or 1.5GB.
+
+The sim dir is --dir, else $GPUGUARD_SIM_DIR (set for the supervised child),
+else the sim dir of the only instance under the default state root.`,
+		Example: "  gpuguard sim set --gpu 0 other-tenant 30GiB\n  gpuguard sim set $$ 0",
+		Args:    usageArgs(cobra.ExactArgs(2)),
+		RunE: func(c *cobra.Command, args []string) error {
+			var err error
+			o.Name = args[0]
+			if err := gpu.ValidSimName(o.Name); err != nil {
+				return &ExitError{Code: ExitUsage, Err: err}
+			}
+			if o.Size, err = policy.ParseSize(args[1]); err != nil {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("SIZE: %w", err)}
+			}
+			if o.GPU < 0 {
+				return exitf(ExitUsage, "--gpu %d: want a non-negative index", o.GPU)
+			}
+			if o.Dir, err = simDir(stdio, o.Dir); err != nil {
+				return err
+			}
+			return runSimSet(stdio, o)
+		},
+	}
+	c.Flags().StringVar(&o.Dir, "dir", "", "sim dir (default $GPUGUARD_SIM_DIR, else the only instance's <state-dir>/sim)")
+	c.Flags().IntVar(&o.GPU, "gpu", 0, "simulated GPU index")
+	return c
+}
+
+func runSimSet(stdio *IO, o simSetOptions) error {
+	if n := simDeviceCount(o.Dir); n > 0 && o.GPU >= n {
+		fmt.Fprintf(stdio.ErrOut, "gpuguard: warning: %s has GPUs 0-%d only; GPU %d is watched only with --sim-devices %d or more\n",
+			o.Dir, n-1, o.GPU, o.GPU+1)
+	}
+	if err := gpu.SimSet(o.Dir, o.GPU, o.Name, o.Size); err != nil {
+		return err
+	}
+	path := filepath.Join(o.Dir, strconv.Itoa(o.GPU), o.Name)
+	if o.Size == 0 {
+		fmt.Fprintf(stdio.Out, "removed %s\n", path)
+		return nil
+	}
+	fmt.Fprintf(stdio.Out, "%s = %d (%s)\n", path, o.Size, policy.FormatSize(o.Size))
+	return nil
+}
+
+// simDir resolves the sim dir: the flag, $GPUGUARD_SIM_DIR, or the sim dir
+// of the only instance under the default state root that has one.
+func simDir(stdio *IO, flag string) (string, error) {
+	if flag == "" {
+		flag = stdio.Getenv("GPUGUARD_SIM_DIR")
+	}
+	if flag != "" {
+		return filepath.Abs(flag)
+	}
+	env := paths.System()
+	env.Getenv = stdio.Getenv
+	root, err := env.StateRoot()
+	if err != nil {
+		return "", &ExitError{Code: ExitUsage, Err: fmt.Errorf("no sim dir: pass --dir (%w)", err)}
+	}
+	ents, err := os.ReadDir(root)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	var found []string
+	for _, e := range ents {
+		d := filepath.Join(root, e.Name(), paths.SimDir)
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			found = append(found, d)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return "", exitf(ExitUsage, "no sim dir: no instance under %s has one; pass --dir or set GPUGUARD_SIM_DIR", root)
+	}
+	return "", exitf(ExitUsage, "several instances have a sim dir (%s); pass --dir", strings.Join(found, ", "))
+}
+
+// simDeviceCount is how many device dirs 0..n-1 the sim dir holds (0 when
+// it does not exist yet).
+func simDeviceCount(dir string) int {
+	n := 0
+	for {
+		if st, err := os.Stat(filepath.Join(dir, strconv.Itoa(n))); err != nil || !st.IsDir() {
+			return n
+		}
+		n++
+	}
 }

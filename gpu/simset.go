@@ -17,7 +17,7 @@ import (
 // partial one. size 0 removes the file; removing a missing one is not an
 // error.
 func SimSet(dir string, gpu int, name string, size uint64) error {
-	if err := validSimName(name); err != nil {
+	if err := ValidSimName(name); err != nil {
 		return err
 	}
 	if gpu < 0 {
@@ -40,7 +40,9 @@ func SimSet(dir string, gpu int, name string, size uint64) error {
 	return nil
 }
 
-func validSimName(name string) error {
+// ValidSimName reports whether name can name a usage file: not empty, no
+// '/', and not starting with '.' (such files are ignored).
+func ValidSimName(name string) error {
 	switch {
 	case name == "":
 		return errors.New("sim: empty name")
