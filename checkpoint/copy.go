@@ -1,0 +1,107 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// copyFile copies the regular file src into dst, which it closes, then
+// gives dst src's permissions and modification time (a generation shows
+// when the checkpoint was saved, not when it was rotated) and fsyncs it.
+func (r rotator) copyFile(src string, dst *os.File, fi fs.FileInfo) error {
+	defer dst.Close()
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	var w io.Writer = dst // a bare *os.File lets io.Copy use copy_file_range
+	if r.wrap != nil {
+		w = r.wrap(dst)
+	}
+	if _, err := io.Copy(w, in); err != nil {
+		return err
+	}
+	if err := dst.Chmod(fi.Mode().Perm()); err != nil {
+		return err
+	}
+	if err := dst.Sync(); err != nil {
+		return err
+	}
+	if err := dst.Close(); err != nil {
+		return err
+	}
+	return os.Chtimes(dst.Name(), time.Time{}, fi.ModTime())
+}
+
+// copyDir copies the contents of directory src into the existing
+// directory dst, recursively, then gives dst src's permissions and
+// modification time and fsyncs it.
+func (r rotator) copyDir(src, dst string, fi fs.FileInfo) error {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		from, to := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case info.Mode().IsRegular():
+			f, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				return err
+			}
+			if err := r.copyFile(from, f, info); err != nil {
+				return err
+			}
+		case info.IsDir():
+			// Writable until filled; copyDir then sets the real mode.
+			if err := os.Mkdir(to, 0o700); err != nil {
+				return err
+			}
+			if err := r.copyDir(from, to, info); err != nil {
+				return err
+			}
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(from)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(target, to); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("%s: cannot copy a %v", from, info.Mode().Type())
+		}
+	}
+	if err := syncDir(dst); err != nil {
+		return err
+	}
+	if err := os.Chmod(dst, fi.Mode().Perm()); err != nil {
+		return err
+	}
+	return os.Chtimes(dst, time.Time{}, fi.ModTime())
+}
+
+// syncDir makes the entries of dir durable. Filesystems that cannot sync a
+// directory say EINVAL; there is nothing more to do on them.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return err
+	}
+	return nil
+}
