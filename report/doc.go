@@ -1,0 +1,17 @@
+// Package report turns an instance's event journal into the numbers an
+// operator sizes GPUs by: how often it stepped down or fell back after an
+// OOM, why it restarted, how long it spent in each profile, and the share
+// of time it ran below the profile it started in (the fallback rate).
+//
+// It is pure: events in, Summary out, so every accounting rule is a row in
+// a table test. Reading the journal and deciding whether the instance is
+// live belong to the caller (cmd/report.go).
+//
+// Time accounting counts supervised time only: the time a child was
+// running, from its `start` event to its `exit` event. Backoff, waiting for
+// memory and the time after gpuguard ended are not "in a profile", because
+// nothing served in it, and counting them would make a crash-looping
+// instance look like it ran fine. A `start` while the previous child never
+// logged its exit means gpuguard itself died unrecorded (kill -9, power
+// loss); the unknown gap before that start is not counted either.
+package report

@@ -1,0 +1,109 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// WriteText writes the summary for a person.
+func (s Summary) WriteText(w io.Writer) error {
+	p := &printer{w: w}
+	state := "not running"
+	if s.Live {
+		state = "live"
+	}
+	p.f("%s (%s)\n", nameOr(s.Name), state)
+	p.f("  window         %s .. %s (%s)\n", s.Since.Format(time.RFC3339), s.Until.Format(time.RFC3339),
+		s.Until.Sub(s.Since).Round(time.Second))
+	p.f("  stepdowns      %d%s\n", s.Stepdowns, byKey(s.StepdownsByReason))
+	p.f("  stepups        %d\n", s.Stepups)
+	if s.ObservedStepdowns > 0 {
+		p.f("  observe mode   %d step-down(s) would have happened\n", s.ObservedStepdowns)
+	}
+	p.f("  OOM fallbacks  %d (of %d OOM exits)\n", s.OOMFallbacks, s.OOMs)
+	p.f("  restarts       %d%s\n", sum(s.Restarts), byKey(s.Restarts))
+	if s.CriticalAtLast > 0 {
+		p.f("  critical       %d time(s) above critical at the last profile\n", s.CriticalAtLast)
+	}
+	if s.GiveUps > 0 {
+		p.f("  gave up        %d time(s)\n", s.GiveUps)
+	}
+	if s.ProbeErrors > 0 {
+		p.f("  probe errors   %d\n", s.ProbeErrors)
+	}
+	if len(s.Admissions) > 0 {
+		p.f("  admissions     %d%s\n", sum(s.Admissions), byKey(s.Admissions))
+	}
+	p.f("  supervised     %s\n", fmtSeconds(s.SupervisedSeconds))
+	for _, prof := range s.profilesByLevel() {
+		secs := s.SecondsInProfile[prof]
+		p.f("    %-12s %10s  %5.1f%%\n", prof, fmtSeconds(secs), 100*secs/s.SupervisedSeconds)
+	}
+	if s.FirstProfile != "" {
+		p.f("  fallback rate  %.1f%% of supervised time below %s\n", 100*s.FallbackRate, s.FirstProfile)
+	}
+	if len(s.TopOOMMessages) > 0 {
+		p.f("  top OOM messages\n")
+		for _, m := range s.TopOOMMessages {
+			p.f("    %4d  %s\n", m.Count, m.Message)
+		}
+	}
+	if s.SkippedLines > 0 {
+		p.f("  note: skipped %d unreadable journal line(s) (torn by a crash, or being written)\n", s.SkippedLines)
+	}
+	if s.FallbackRate > FallbackWarnRate {
+		p.f("warning: %s ran below its first profile %s %.1f%% of the time (over %.0f%%): "+
+			"the GPU memory budget should grow, or the first profile ask for less\n",
+			nameOr(s.Name), s.FirstProfile, 100*s.FallbackRate, 100*FallbackWarnRate)
+	}
+	return p.err
+}
+
+// printer keeps the first write error so WriteText reads as a list of lines.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) f(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
+}
+
+func nameOr(name string) string {
+	if name == "" {
+		return "(unnamed instance)"
+	}
+	return name
+}
+
+// byKey formats a count map as " (a 1, b 2)", keys sorted, zeros left out.
+func byKey(m map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if m[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func fmtSeconds(s float64) string {
+	return (time.Duration(s * float64(time.Second))).Round(time.Second).String()
+}
