@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -150,9 +151,7 @@ func (c *Client) roundTrip(ctx context.Context, req any) ([]byte, error) {
 	if err != nil {
 		// The reply, if any, may still arrive and would answer the next
 		// request: this connection cannot be used again.
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
+		err = ctxErr(ctx, err)
 		c.broken = fmt.Errorf("connection to %s unusable after an earlier error: %w", c.path, err)
 		return nil, fmt.Errorf("talking to %s: %w", c.path, err)
 	}
@@ -177,6 +176,19 @@ func bindDeadline(ctx context.Context, nc net.Conn) (release func() bool) {
 		nc.SetDeadline(time.Time{})
 		return true
 	}
+}
+
+// ctxErr reports an I/O error caused by ctx as ctx's error: the only
+// deadlines on our connections come from ctx, and the socket's deadline can
+// fire a moment before ctx's own timer does.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if _, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	return err
 }
 
 // readLine reads one newline-terminated line, bounded.
@@ -225,6 +237,7 @@ func (c *Client) Subscribe(ctx context.Context) (<-chan api.ProfileState, error)
 		err = ctx.Err()
 	}
 	if err != nil {
+		err = ctxErr(ctx, err)
 		c.untrack(nc)
 		nc.Close()
 		return nil, fmt.Errorf("subscribing at %s: %w", c.path, err)
