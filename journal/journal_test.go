@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/supervisor"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -372,3 +373,5 @@ func BenchmarkMillionEvents(b *testing.B) {
 	b.ReportMetric(float64(total)/(1<<20), "MiB-on-disk")
 	b.ReportMetric(float64(j.Dropped()), "dropped")
 }
+
+var _ supervisor.Observer = (*Journal)(nil)

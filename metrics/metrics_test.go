@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/supervisor"
 )
 
 func testStatus() api.Status {
@@ -191,3 +192,8 @@ func TestTwoInstancesDoNotCollide(t *testing.T) {
 		t.Fatalf("b counted a's step-down: %v", got)
 	}
 }
+
+var (
+	_ supervisor.Observer   = (*Metrics)(nil)
+	_ supervisor.ProbeMeter = (*Metrics)(nil)
+)
