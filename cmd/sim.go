@@ -44,8 +44,9 @@ type simSetOptions struct {
 func newCmdSimSet(stdio *IO) *cobra.Command {
 	var o simSetOptions
 	c := &cobra.Command{
-		Use:   "set [--dir D] [--gpu I] NAME SIZE",
-		Short: "Set a tenant's or a process's simulated usage (SIZE 0 removes it)",
+		Use:                   "set [--dir D] [--gpu I] NAME SIZE",
+		DisableFlagsInUseLine: true,
+		Short:                 "Set a tenant's or a process's simulated usage (SIZE 0 removes it)",
 		Long: `Set the simulated memory used on GPU I by NAME: a PID (the usage ends with
 the process) or any other name (another tenant, until set to 0). SIZE is bytes
 or a number with KiB, MiB, GiB, TiB (1024-based) or KB, MB, GB, TB (1000-based),

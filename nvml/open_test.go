@@ -141,12 +141,24 @@ func TestNoGPUIsUnavailable(t *testing.T) {
 }
 
 // TestRealLibrary opens the real libnvidia-ml: on a machine without it,
-// Open must fail cleanly with ErrUnavailable, never crash.
+// Open must fail cleanly with ErrUnavailable, never crash; on a GPU
+// machine it takes one real sample.
 func TestRealLibrary(t *testing.T) {
 	p, err := Open(Options{})
 	if err == nil {
-		p.Close()
-		t.Skip("NVML works on this machine")
+		defer p.Close()
+		s := mustSample(t, p)
+		if len(s.Devices) == 0 {
+			t.Fatal("NVML works but the sample has no device")
+		}
+		for _, d := range s.Devices {
+			t.Logf("GPU %d %s %q: %d of %d bytes used", d.Index, d.UUID, d.Name, d.Used, d.Total)
+			if d.Total == 0 || d.Used > d.Total || !strings.HasPrefix(d.UUID, "GPU-") {
+				t.Errorf("implausible device %+v", d)
+			}
+		}
+		t.Logf("processes %+v at %v", s.Processes, s.ProcessesAt)
+		return
 	}
 	if !errors.Is(err, gpu.ErrUnavailable) {
 		t.Fatalf("Open without a driver: %v, want ErrUnavailable", err)
