@@ -1,11 +1,214 @@
 package cmd
 
-import "github.com/spf13/cobra"
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
 
-// ReportOptions placeholder; the real command replaces this file.
-type ReportOptions struct{}
+	"github.com/spf13/cobra"
 
-// NewCmdReport placeholder.
+	"github.com/gpuguard/gpuguard/journal"
+	"github.com/gpuguard/gpuguard/paths"
+	"github.com/gpuguard/gpuguard/report"
+)
+
+// ReportOptions is what `gpuguard report` was asked to do.
+type ReportOptions struct {
+	IO         *IO
+	Name       string
+	Since      time.Duration // 0: the whole journal
+	JSON       bool
+	StateDir   string
+	RuntimeDir string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// NewCmdReport builds `gpuguard report`.
 func NewCmdReport(stdio *IO, runF func(*ReportOptions) error) *cobra.Command {
-	return &cobra.Command{Use: "report", Short: "not yet implemented"}
+	opts := &ReportOptions{IO: stdio}
+	c := &cobra.Command{
+		Use:   "report [NAME] [--since DUR] [--json]",
+		Short: "Summarise an instance's event journal",
+		Long: `Summarise <state-dir>/events.jsonl: step-downs, OOM fallbacks, restarts by
+reason, time spent in each profile (while a child ran) and the fallback rate,
+the share of that time spent below the first profile the instance started in.
+
+Without NAME, the instance whose journal is alone under the state root is
+summarised; with several, each is (JSON: {"instances":[...]}). Scripts should
+name the instance to get one summary object.`,
+		Example: `  gpuguard report llama --since 24h
+  gpuguard report --state-dir /var/lib/gpuguard/llama --json | jq .fallback_rate`,
+		Args: usageArgs(cobra.MaximumNArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Name = args[0]
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runReport(opts)
+		},
+	}
+	f := c.Flags()
+	f.DurationVar(&opts.Since, "since", 0, "only the last DUR (e.g. 24h); default the whole journal")
+	f.BoolVar(&opts.JSON, "json", false, "print JSON")
+	f.StringVar(&opts.StateDir, "state-dir", "", "the instance's own state dir (holding events.jsonl)")
+	f.StringVar(&opts.RuntimeDir, "runtime-dir", "", "directory of control sockets (to tell whether the instance is live)")
+	return c
+}
+
+// reportTarget is one instance to summarise.
+type reportTarget struct {
+	name, dir string
+	named     bool // the name came from the user, not guessed from the dir
+}
+
+func runReport(o *ReportOptions) error {
+	if o.Since < 0 {
+		return exitf(ExitUsage, "--since must be positive, got %s", o.Since)
+	}
+	if o.Name != "" {
+		if err := paths.ValidName(o.Name); err != nil {
+			return withCode(ExitUsage, err)
+		}
+	}
+	now := time.Now()
+	if o.Now != nil {
+		now = o.Now()
+	}
+	env := paths.System()
+	env.Getenv = o.IO.Getenv
+	targets, err := reportTargets(o, env)
+	if err != nil {
+		return err
+	}
+	runDirs, err := env.RuntimeDirs(o.RuntimeDir)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	var since time.Time
+	if o.Since > 0 {
+		since = now.Add(-o.Since)
+	}
+	var sums []report.Summary
+	for _, t := range targets {
+		s, err := summarizeInstance(t, runDirs, since, now)
+		if err != nil {
+			return err
+		}
+		if o.JSON && s.SkippedLines > 0 {
+			fmt.Fprintf(o.IO.ErrOut, "gpuguard: %s: skipped %d unreadable journal line(s)\n", s.Name, s.SkippedLines)
+		}
+		sums = append(sums, s)
+	}
+	return writeReports(o, sums)
+}
+
+// reportTargets resolves which journals to read: --state-dir, else NAME
+// under the state root, else every instance under the state root that has a
+// journal.
+func reportTargets(o *ReportOptions, env paths.Env) ([]reportTarget, error) {
+	if o.StateDir != "" || o.Name != "" {
+		dir, err := env.StateDir(o.StateDir, o.Name)
+		if err != nil {
+			return nil, withCode(ExitUsage, err)
+		}
+		name := o.Name
+		if name == "" {
+			name = filepath.Base(dir)
+		}
+		return []reportTarget{{name: name, dir: dir, named: o.Name != ""}}, nil
+	}
+	root, err := env.StateRoot()
+	if err != nil {
+		return nil, withCode(ExitUsage, err)
+	}
+	ents, err := os.ReadDir(root)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, exitf(ExitFailure, "listing instances: %v", err)
+	}
+	var targets []reportTarget
+	for _, e := range ents {
+		dir := filepath.Join(root, e.Name())
+		if e.IsDir() && hasJournal(dir) {
+			targets = append(targets, reportTarget{name: e.Name(), dir: dir})
+		}
+	}
+	if len(targets) == 0 {
+		return nil, exitf(ExitFailure, "no instance journal under %s (name one, or give --state-dir)", root)
+	}
+	return targets, nil
+}
+
+func hasJournal(dir string) bool {
+	matches, _ := filepath.Glob(filepath.Join(dir, paths.JournalFile+"*"))
+	return len(matches) > 0
+}
+
+func summarizeInstance(t reportTarget, runDirs []string, since, now time.Time) (report.Summary, error) {
+	path := filepath.Join(t.dir, paths.JournalFile)
+	events, skipped, err := journal.Read(path, time.Time{})
+	if errors.Is(err, fs.ErrNotExist) {
+		return report.Summary{}, exitf(ExitFailure, "no such instance: no journal at %s", path)
+	}
+	if err != nil {
+		return report.Summary{}, withCode(ExitFailure, err)
+	}
+	name := t.name
+	if !t.named {
+		// --state-dir can be any directory; the journal knows the name.
+		for _, ev := range slices.Backward(events) {
+			if ev.Name != "" {
+				name = ev.Name
+				break
+			}
+		}
+	}
+	s := report.SummarizeSince(events, since, now, isLive(runDirs, name))
+	s.Name, s.SkippedLines = name, skipped
+	return s, nil
+}
+
+// isLive says whether the instance's control socket accepts connections.
+// A socket file alone is not enough: a gpuguard killed with -9 leaves it
+// behind. Package control is not needed for a connect.
+func isLive(runDirs []string, name string) bool {
+	for _, d := range runDirs {
+		conn, err := net.DialTimeout("unix", paths.Socket(d, name), 500*time.Millisecond)
+		if err == nil {
+			conn.Close()
+			return true
+		}
+	}
+	return false
+}
+
+func writeReports(o *ReportOptions, sums []report.Summary) error {
+	if o.JSON {
+		enc := json.NewEncoder(o.IO.Out)
+		enc.SetIndent("", "  ")
+		var v any = sums[0]
+		if len(sums) > 1 {
+			v = struct {
+				Instances []report.Summary `json:"instances"`
+			}{sums}
+		}
+		return withCode(ExitFailure, enc.Encode(v))
+	}
+	for i, s := range sums {
+		if i > 0 {
+			fmt.Fprintln(o.IO.Out)
+		}
+		if err := s.WriteText(o.IO.Out); err != nil {
+			return withCode(ExitFailure, err)
+		}
+	}
+	return nil
 }
