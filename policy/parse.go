@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -73,7 +74,7 @@ func Parse(data []byte, source string) (*Policy, error) {
 	}
 	var raw map[string]any
 	if _, err := toml.Decode(string(data), &raw); err != nil {
-		return nil, ErrorList{syntaxError(source, err)}
+		return nil, ErrorList{syntaxError(source, data, err)}
 	}
 	d := &decoder{file: source, src: data, bad: make(map[string]bool)}
 	p := Default()
@@ -87,10 +88,16 @@ func Parse(data []byte, source string) (*Policy, error) {
 	return p, nil
 }
 
-func syntaxError(source string, err error) *Error {
+func syntaxError(source string, data []byte, err error) *Error {
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
-		return &Error{File: source, Line: pe.Position.Line, Msg: "invalid TOML: " + pe.Message, Err: err}
+		line := pe.Position.Line
+		// The parser counts a line early when the error is at a line end
+		// ("[watch\n" is reported on line 2); the byte offset is exact.
+		if start := pe.Position.Start; start >= 0 && start < len(data) {
+			line = 1 + bytes.Count(data[:start], []byte("\n"))
+		}
+		return &Error{File: source, Line: line, Msg: "invalid TOML: " + pe.Message, Err: err}
 	}
 	return &Error{File: source, Msg: "invalid TOML: " + err.Error(), Err: err}
 }

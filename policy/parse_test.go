@@ -1,0 +1,466 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestDefault(t *testing.T) {
+	p := Default()
+	want := &Policy{
+		Watch: Watch{Backend: "auto", Interval: 200 * time.Millisecond, Scope: "device"},
+		Watermark: Watermark{High: 0.90, Critical: 0.97, Low: 0.70,
+			Sustain: time.Second, Grace: 10 * time.Second},
+		Restart: Restart{OnCrash: true, Backoff: time.Second, BackoffMax: 60 * time.Second,
+			ResetAfter: 10 * time.Minute, MaxRestarts: 10, Window: 10 * time.Minute,
+			StopSignal: syscall.SIGTERM, StopTimeout: 30 * time.Second,
+			ReleaseTimeout: 30 * time.Second, WhenFull: "wait"},
+		Notify:     Notify{Signal: syscall.SIGUSR1},
+		OOM:        OOM{Patterns: p.OOM.Patterns, ScanStderr: true},
+		Checkpoint: Checkpoint{Keep: 3},
+		Profiles:   []Profile{{Name: "default", Env: map[string]string{}}},
+	}
+	if !reflect.DeepEqual(p, want) {
+		t.Fatalf("Default() =\n%+v\nwant\n%+v", p, want)
+	}
+	if len(p.OOM.Patterns) != len(BuiltinOOMPatterns()) {
+		t.Errorf("%d OOM patterns, want the built-ins", len(p.OOM.Patterns))
+	}
+	// Callers may modify what they get.
+	p.Profiles[0].Env["X"] = "1"
+	if len(Default().Profiles[0].Env) != 0 {
+		t.Error("Default() shares state between calls")
+	}
+}
+
+func TestParseEmptyIsDefault(t *testing.T) {
+	for _, src := range []string{"", "# only a comment\n", "[watch]\n[oom]\n"} {
+		p, err := Parse([]byte(src), "e.toml")
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", src, err)
+		}
+		want := Default()
+		want.Source = "e.toml"
+		if !reflect.DeepEqual(p, want) {
+			t.Errorf("Parse(%q) =\n%+v\nwant the defaults", src, p)
+		}
+	}
+}
+
+const full = `name = "llama"
+command = ["python3", "serve.py", "--batch", "${MAX_BATCH}"]
+[watch]
+backend  = "sim"
+interval = "50ms"
+scope    = "process"
+quota    = "20GiB"
+[watermark]
+high          = 0.85
+critical      = 0.95
+low           = 0.5
+sustain       = "2s"
+grace         = "5s"
+recover_after = "1m"
+[restart]
+on_crash        = false
+backoff         = "500ms"
+backoff_max     = "30s"
+reset_after     = "5m"
+max_restarts    = 0
+window          = "1h"
+stop_signal     = "INT"
+stop_timeout    = "10s"
+release_timeout = "0s"
+when_full       = "exit"
+[notify]
+signal = "none"
+[oom]
+patterns    = ["MyOOM"]
+exit_codes  = [42]
+scan_stderr = false
+[checkpoint]
+path = "/data/ckpt.pt"
+keep = 0
+[metrics]
+listen = "127.0.0.1:9464"
+
+[[profile]]
+name  = "fp16"
+needs = "40GiB"
+env   = { DTYPE = "float16", MAX_BATCH = "32" }
+[[profile]]
+name = "int8"
+needs = 21474836480
+live = true
+[profile.env]
+DTYPE = "int8"
+MAX_BATCH = 16
+`
+
+func TestParseFull(t *testing.T) {
+	p, err := Parse([]byte(full), "full.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := *p
+	got.OOM.Patterns = nil
+	want := Policy{
+		Source:  "full.toml",
+		Name:    "llama",
+		Command: []string{"python3", "serve.py", "--batch", "${MAX_BATCH}"},
+		Watch:   Watch{Backend: "sim", Interval: 50 * time.Millisecond, Scope: "process", Quota: 20 << 30},
+		Watermark: Watermark{High: 0.85, Critical: 0.95, Low: 0.5, Sustain: 2 * time.Second,
+			Grace: 5 * time.Second, RecoverAfter: time.Minute},
+		Restart: Restart{OnCrash: false, Backoff: 500 * time.Millisecond, BackoffMax: 30 * time.Second,
+			ResetAfter: 5 * time.Minute, MaxRestarts: 0, Window: time.Hour, StopSignal: syscall.SIGINT,
+			StopTimeout: 10 * time.Second, ReleaseTimeout: 0, WhenFull: "exit"},
+		Notify:     Notify{Signal: 0},
+		OOM:        OOM{ExitCodes: []int{42}, ScanStderr: false},
+		Checkpoint: Checkpoint{Path: "/data/ckpt.pt", Keep: 0},
+		Metrics:    Metrics{Listen: "127.0.0.1:9464"},
+		Profiles: []Profile{
+			{Name: "fp16", Needs: 40 << 30, Env: map[string]string{"DTYPE": "float16", "MAX_BATCH": "32"}},
+			{Name: "int8", Needs: 20 << 30, Live: true, Env: map[string]string{"DTYPE": "int8", "MAX_BATCH": "16"}},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Parse =\n%+v\nwant\n%+v", got, want)
+	}
+	if n := len(p.OOM.Patterns); n != len(BuiltinOOMPatterns())+1 || p.OOM.Patterns[n-1].String() != "MyOOM" {
+		t.Errorf("patterns: %v", p.OOM.Patterns)
+	}
+}
+
+func TestParseInlineProfiles(t *testing.T) {
+	p, err := Parse([]byte(`profile = [
+  { name = "a", env = { X = "1" } },
+  { name = "b", live = true },
+]`), "t.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Profiles) != 2 || p.Profiles[1].Name != "b" || !p.Profiles[1].Live || p.Profiles[0].Env["X"] != "1" {
+		t.Fatalf("profiles: %+v", p.Profiles)
+	}
+	if p.Profiles[1].Env == nil {
+		t.Error("a profile without env must have an empty, non-nil Env")
+	}
+}
+
+// TestParseAccepts covers values that are valid though not obvious.
+func TestParseAccepts(t *testing.T) {
+	for _, src := range []string{
+		"[watermark]\ncritical = 1",
+		"[watermark]\nhigh = 0.5\nlow = 0.1\ncritical = 0.6",
+		"[watch]\nquota = \"\"",
+		"[watch]\nquota = 1073741824",
+		"[watch]\nquota = \"1.5 GB\"",
+		"[restart]\nstop_signal = 15",
+		"[restart]\nstop_signal = \"SIGKILL\"",
+		"[restart]\nbackoff = \"0s\"\nbackoff_max = \"0s\"",
+		"[restart]\nbackoff = \"2m\"\nbackoff_max = \"5m\"",
+		"[notify]\nsignal = \"\"",
+		"[notify]\nsignal = 0",
+		"[notify]\nsignal = \"HUP\"",
+		"[metrics]\nlisten = \":9464\"",
+		"[metrics]\nlisten = \"[::1]:9464\"",
+		"[[profile]]\nname = \"a\"\nenv = { A = 1, B = 1.5, C = true, D = \"\" }",
+		"[[profile]]\nname = \"a\"\n[profile.env]\n_X1 = \"y\"",
+		"[[profile]]\nname = \"a\"\nenv.A = \"1\"",
+		"[[profile]]\nname = \"v1.2_x-y\"",
+		"command = [\"serve\", \"$$HOME\", \"$X\", \"${GPUGUARD_NAME}\"]",
+		"[watch]\ninterval = \"720h\"",
+	} {
+		if _, err := Parse([]byte(src), "t.toml"); err != nil {
+			t.Errorf("Parse(%q): %v", src, err)
+		}
+	}
+}
+
+// TestParseErrors checks each rule: the key, the line and the message.
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		line int
+		key  string
+		msg  string
+	}{
+		// syntax
+		{"syntax", "[watch]\nbackend = \n", 2, "", "invalid TOML"},
+		{"duplicate key", "[watch]\nbackend = \"sim\"\nbackend = \"sim\"\n", 3, "", "already been defined"},
+		{"unclosed table", "[watch\n", 1, "", "invalid TOML"},
+		// unknown keys
+		{"unknown top", "\n\nfoo = 1", 3, "foo", "unknown key"},
+		{"unknown section", "[watchh]\nbackend = \"sim\"", 1, "watchh", `did you mean "watch"`},
+		{"typo", "[watch]\nintervall = \"1s\"", 2, "watch.intervall", `did you mean "interval"`},
+		{"misplaced", "interval = \"1s\"", 1, "interval", "[watch] section"},
+		{"misplaced in profile", "[[profile]]\nname = \"a\"\nhigh = 0.5", 3, "profile[0].high", "[watermark]"},
+		{"unknown profile key", "[[profile]]\nname = \"a\"\n\nneed = \"1GiB\"", 4, "profile[0].need", `did you mean "needs"`},
+		{"name in section", "[watch]\nname = \"x\"", 2, "watch.name", "belongs at the top"},
+		// types
+		{"section not table", "watch = 5", 1, "watch", "must be a table"},
+		{"backend type", "[watch]\nbackend = 1", 2, "watch.backend", "must be a string, got integer 1"},
+		{"bool type", "[restart]\non_crash = \"yes\"", 2, "restart.on_crash", "must be true or false"},
+		{"duration type", "[watch]\ninterval = 200", 2, "watch.interval", "duration string"},
+		{"ratio type", "[watermark]\nhigh = \"90%\"", 2, "watermark.high", "must be a number"},
+		{"int type", "[restart]\nmax_restarts = 1.5", 2, "restart.max_restarts", "must be an integer"},
+		{"command type", "command = \"serve.py\"", 1, "command", "must be an array"},
+		{"command elem", "command = [\"a\",\n  1]", 2, "command[1]", "must be a string"},
+		{"env type", "[[profile]]\nname = \"a\"\nenv = [\"A=1\"]", 3, "profile[0].env", "must be a table"},
+		{"env value type", "[[profile]]\nname = \"a\"\nenv = { A = [1] }", 3, "profile[0].env.A", "string, number or boolean"},
+		{"profile not array", "[profile]\nname = \"a\"", 1, "profile", "[[profile]]"},
+		{"profile elem", "profile = [1]", 1, "profile[0]", "must be a table"},
+		{"needs type", "[[profile]]\nname = \"a\"\nneeds = true", 3, "profile[0].needs", "must be a size"},
+		{"date", "[watch]\ninterval = 2024-01-01", 2, "watch.interval", "date/time"},
+		// enums
+		{"backend enum", "[watch]\nbackend = \"cuda\"", 2, "watch.backend", `"auto", "nvml", "sim", "npu-smi"`},
+		{"scope enum", "[watch]\nscope = \"host\"", 2, "watch.scope", "must be one of"},
+		{"when_full enum", "[restart]\nwhen_full = \"block\"", 2, "restart.when_full", `"wait", "lowest", "exit"`},
+		// watermark ranges
+		{"high above critical", "[watermark]\nhigh = 0.99", 2, "watermark.high", "must be below watermark.critical (0.97), got 0.99"},
+		{"high equals critical", "[watermark]\nhigh = 0.97", 2, "watermark.high", "must be below watermark.critical"},
+		{"critical below default high", "[watermark]\ncritical = 0.8", 2, "watermark.critical", "must be above watermark.high (0.9), got 0.8"},
+		{"both set", "[watermark]\nhigh = 0.9\ncritical = 0.8", 2, "watermark.high", "must be below watermark.critical (0.8)"},
+		{"low above high", "[watermark]\nlow = 0.95", 2, "watermark.low", "must be below watermark.high (0.9), got 0.95"},
+		{"high below default low", "[watermark]\nhigh = 0.6\ncritical = 0.7", 2, "watermark.high", "must be above watermark.low (0.7), got 0.6"},
+		{"critical above 1", "[watermark]\ncritical = 1.01", 2, "watermark.critical", "at most 1"},
+		{"zero low", "[watermark]\nlow = 0", 2, "watermark.low", "above 0"},
+		{"negative high", "[watermark]\nhigh = -0.5", 2, "watermark.high", "above 0"},
+		{"nan", "[watermark]\nhigh = nan", 2, "watermark.high", "above 0"},
+		// durations
+		{"bad duration", "[watermark]\nsustain = \"1 second\"", 2, "watermark.sustain", "invalid duration"},
+		{"negative duration", "[watermark]\ngrace = \"-1s\"", 2, "watermark.grace", "must not be negative"},
+		{"zero interval", "[watch]\ninterval = \"0s\"", 2, "watch.interval", "at least 1ms"},
+		{"absurd duration", "[restart]\nreset_after = \"1000000h\"", 2, "restart.reset_after", "at most 720h"},
+		{"overflowing duration", "[restart]\nwindow = \"100000000000h\"", 2, "restart.window", "invalid duration"},
+		{"zero window", "[restart]\nwindow = \"0s\"", 2, "restart.window", "at least 1s"},
+		{"backoff above max", "[restart]\nbackoff = \"2m\"", 2, "restart.backoff", "must not exceed restart.backoff_max (1m), got 2m"},
+		{"max below backoff", "[restart]\nbackoff_max = \"500ms\"", 2, "restart.backoff_max", "must be at least restart.backoff (1s)"},
+		// integers
+		{"negative restarts", "[restart]\nmax_restarts = -1", 2, "restart.max_restarts", "between 0 and"},
+		{"huge restarts", "[restart]\nmax_restarts = 9223372036854775807", 2, "restart.max_restarts", "between 0 and"},
+		{"negative keep", "[checkpoint]\nkeep = -1", 2, "checkpoint.keep", "between 0 and 100"},
+		{"huge keep", "[checkpoint]\nkeep = 100000", 2, "checkpoint.keep", "between 0 and 100"},
+		{"exit code 0", "[oom]\nexit_codes = [0]", 2, "oom.exit_codes[0]", "between 1 and 255"},
+		{"exit code 256", "[oom]\nexit_codes = [1,\n256]", 3, "oom.exit_codes[1]", "between 1 and 255"},
+		// signals
+		{"bad stop signal", "[restart]\nstop_signal = \"SIGFOO\"", 2, "restart.stop_signal", `unknown signal "SIGFOO"`},
+		{"no stop signal", "[restart]\nstop_signal = \"none\"", 2, "restart.stop_signal", "unknown signal"},
+		{"stop signal STOP", "[restart]\nstop_signal = \"STOP\"", 2, "restart.stop_signal", "cannot be caught"},
+		{"notify KILL", "[notify]\nsignal = \"SIGKILL\"", 2, "notify.signal", "cannot be caught"},
+		{"signal type", "[notify]\nsignal = true", 2, "notify.signal", "signal name"},
+		// sizes
+		{"bad size", "[watch]\nquota = \"lots\"", 2, "watch.quota", `invalid size "lots"`},
+		{"bad unit", "[[profile]]\nname = \"a\"\nneeds = \"9Gb/s\"", 3, "profile[0].needs", "unknown unit"},
+		{"negative size", "[[profile]]\nname = \"a\"\nneeds = -1", 3, "profile[0].needs", "must not be negative"},
+		// patterns
+		{"bad regexp", "[oom]\npatterns = [\"ok\", \"(unclosed\"]", 2, "oom.patterns[1]", "invalid RE2 pattern"},
+		{"perl regexp", "[oom]\npatterns = [\n  \"(?<=x)y\",\n]", 3, "oom.patterns[0]", "invalid RE2"},
+		{"empty regexp", "[oom]\npatterns = [\"\"]", 2, "oom.patterns[0]", "empty string"},
+		{"match-all regexp", "[oom]\npatterns = [\"x*\"]", 2, "oom.patterns[0]", "empty string"},
+		// names and profiles
+		{"bad name", "name = \"my server\"", 1, "name", "letters, digits"},
+		{"slash name", "name = \"../etc\"", 1, "name", "letters, digits"},
+		{"empty profiles", "profile = []", 1, "profile", "at least one profile"},
+		{"missing profile name", "[[profile]]\nneeds = \"1GiB\"", 1, "profile[0]", "missing name"},
+		{"empty profile name", "[[profile]]\nname = \"\"", 2, "profile[0].name", "letters, digits"},
+		{"duplicate profile", "[[profile]]\nname = \"a\"\n[[profile]]\nname = \"b\"\n[[profile]]\nname = \"a\"", 6, "profile[2].name", `duplicate profile name "a" (also profile[0])`},
+		{"bad env name", "[[profile]]\nname = \"a\"\nenv = { \"MAX BATCH\" = \"1\" }", 3, `profile[0].env."MAX BATCH"`, "invalid environment variable name"},
+		{"dash env name", "[[profile]]\nname = \"a\"\n\nenv = { MAX-BATCH = \"1\" }", 4, "profile[0].env.MAX-BATCH", "invalid environment variable name"},
+		{"digit env name", "[[profile]]\nname = \"a\"\n[profile.env]\n1X = \"1\"", 4, "profile[0].env.1X", "invalid environment variable name"},
+		{"reserved env", "[[profile]]\nname = \"a\"\nenv.GPUGUARD_LEVEL = \"3\"", 3, "profile[0].env.GPUGUARD_LEVEL", "reserved"},
+		{"second profile line", "[[profile]]\nname = \"a\"\n\n[[profile]]\nname = \"b\"\nlive = 1", 6, "profile[1].live", "true or false"},
+		// command
+		{"empty command", "command = []", 1, "command", "must not be empty"},
+		{"empty program", "command = [\"\", \"x\"]", 1, "command[0]", "program must not be empty"},
+		{"unknown var", "[[profile]]\nname = \"a\"\nenv = { X = \"1\" }\n[[profile]]\nname = \"b\"\n", 0, "", ""},
+		{"command var", "command = [\n  \"serve\",\n  \"${X}\",\n]\n[[profile]]\nname = \"a\"\nenv = { X = \"1\" }\n[[profile]]\nname = \"b\"\n", 3, "command[1]", `unknown variable ${X} in argument "${X}": profile "b" has no X`},
+		{"command var default", "command = [\"serve\", \"--batch=${MAX_BATCH}\"]", 1, "command[1]", `profile "default" has no MAX_BATCH`},
+		{"command syntax", "command = [\"serve\", \"${MAX\"]", 1, "command[1]", "unterminated"},
+		// metrics
+		{"bad listen", "[metrics]\nlisten = \"9464\"", 2, "metrics.listen", "HOST:PORT"},
+		{"bad port", "[metrics]\nlisten = \"localhost:http\"", 2, "metrics.listen", "invalid port"},
+		// NUL
+		{"nul", "[checkpoint]\npath = \"a\\u0000b\"", 2, "checkpoint.path", "NUL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.src), "p.toml")
+			if tt.msg == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			var list ErrorList
+			if !errors.As(err, &list) || len(list) == 0 {
+				t.Fatalf("Parse error = %v (%T), want an ErrorList", err, err)
+			}
+			e := list[0]
+			if e.File != "p.toml" || e.Line != tt.line || e.Key != tt.key || !strings.Contains(e.Msg, tt.msg) {
+				t.Fatalf("got %q\n(line %d key %q), want line %d key %q msg containing %q", err, e.Line, e.Key, tt.line, tt.key, tt.msg)
+			}
+			// The message names file, line and key.
+			prefix := fmt.Sprintf("p.toml:%d: ", tt.line)
+			if tt.key != "" {
+				prefix += tt.key + ": "
+			}
+			if !strings.HasPrefix(e.Error(), prefix) {
+				t.Errorf("Error() = %q, want prefix %q", e.Error(), prefix)
+			}
+		})
+	}
+}
+
+func TestParseReportsAllProblems(t *testing.T) {
+	src := `name = "demo"
+bogus = 1
+[watch]
+interval = "fast"
+[watermark]
+high = 0.99
+[[profile]]
+name = "a"
+[[profile]]
+name = "a"
+live = "no"
+`
+	_, err := Parse([]byte(src), "policy.toml")
+	var list ErrorList
+	if !errors.As(err, &list) {
+		t.Fatalf("err = %v", err)
+	}
+	want := []string{
+		"policy.toml:2: bogus: unknown key",
+		`policy.toml:4: watch.interval: invalid duration "fast"`,
+		"policy.toml:6: watermark.high: must be below watermark.critical (0.97), got 0.99",
+		`policy.toml:10: profile[1].name: duplicate profile name "a"`,
+		"policy.toml:11: profile[1].live: must be true or false",
+	}
+	if len(list) != len(want) {
+		t.Fatalf("%d problems, want %d:\n%v", len(list), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(list[i].Error(), w) {
+			t.Errorf("problem %d = %q, want prefix %q", i, list[i].Error(), w)
+		}
+	}
+	var first *Error
+	if !errors.As(err, &first) || first != list[0] {
+		t.Error("errors.As(*Error) should find the first problem")
+	}
+}
+
+func TestParseErrorListIsCapped(t *testing.T) {
+	var b strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&b, "bogus%d = 1\n", i)
+	}
+	_, err := Parse([]byte(b.String()), "p.toml")
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 100 {
+		t.Fatalf("err = %v", err)
+	}
+	if n := strings.Count(err.Error(), "\n"); n != maxShown {
+		t.Errorf("message has %d lines, want %d shown + a count", n+1, maxShown+1)
+	}
+	if !strings.Contains(err.Error(), "and 80 more problems") {
+		t.Errorf("message does not count the rest: %q", err.Error()[len(err.Error())-60:])
+	}
+}
+
+func TestParseHostile(t *testing.T) {
+	var ladder strings.Builder
+	for i := range MaxProfiles + 1 {
+		fmt.Fprintf(&ladder, "[[profile]]\nname = \"p%d\"\n", i)
+	}
+	tests := []struct {
+		name, src, want string
+	}{
+		{"huge ladder", ladder.String(), "profile: 257 profiles; a ladder may have at most 256"},
+		{"huge file", strings.Repeat("# padding\n", MaxFileSize/10+1), "a policy may be at most 1 MiB"},
+		{"absurd duration", "[watermark]\ngrace = \"1000000h\"", "at most 720h"},
+		{"deep arrays", "x = " + strings.Repeat("[", 5000) + strings.Repeat("]", 5000), "unknown key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.src), "h.toml")
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.toml")
+	if err := os.WriteFile(good, []byte("name = \"x\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Load(good)
+	if err != nil || p.Name != "x" || p.Source != good {
+		t.Fatalf("Load = %+v, %v", p, err)
+	}
+
+	missing := filepath.Join(dir, "missing.toml")
+	_, err = Load(missing)
+	var e *Error
+	if !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &e) || e.File != missing {
+		t.Fatalf("Load(missing) = %v", err)
+	}
+	if !strings.HasPrefix(err.Error(), missing+": cannot read policy: ") {
+		t.Errorf("message %q", err)
+	}
+
+	bad := filepath.Join(dir, "bad.toml")
+	if err := os.WriteFile(bad, []byte("[watch]\nbackend = \"gpu\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(bad); err == nil || !strings.HasPrefix(err.Error(), bad+":2: watch.backend: ") {
+		t.Errorf("Load(bad) = %v", err)
+	}
+	if _, err := Load(dir); err == nil {
+		t.Error("Load(directory) succeeded")
+	}
+}
+
+func TestLoadOrDefault(t *testing.T) {
+	t.Chdir(t.TempDir())
+	p, err := LoadOrDefault("")
+	if err != nil || p.Source != "" || p.Profiles[0].Name != "default" {
+		t.Fatalf("without policy.toml: %+v, %v", p, err)
+	}
+	if _, err := LoadOrDefault("named.toml"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a named missing file must be an error, got %v", err)
+	}
+	if err := os.WriteFile(DefaultFile, []byte("name = \"here\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err = LoadOrDefault("")
+	if err != nil || p.Name != "here" || p.Source != DefaultFile {
+		t.Fatalf("with policy.toml: %+v, %v", p, err)
+	}
+}
+
+func TestValidName(t *testing.T) {
+	for _, n := range []string{"demo", "llama-3.1_8b", "A1", strings.Repeat("x", 64)} {
+		if err := ValidName(n); err != nil {
+			t.Errorf("ValidName(%q): %v", n, err)
+		}
+	}
+	for _, n := range []string{"", ".hidden", "-flag", "a/b", "a b", "é", strings.Repeat("x", 65), "..", "a\x00"} {
+		if err := ValidName(n); err == nil {
+			t.Errorf("ValidName(%q) accepted", n)
+		}
+	}
+}
