@@ -1,0 +1,72 @@
+"""gpuguard: the client for servers that gpuguard supervises.
+
+A server started by ``gpuguard run`` learns its profile from the
+environment and the state file, follows live profile changes, reserves GPU
+memory for optional work, reports out-of-memory exits and keeps an atomic
+checkpoint. Every call is harmless without gpuguard (GPUGUARD_SOCKET unset,
+or the socket gone): it does nothing or returns what an unsupervised server
+would assume.
+
+    import gpuguard
+
+    batch = int(gpuguard.profile().get("MAX_BATCH", "32"))
+    gpuguard.on_change(lambda p: changes.append(p))   # live changes
+    with gpuguard.reserve("2GiB", "P1", tool="embed") as d:
+        device = "cuda" if d.gpu else "cpu"
+
+Standard library only; Python 3.8+.
+"""
+
+from .checkpoint import load_checkpoint, save_checkpoint
+from .client import (
+    Client,
+    Decision,
+    Error,
+    Unavailable,
+    parse_size,
+    release,
+    report_oom,
+    request_reservation,
+    reserve,
+    status,
+    step,
+)
+from .env import (
+    Profile,
+    checkpoint_path,
+    last_exit,
+    profile,
+    read_state,
+    restarts,
+    supervised,
+)
+from .torchhook import install_torch_oom_hook
+from .watch import Watcher, on_change
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client",
+    "Decision",
+    "Error",
+    "Profile",
+    "Unavailable",
+    "Watcher",
+    "checkpoint_path",
+    "install_torch_oom_hook",
+    "last_exit",
+    "load_checkpoint",
+    "on_change",
+    "parse_size",
+    "profile",
+    "read_state",
+    "release",
+    "report_oom",
+    "request_reservation",
+    "reserve",
+    "restarts",
+    "save_checkpoint",
+    "status",
+    "step",
+    "supervised",
+]
