@@ -1,11 +1,305 @@
 package cmd
 
-import "github.com/spf13/cobra"
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
 
-// StatusOptions placeholder; the real command replaces this file.
-type StatusOptions struct{}
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
-// NewCmdStatus placeholder.
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/control"
+	"github.com/gpuguard/gpuguard/control/statusview"
+	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/paths"
+	"github.com/gpuguard/gpuguard/policy"
+)
+
+// StatusOptions is what `gpuguard status` was asked to do.
+type StatusOptions struct {
+	IO         *IO
+	Name       string        // "" = every instance
+	JSON       bool          // the contract's JSON instead of the table
+	Watch      time.Duration // 0 = once; else refresh at this interval
+	RuntimeDir string
+	// Probe is the backend to show GPUs with when no instance answers.
+	Probe probeOptions
+	// Timeout bounds each instance's status request: one hung instance
+	// must not hang the command.
+	Timeout time.Duration
+}
+
+// Defaults of `status`.
+const (
+	statusDefaultWatch   = 2 * time.Second
+	statusDefaultTimeout = time.Second
+	statusProbeTimeout   = 2 * time.Second
+)
+
+// NewCmdStatus builds `gpuguard status`. runF replaces the action in tests
+// that only check flag parsing.
 func NewCmdStatus(stdio *IO, runF func(*StatusOptions) error) *cobra.Command {
-	return &cobra.Command{Use: "status", Short: "not yet implemented"}
+	opts := &StatusOptions{IO: stdio, Timeout: statusDefaultTimeout}
+	var devices, simMemory string
+	c := &cobra.Command{
+		Use:   "status [NAME] [--json] [--watch[=DUR]]",
+		Short: "Show running instances and GPUs",
+		Long: `Show every running gpuguard instance found in the runtime dir (each asked
+over its control socket, in parallel, with a short timeout) and the GPUs they
+watch. An instance that does not answer shows as "unreachable". With no
+instance answering, the GPUs are read with --backend instead.
+
+NAME shows one instance; it exits 1 if there is no such instance or it does
+not answer. --watch refreshes until interrupted (write --watch=5s: a bare
+"5s" after --watch is taken as NAME). With --json --watch each refresh is one
+line of JSON.`,
+		Example: "  gpuguard status\n  gpuguard status llama --json\n  gpuguard status --watch=1s",
+		Args:    usageArgs(cobra.MaximumNArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Name = args[0]
+				if err := paths.ValidName(opts.Name); err != nil {
+					return &ExitError{Code: ExitUsage, Err: err}
+				}
+			}
+			if c.Flags().Changed("watch") && opts.Watch <= 0 {
+				return exitf(ExitUsage, "--watch must be positive, got %s", opts.Watch)
+			}
+			if err := statusResolveProbe(&opts.Probe, c.Flags().Changed("devices"), devices, simMemory, stdio.Getenv); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runStatus(c.Context(), opts)
+		},
+	}
+	f := c.Flags()
+	f.BoolVar(&opts.JSON, "json", false, "print JSON: {\"instances\":[...],\"gpus\":[...]}")
+	f.DurationVar(&opts.Watch, "watch", 0, "refresh every DUR (default 2s) until interrupted")
+	f.Lookup("watch").NoOptDefVal = statusDefaultWatch.String()
+	f.StringVar(&opts.RuntimeDir, "runtime-dir", "", "directory of control sockets")
+	f.StringVar(&opts.Probe.Backend, "backend", "auto", "GPU backend when no instance answers: auto, nvml, sim or npu-smi")
+	f.StringVar(&devices, "devices", "", "GPUs to show when no instance answers (default CUDA_VISIBLE_DEVICES, else all)")
+	f.StringVar(&opts.Probe.SimDir, "sim-dir", "", "sim backend: directory of usage files (default $GPUGUARD_SIM_DIR, else the only instance's)")
+	f.IntVar(&opts.Probe.SimDevices, "sim-devices", 1, "sim backend: number of GPUs")
+	f.StringVar(&simMemory, "sim-memory", "16GiB", "sim backend: memory of each GPU")
+	return c
+}
+
+// statusResolveProbe checks the backend flags; their errors are usage
+// errors even though the backend is only opened if no instance answers.
+func statusResolveProbe(p *probeOptions, devicesSet bool, devices, simMemory string, getenv func(string) string) error {
+	if !slices.Contains(backends, p.Backend) {
+		return exitf(ExitUsage, "--backend %q: want one of %s", p.Backend, strings.Join(backends, ", "))
+	}
+	if !devicesSet && p.Backend != "sim" {
+		devices = getenv("CUDA_VISIBLE_DEVICES") // names real GPUs only
+	}
+	var err error
+	if p.Devices, err = gpu.ParseDeviceList(devices); err != nil {
+		return exitf(ExitUsage, "--devices: %v", err)
+	}
+	if p.SimMemory, err = policy.ParseSize(simMemory); err != nil || p.SimMemory == 0 {
+		return exitf(ExitUsage, "--sim-memory %q: want a size such as 16GiB", simMemory)
+	}
+	if p.SimDevices < 1 {
+		return exitf(ExitUsage, "--sim-devices must be at least 1")
+	}
+	if p.SimDir != "" {
+		if p.SimDir, err = filepath.Abs(p.SimDir); err != nil {
+			return withCode(ExitUsage, err)
+		}
+	}
+	return nil
+}
+
+// runStatus prints once, or refreshes until ctx ends or SIGINT/SIGTERM.
+func runStatus(ctx context.Context, o *StatusOptions) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	env := paths.System()
+	env.Getenv = o.IO.Getenv
+	dirs, err := env.RuntimeDirs(o.RuntimeDir)
+	if err != nil {
+		return err
+	}
+	g := &statusGatherer{o: o, dirs: dirs, warned: map[string]bool{}}
+	defer g.close()
+	term := statusIsTerminal(o.IO.Out)
+	view := statusview.Options{Color: term && o.IO.Getenv("NO_COLOR") == ""}
+
+	if o.Watch == 0 {
+		r, err := g.gather(ctx)
+		if err != nil {
+			return err
+		}
+		view.Now = time.Now()
+		if err := statusRender(o.IO.Out, r, o.JSON, false, view); err != nil {
+			return err
+		}
+		if o.Name != "" && r.Instances[0].State == api.StateUnreachable {
+			return exitf(ExitFailure, "instance %q is unreachable: %s", o.Name, r.Instances[0].Error)
+		}
+		return nil
+	}
+
+	// Watching: an instance that is missing now may start later, so a
+	// missing NAME just shows no instance.
+	t := time.NewTicker(o.Watch)
+	defer t.Stop()
+	for {
+		r, err := g.gather(ctx)
+		if err != nil && !statusIsNoSuchInstance(err) {
+			return err
+		}
+		var frame bytes.Buffer
+		if term && !o.JSON {
+			frame.WriteString("\x1b[H\x1b[2J") // home, clear: redraw in place
+		}
+		view.Now = time.Now()
+		if err := statusRender(&frame, r, o.JSON, true, view); err != nil {
+			return err
+		}
+		if _, err := o.IO.Out.Write(frame.Bytes()); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func statusRender(w io.Writer, r statusview.Report, asJSON, watching bool, view statusview.Options) error {
+	if asJSON {
+		return statusview.WriteJSON(w, r, watching)
+	}
+	return statusview.WriteTable(w, r, view)
+}
+
+// statusNoSuchInstance is the error for a NAME with no socket.
+type statusNoSuchInstance struct{ name, dirs string }
+
+func (e *statusNoSuchInstance) Error() string {
+	return fmt.Sprintf("no such instance %q (no socket in %s)", e.name, e.dirs)
+}
+
+func statusIsNoSuchInstance(err error) bool {
+	var e *ExitError
+	if !asExit(err, &e) {
+		return false
+	}
+	_, ok := e.Err.(*statusNoSuchInstance)
+	return ok
+}
+
+// statusGatherer collects one report per call; across --watch refreshes it
+// keeps the GPU backend open and prints each warning once.
+type statusGatherer struct {
+	o        *StatusOptions
+	dirs     []string
+	probe    gpu.Probe
+	probeErr error // opening failed: not retried
+	warned   map[string]bool
+}
+
+func (g *statusGatherer) gather(ctx context.Context) (statusview.Report, error) {
+	r := statusview.Report{Instances: []api.Status{}, GPUs: []api.GPU{}}
+	ins, err := control.Discover(g.dirs)
+	if err != nil {
+		g.warn(err.Error())
+	}
+	if g.o.Name != "" {
+		ins = slices.DeleteFunc(ins, func(in control.Instance) bool { return in.Name != g.o.Name })
+		if len(ins) == 0 {
+			return r, &ExitError{Code: ExitFailure, Err: &statusNoSuchInstance{g.o.Name, strings.Join(g.dirs, ", ")}}
+		}
+		ins = ins[:1] // as root, the user's own dir comes before /run/gpuguard
+	}
+	r.Instances = control.QueryAll(ctx, ins, g.o.Timeout)
+	r.GPUs = statusview.UnionGPUs(r.Instances)
+	answered := slices.ContainsFunc(r.Instances, func(st api.Status) bool { return st.State != api.StateUnreachable })
+	if !answered && g.o.Name == "" {
+		r.GPUs = g.probeGPUs(ctx)
+	}
+	return r, nil
+}
+
+// probeGPUs reads the GPUs with the command's own backend. Failing to is
+// a warning, not an error: the instances are the main answer.
+func (g *statusGatherer) probeGPUs(ctx context.Context) []api.GPU {
+	if g.probe == nil && g.probeErr == nil {
+		po := g.o.Probe
+		if po.Backend == "sim" && po.SimDir == "" {
+			po.SimDir, g.probeErr = simDir(g.o.IO, "")
+		}
+		if g.probeErr == nil {
+			g.probe, g.probeErr = openProbe(po)
+		}
+	}
+	if g.probeErr != nil {
+		g.warn(fmt.Sprintf("no GPU information: %v", g.probeErr))
+		return []api.GPU{}
+	}
+	ctx, cancel := context.WithTimeout(ctx, statusProbeTimeout)
+	defer cancel()
+	s, err := g.probe.Sample(ctx)
+	if err != nil {
+		g.warn(fmt.Sprintf("reading GPUs: %v", err))
+		return []api.GPU{}
+	}
+	return statusGPUs(s)
+}
+
+// statusGPUs converts a probe sample to the status object's GPUs.
+func statusGPUs(s gpu.Sample) []api.GPU {
+	out := make([]api.GPU, 0, len(s.Devices))
+	for _, d := range s.Devices {
+		g := api.GPU{Index: d.Index, UUID: d.UUID, Name: d.Name, UsedBytes: d.Used, TotalBytes: d.Total}
+		for _, p := range s.Processes {
+			if p.Device == d.Index {
+				g.Processes = append(g.Processes, api.GPUProcess{PID: p.PID, UsedBytes: p.Used})
+			}
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+func (g *statusGatherer) warn(msg string) {
+	if !g.warned[msg] {
+		g.warned[msg] = true
+		fmt.Fprintf(g.o.IO.ErrOut, "gpuguard: warning: %s\n", msg)
+	}
+}
+
+func (g *statusGatherer) close() {
+	if g.probe != nil {
+		g.probe.Close()
+	}
+}
+
+// statusIsTerminal reports whether w is a terminal (TCGETS succeeds), the
+// one case where colours and in-place redraws make sense.
+func statusIsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }

@@ -1,0 +1,273 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpuguard/gpuguard/admission"
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/control"
+)
+
+// statusTestBackend answers like a supervisor with a three-profile ladder.
+type statusTestBackend struct {
+	mu    sync.Mutex
+	name  string
+	level int
+}
+
+var statusTestLadder = []string{"fp16", "int8", "int4"}
+
+func (b *statusTestBackend) Status() api.Status {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return api.Status{
+		Name: b.name, PID: 100, ChildPID: 101, State: api.StateRunning,
+		Profile: statusTestLadder[b.level], Level: b.level, Levels: len(statusTestLadder),
+		Watermark: 0.5, UptimeSeconds: 65,
+		GPUs: []api.GPU{{Index: 0, UUID: "GPU-" + b.name, Name: "Sim GPU", UsedBytes: 8 << 30, TotalBytes: 16 << 30}},
+	}
+}
+
+func (b *statusTestBackend) Step(_ context.Context, dir string) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	next := b.level + 1
+	if dir == control.StepUp {
+		next = b.level - 1
+	}
+	if next < 0 || next >= len(statusTestLadder) {
+		return "", fmt.Errorf("already at the %s end of the ladder (%s)", map[string]string{"up": "top", "down": "bottom"}[dir], statusTestLadder[b.level])
+	}
+	b.level = next
+	return statusTestLadder[next], nil
+}
+
+func (b *statusTestBackend) MarkOOM(string) {}
+func (b *statusTestBackend) Reserve(context.Context, admission.Request) (admission.Decision, error) {
+	return admission.Decision{Decision: admission.DecisionCPU}, nil
+}
+func (b *statusTestBackend) Release(context.Context, string) error { return nil }
+
+// statusTestServe runs a real control server for name in dir until the test
+// ends.
+func statusTestServe(t *testing.T, dir, name string) *statusTestBackend {
+	t.Helper()
+	s, err := control.Listen(dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &statusTestBackend{name: name}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, b) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		s.Close()
+	})
+	return b
+}
+
+// statusTestStale leaves a socket nobody listens on, as a killed instance does.
+func statusTestStale(t *testing.T, dir, name string) {
+	t.Helper()
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, name+".sock"), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+}
+
+func statusTestRun(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = Execute(&IO{In: strings.NewReader(""), Out: &out, ErrOut: &errOut, Getenv: func(k string) string { return env[k] }}, args)
+	return code, out.String(), errOut.String()
+}
+
+func TestStatusJSON(t *testing.T) {
+	dir := t.TempDir()
+	statusTestServe(t, dir, "llama")
+	statusTestServe(t, dir, "qwen")
+	statusTestStale(t, dir, "dead")
+
+	code, out, stderr := statusTestRun(t, nil, "status", "--json", "--runtime-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var r struct {
+		Instances []api.Status `json:"instances"`
+		GPUs      []api.GPU    `json:"gpus"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	if len(r.Instances) != 3 {
+		t.Fatalf("instances = %+v", r.Instances)
+	}
+	dead, llama, qwen := r.Instances[0], r.Instances[1], r.Instances[2]
+	if dead.Name != "dead" || dead.State != "unreachable" || !strings.Contains(dead.Error, "not running") {
+		t.Errorf("dead = %+v", dead)
+	}
+	if llama.Name != "llama" || llama.State != "running" || llama.Profile != "fp16" || llama.Levels != 3 || qwen.Name != "qwen" {
+		t.Errorf("live instances = %+v, %+v", llama, qwen)
+	}
+	if len(r.GPUs) != 2 || r.GPUs[0].UUID != "GPU-llama" || r.GPUs[1].UUID != "GPU-qwen" {
+		t.Errorf("gpus = %+v", r.GPUs)
+	}
+
+	// NAME filters.
+	code, out, _ = statusTestRun(t, nil, "status", "qwen", "--json", "--runtime-dir", dir)
+	if code != 0 || !strings.Contains(out, `"name": "qwen"`) || strings.Contains(out, "llama") {
+		t.Errorf("status qwen: exit %d\n%s", code, out)
+	}
+}
+
+func TestStatusNamedFailures(t *testing.T) {
+	dir := t.TempDir()
+	statusTestServe(t, dir, "llama")
+	statusTestStale(t, dir, "dead")
+
+	code, _, stderr := statusTestRun(t, nil, "status", "nope", "--runtime-dir", dir)
+	if code != ExitFailure || !strings.Contains(stderr, `no such instance "nope"`) {
+		t.Errorf("missing instance: exit %d, stderr %q", code, stderr)
+	}
+	code, out, stderr := statusTestRun(t, nil, "status", "dead", "--json", "--runtime-dir", dir)
+	if code != ExitFailure || !strings.Contains(out, `"state": "unreachable"`) || !strings.Contains(stderr, `instance "dead" is unreachable`) {
+		t.Errorf("unreachable instance: exit %d, out %s, stderr %q", code, out, stderr)
+	}
+}
+
+func TestStatusTable(t *testing.T) {
+	dir := t.TempDir()
+	statusTestServe(t, dir, "llama")
+	code, out, stderr := statusTestRun(t, map[string]string{"GPUGUARD_RUNTIME_DIR": dir}, "status")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"NAME ", "llama  100 ", "fp16 (0/3)", "8.0/16.0 GiB", "running", "GPU  NAME", "Sim GPU"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b[") {
+		t.Errorf("colours on a non-terminal:\n%q", out)
+	}
+}
+
+func TestStatusWithoutInstancesReadsTheBackend(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "none") // does not exist: no instances
+	sim := t.TempDir()
+	code, out, stderr := statusTestRun(t, nil, "status", "--json", "--runtime-dir", empty,
+		"--backend", "sim", "--sim-dir", sim, "--sim-devices", "2", "--sim-memory", "8GiB")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var r statusTestReport
+	json.Unmarshal([]byte(out), &r)
+	if len(r.Instances) != 0 || len(r.GPUs) != 2 || r.GPUs[1].TotalBytes != 8<<30 {
+		t.Errorf("report = %s", out)
+	}
+
+	// The default backend (NVML) is missing on most test machines: the
+	// GPUs are then empty with a warning, and status still succeeds.
+	code, out, stderr = statusTestRun(t, nil, "status", "--json", "--runtime-dir", empty)
+	r = statusTestReport{}
+	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil || r.Instances == nil || r.GPUs == nil {
+		t.Fatalf("exit %d, %v: %s", code, err, out)
+	}
+	if len(r.GPUs) == 0 && !strings.Contains(stderr, "warning: no GPU information") {
+		t.Errorf("no GPUs and no warning: %q", stderr)
+	}
+}
+
+type statusTestReport struct {
+	Instances []api.Status `json:"instances"`
+	GPUs      []api.GPU    `json:"gpus"`
+}
+
+func TestStatusUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"status", "a", "b"},
+		{"status", "../x"},
+		{"status", "--watch=0s"},
+		{"status", "--watch=soon"},
+		{"status", "--backend", "cuda"},
+		{"status", "--sim-memory", "lots"},
+		{"status", "--devices", "0,,1"},
+		{"status", "--no-such-flag"},
+	} {
+		if code, _, stderr := statusTestRun(t, nil, args...); code != ExitUsage {
+			t.Errorf("%q: exit %d (%s), want 64", args, code, stderr)
+		}
+	}
+}
+
+func TestStatusFlags(t *testing.T) {
+	var got *StatusOptions
+	c := NewCmdStatus(&IO{Getenv: func(k string) string { return map[string]string{"CUDA_VISIBLE_DEVICES": "1,GPU-x"}[k] }},
+		func(o *StatusOptions) error { got = o; return nil })
+	c.SetArgs([]string{"llama", "--watch", "--json"})
+	if err := c.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "llama" || got.Watch != 2*time.Second || !got.JSON || got.Probe.Backend != "auto" ||
+		strings.Join(got.Probe.Devices, ",") != "1,GPU-x" || got.Probe.SimMemory != 16<<30 || got.Timeout != time.Second {
+		t.Errorf("options = %+v", got)
+	}
+}
+
+// statusFrames is a writer that hands each write to the test.
+type statusFrames chan string
+
+func (f statusFrames) Write(p []byte) (int, error) { f <- string(p); return len(p), nil }
+
+func TestStatusWatch(t *testing.T) {
+	dir := t.TempDir()
+	b := statusTestServe(t, dir, "llama")
+	frames := make(statusFrames)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	o := &StatusOptions{IO: &IO{Out: frames, ErrOut: os.Stderr, Getenv: func(string) string { return "" }},
+		JSON: true, Watch: time.Millisecond, RuntimeDir: dir, Timeout: time.Second, Probe: probeOptions{Backend: "auto"}}
+	go func() { done <- runStatus(ctx, o) }()
+
+	first := <-frames
+	b.Step(ctx, control.StepDown)
+	// Each refresh is one compact JSON line; a later one sees the step.
+	for {
+		f := <-frames
+		if strings.Count(f, "\n") != 1 || !json.Valid([]byte(f)) {
+			t.Fatalf("frame %q is not one JSON line", f)
+		}
+		if strings.Contains(f, `"profile":"int8"`) {
+			break
+		}
+	}
+	if !strings.Contains(first, `"profile":"fp16"`) {
+		t.Errorf("first frame %s", first)
+	}
+	cancel()
+	for {
+		select {
+		case <-frames:
+			continue
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("runStatus = %v", err)
+			}
+			return
+		}
+	}
+}
