@@ -81,13 +81,7 @@ func runRun(o *RunOptions) error {
 	}
 	defer jr.Close()
 
-	ckpt := r.pol.Checkpoint.Path
-	if ckpt == "" {
-		ckpt = filepath.Join(r.stateDir, paths.CheckpointFile)
-	}
-	if ckpt, err = filepath.Abs(ckpt); err != nil {
-		return err
-	}
+	ckpt := r.pol.Checkpoint.Resolve(r.stateDir)
 	notifier := sdnotify.New(o.IO.Getenv)
 	cfg := supervisor.Config{
 		Name: r.name, Policy: r.pol, Command: r.command, Observe: o.Observe, StartLevel: r.startLevel,
