@@ -2,7 +2,6 @@ package control
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -223,11 +222,7 @@ func temporaryAccept(err error) bool {
 // subscriber that silently missed an event would act on a stale profile.
 func (s *Server) Publish(st api.ProfileState) {
 	st.Type = EventProfile
-	b, err := json.Marshal(st)
-	if err != nil {
-		return // a ProfileState always marshals
-	}
-	b = append(b, '\n')
+	b := encodeLine(st)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for sub := range s.subs {

@@ -57,6 +57,7 @@ func WriteJSON(w io.Writer, r Report, compact bool) error {
 		}
 	}
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // "watermark 0.93 > 0.90", not \u003e
 	if !compact {
 		enc.SetIndent("", "  ")
 	}
