@@ -268,8 +268,8 @@ func TestParseErrors(t *testing.T) {
 		{"empty regexp", "[oom]\npatterns = [\"\"]", 2, "oom.patterns[0]", "empty string"},
 		{"match-all regexp", "[oom]\npatterns = [\"x*\"]", 2, "oom.patterns[0]", "empty string"},
 		// names and profiles
-		{"bad name", "name = \"my server\"", 1, "name", "letters, digits"},
-		{"slash name", "name = \"../etc\"", 1, "name", "letters, digits"},
+		{"bad name", "name = \"my server\"", 1, "name", "invalid instance name"},
+		{"slash name", "name = \"../etc\"", 1, "name", "invalid instance name"},
 		{"empty profiles", "profile = []", 1, "profile", "at least one profile"},
 		{"missing profile name", "[[profile]]\nneeds = \"1GiB\"", 1, "profile[0]", "missing name"},
 		{"empty profile name", "[[profile]]\nname = \"\"", 2, "profile[0].name", "letters, digits"},
@@ -452,15 +452,15 @@ func TestLoadOrDefault(t *testing.T) {
 	}
 }
 
-func TestValidName(t *testing.T) {
-	for _, n := range []string{"demo", "llama-3.1_8b", "A1", strings.Repeat("x", 64)} {
-		if err := ValidName(n); err != nil {
-			t.Errorf("ValidName(%q): %v", n, err)
+func TestProfileNames(t *testing.T) {
+	for _, n := range []string{"default", "fp16", "llama-3.1_8b", "A1", strings.Repeat("x", 64)} {
+		if err := validName(n); err != nil {
+			t.Errorf("validName(%q): %v", n, err)
 		}
 	}
 	for _, n := range []string{"", ".hidden", "-flag", "a/b", "a b", "é", strings.Repeat("x", 65), "..", "a\x00"} {
-		if err := ValidName(n); err == nil {
-			t.Errorf("ValidName(%q) accepted", n)
+		if err := validName(n); err == nil {
+			t.Errorf("validName(%q) accepted", n)
 		}
 	}
 }

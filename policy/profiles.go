@@ -109,16 +109,9 @@ func (d *decoder) env(prof *Profile, p path, v any) {
 	}
 }
 
-// ValidName checks an instance name. The name becomes a file name (the
-// state dir, <name>.sock) and a metric label, so it is limited to 1 to 64
-// letters, digits, '.', '_' and '-', not starting with '.' or '-'.
-func ValidName(name string) error {
-	if err := validName(name); err != nil {
-		return fmt.Errorf("instance name %w", err)
-	}
-	return nil
-}
-
+// validName checks a profile name. Profile names appear in metric labels,
+// --profile and $GPUGUARD_PROFILE, so they are limited to 1 to 64 letters,
+// digits, '.', '_' and '-', not starting with '.' or '-'.
 func validName(name string) error {
 	bad := name == "" || len(name) > 64 || name[0] == '.' || name[0] == '-'
 	for i := 0; i < len(name) && !bad; i++ {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gpuguard/gpuguard/paths"
 )
 
 // minInterval keeps a mistyped interval from spinning the probe; minWindow
@@ -31,7 +33,8 @@ func (d *decoder) policy(pol *Policy, raw map[string]any) {
 	top := []field{
 		{"name", func(p path, v any) {
 			if s, ok := d.str(p, v); ok {
-				if err := ValidName(s); err != nil {
+				// The same rule as --name: the name becomes file names.
+				if err := paths.ValidName(s); err != nil {
 					d.fail(p, err, err.Error())
 					return
 				}
