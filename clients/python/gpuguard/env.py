@@ -150,7 +150,9 @@ def _profile_from(st: object, levels: Optional[int]) -> Optional[Profile]:
     name = st.get("profile")
     level = st.get("level", 0)
     seq = st.get("seq")
-    env = st.get("env") or {}
+    env = st.get("env")
+    if env is None:
+        env = {}
     if not isinstance(name, str) or not name:
         return None
     if isinstance(level, bool) or not isinstance(level, int) or level < 0:

@@ -60,25 +60,28 @@ def _observer(device: int, alloc: int, device_allocated: int, device_free: int) 
         pass
 
 
-def _is_oom(exc: Optional[BaseException]) -> bool:
+def _find_oom(exc: Optional[BaseException]) -> Optional[BaseException]:
+    """The OOM error in exc's chain (an OOM re-raised as another error
+    counts), or None."""
     seen = 0
     while exc is not None and seen < 16:
         if _hook.classes and isinstance(exc, _hook.classes):
-            return True
+            return exc
         if type(exc).__name__ == "OutOfMemoryError":
-            return True
+            return exc
         if isinstance(exc, RuntimeError) and "out of memory" in str(exc):
-            return True
+            return exc  # torch before 1.13 raised a plain RuntimeError
         exc = exc.__cause__ or exc.__context__
         seen += 1
-    return False
+    return None
 
 
 def _check(exc: Optional[BaseException]) -> None:
     try:
-        if _is_oom(exc):
-            msg = str(exc).strip().splitlines()
-            detail = "%s: %s" % (type(exc).__name__, msg[0] if msg else "")
+        oom = _find_oom(exc)
+        if oom is not None:
+            msg = str(oom).strip().splitlines()
+            detail = "%s: %s" % (type(oom).__name__, msg[0] if msg else "")
             _report(_hook.last_oom or detail)
     except Exception:
         pass

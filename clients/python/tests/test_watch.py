@@ -1,0 +1,215 @@
+import os
+import signal
+import threading
+import unittest
+from unittest import mock
+
+import gpuguard
+from gpuguard import watch as ggwatch
+
+from .support import TmpTestCase, clean_env, wait_until, write_state
+
+SIG = signal.SIGUSR1
+
+
+class Recorder(object):
+    def __init__(self):
+        self.profiles = []
+        self.threads = []
+        self.lock = threading.Lock()
+
+    def __call__(self, p):
+        with self.lock:
+            self.profiles.append(p)
+            self.threads.append(threading.current_thread())
+
+    def seqs(self):
+        with self.lock:
+            return [p.seq for p in self.profiles]
+
+
+class WatchTest(TmpTestCase):
+    def setUp(self):
+        super().setUp()
+        self.state = os.path.join(self.dir, "state.json")
+        write_state(self.state, 1, 0, "fp16", {"MAX_BATCH": "32"}, "start")
+        p = mock.patch.multiple(ggwatch, BACKOFF_MIN=0.01, BACKOFF_MAX=0.05)
+        p.start()
+        self.addCleanup(p.stop)
+
+    def env(self, sock=None):
+        values = dict(GPUGUARD_NAME="srv", GPUGUARD_STATE=self.state, GPUGUARD_LEVELS="3")
+        if sock:
+            values["GPUGUARD_SOCKET"] = sock
+        return clean_env(**values)
+
+    def watch(self, rec, **kw):
+        w = gpuguard.on_change(rec, **kw)
+        self.addCleanup(w.stop)
+        return w
+
+    def test_subscribe_events(self):
+        srv = self.fake_server()
+        rec = Recorder()
+        with self.env(srv.path):
+            w = self.watch(rec)
+            self.assertTrue(w.wait_subscribed(5))
+            self.assertEqual(len(srv.of_type("subscribe")), 1)
+            self.assertEqual(w.current.name, "fp16")
+            srv.publish(2, 1, "int8", {"MAX_BATCH": "16"}, "watermark 0.93 > 0.90")
+            wait_until(lambda: rec.seqs() == [2], what="event 2")
+            p = rec.profiles[0]
+            self.assertEqual((p.name, p.level, p.levels, p.env, p.reason),
+                             ("int8", 1, 3, {"MAX_BATCH": "16"}, "watermark 0.93 > 0.90"))
+            self.assertEqual(p.get("MAX_BATCH"), "16")
+            self.assertIsNot(rec.threads[0], threading.main_thread())
+            # Replays and older events are dropped; the next change arrives.
+            srv.publish(2, 1, "int8")
+            srv.publish(1, 0, "fp16")
+            srv.publish(3, 2, "int4")
+            wait_until(lambda: rec.seqs() == [2, 3], what="event 3")
+            self.assertEqual(w.current.name, "int4")
+
+    def test_event_after_signal_delivered_once(self):
+        # gpuguard writes the state, signals, then publishes: while
+        # subscribed, the handler leaves the delivery to the subscription.
+        srv = self.fake_server()
+        rec = Recorder()
+        with self.env(srv.path):
+            w = self.watch(rec)
+            self.assertTrue(w.wait_subscribed(5))
+            self.assertTrue(w.signal_installed)
+            for seq, prof in [(2, "int8"), (3, "int4")]:
+                write_state(self.state, seq, seq - 1, prof)
+                os.kill(os.getpid(), SIG)
+                srv.publish(seq, seq - 1, prof)
+            wait_until(lambda: rec.seqs() == [2, 3], what="two changes")
+            self.assertEqual(rec.seqs(), [2, 3])
+
+    def test_reconnect_and_signal_fallback(self):
+        srv = self.fake_server()
+        rec = Recorder()
+        with self.env(srv.path):
+            w = self.watch(rec)
+            self.assertTrue(w.wait_subscribed(5))
+            srv.publish(2, 1, "int8")
+            wait_until(lambda: rec.seqs() == [2], what="event 2")
+
+            # gpuguard's socket goes away: the signal path takes over.
+            srv.close()
+            wait_until(lambda: not w.subscribed, what="unsubscribed")
+            write_state(self.state, 3, 2, "int4")
+            os.kill(os.getpid(), SIG)
+            wait_until(lambda: rec.seqs() == [2, 3], what="change 3 via the signal")
+            self.assertIs(rec.threads[-1], threading.main_thread())
+
+            # A change made with no signal while disconnected is found in
+            # the state file after resubscribing; a replayed event is not
+            # delivered again.
+            write_state(self.state, 4, 1, "int8")
+            srv2 = self.fake_server()  # same path
+            wait_until(lambda: w.subscribed, what="resubscribed")
+            wait_until(lambda: rec.seqs() == [2, 3, 4], what="change 4 from the state file")
+            srv2.publish(4, 1, "int8")
+            srv2.publish(3, 2, "int4")
+            srv2.publish(5, 0, "fp16")
+            wait_until(lambda: rec.seqs() == [2, 3, 4, 5], what="event 5")
+
+    def test_dropped_subscriber_resubscribes(self):
+        srv = self.fake_server()
+        rec = Recorder()
+        with self.env(srv.path):
+            w = self.watch(rec, signum=None)
+            self.assertTrue(w.wait_subscribed(5))
+            write_state(self.state, 2, 1, "int8")  # the event for it is lost
+            srv.drop_subscribers("subscriber fell behind (64 events queued) and was dropped")
+            wait_until(lambda: len(srv.of_type("subscribe")) == 2, what="resubscribe")
+            wait_until(lambda: rec.seqs() == [2], what="change 2 from the state file")
+            wait_until(lambda: w.subscribed)
+            srv.publish(3, 2, "int4")
+            wait_until(lambda: rec.seqs() == [2, 3], what="event 3")
+
+    def test_signal_only_without_socket(self):
+        rec = Recorder()
+        with self.env():
+            w = self.watch(rec)
+            self.assertTrue(w.signal_installed)
+            self.assertFalse(w.wait_subscribed(0))
+            os.kill(os.getpid(), SIG)  # nothing changed: nothing delivered
+            write_state(self.state, 2, 1, "int8", {"MAX_BATCH": "16"})
+            os.kill(os.getpid(), SIG)
+            wait_until(lambda: rec.seqs() == [2], what="change 2")
+            os.kill(os.getpid(), SIG)
+            write_state(self.state, 3, 2, "int4")
+            os.kill(os.getpid(), SIG)
+            wait_until(lambda: rec.seqs() == [2, 3], what="change 3")
+            p = rec.profiles[0]
+            self.assertEqual((p.name, p.level, p.levels, p.env), ("int8", 1, 3, {"MAX_BATCH": "16"}))
+
+    def test_callback_errors_are_contained(self):
+        srv = self.fake_server()
+        rec = Recorder()
+
+        def bad(p):
+            rec(p)
+            raise RuntimeError("callback bug")
+        with self.env(srv.path):
+            w = self.watch(bad)
+            self.assertTrue(w.wait_subscribed(5))
+            with self.assertLogs("gpuguard", "ERROR"):
+                srv.publish(2, 1, "int8")
+                wait_until(lambda: rec.seqs() == [2])
+            srv.publish(3, 2, "int4")
+            with self.assertLogs("gpuguard", "ERROR"):
+                wait_until(lambda: rec.seqs() == [2, 3])
+            self.assertTrue(w.subscribed)
+
+    def test_stop(self):
+        srv = self.fake_server()
+        rec = Recorder()
+        with self.env(srv.path):
+            w = gpuguard.on_change(rec)
+            self.assertTrue(w.wait_subscribed(5))
+            w.stop()
+            self.assertFalse(w._thread.is_alive())
+            write_state(self.state, 2, 1, "int8")
+            os.kill(os.getpid(), SIG)  # the handler stays, and delivers nothing
+            srv.publish(2, 1, "int8")
+            # A second watcher sees the change: the first one did not.
+            rec2 = Recorder()
+            w2 = self.watch(rec2)
+            self.assertTrue(w2.wait_subscribed(5))
+            srv.publish(3, 2, "int4")
+            wait_until(lambda: rec2.seqs() == [3])
+            self.assertEqual(rec.seqs(), [])
+
+    def test_chains_previous_handler(self):
+        rec = Recorder()
+        seen = []
+        old = signal.getsignal(signal.SIGUSR2)
+        self.addCleanup(signal.signal, signal.SIGUSR2, old)
+        ggwatch._dispatch.pop(signal.SIGUSR2, None)
+        signal.signal(signal.SIGUSR2, lambda s, f: seen.append(s))
+        with self.env():
+            self.watch(rec, signum=signal.SIGUSR2)
+            write_state(self.state, 2, 1, "int8")
+            os.kill(os.getpid(), signal.SIGUSR2)
+            wait_until(lambda: rec.seqs() == [2] and seen == [signal.SIGUSR2])
+        ggwatch._dispatch.pop(signal.SIGUSR2, None)
+
+    def test_outside_main_thread(self):
+        rec = Recorder()
+        out = []
+        ggwatch._dispatch.pop(signal.SIGUSR2, None)
+        with self.env():
+            with self.assertLogs("gpuguard", "WARNING") as logs:
+                t = threading.Thread(target=lambda: out.append(gpuguard.on_change(rec, signum=signal.SIGUSR2)))
+                t.start()
+                t.join(5)
+            self.assertFalse(out[0].signal_installed)
+            self.assertIn("main thread", logs.output[0])
+            out[0].stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
