@@ -70,7 +70,7 @@ func Default() *Policy {
 // problem found, each naming the key and the line.
 func Parse(data []byte, source string) (*Policy, error) {
 	if len(data) > MaxFileSize {
-		return nil, ErrorList{{File: source, Msg: fmt.Sprintf("file is %s; a policy may be at most %s", FormatSize(uint64(len(data))), FormatSize(MaxFileSize))}}
+		return nil, ErrorList{{File: source, Msg: fmt.Sprintf("file is %d bytes; a policy may be at most %s", len(data), FormatSize(MaxFileSize))}}
 	}
 	var raw map[string]any
 	if _, err := toml.Decode(string(data), &raw); err != nil {
