@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 
 	"github.com/gpuguard/gpuguard/gpu"
 )
@@ -35,26 +36,36 @@ func mustSample(t testing.TB, p gpu.Probe) gpu.Sample {
 
 func TestOpenListsDevices(t *testing.T) {
 	srv := newH200()
-	srv.Devices[3].setUsed(40 << 30)
+	setUsed(dev(srv, 3), 40<<30)
 	p := mustOpen(t, Options{Lib: srv})
 	s := mustSample(t, p)
 	if len(s.Devices) != 8 {
 		t.Fatalf("got %d devices, want 8", len(s.Devices))
 	}
+	seen := make(map[string]bool)
 	for i, d := range s.Devices {
-		want := gpu.Device{Index: i, UUID: srv.Devices[i].UUID, Name: h200Name, Total: h200Total}
+		m := dev(srv, i)
+		want := gpu.Device{Index: i, UUID: m.UUID, Name: m.Config.Name, Total: m.MemoryInfo.Total}
 		if i == 3 {
 			want.Used = 40 << 30
 		}
 		if d != want {
 			t.Errorf("device %d = %+v, want %+v", i, d, want)
 		}
+		// What dgxh200 is: an H200 SXM5 with 141 GB (144384 MiB).
+		if d.Name != gpus.H200_SXM5_141GB.Name || d.Total != gpus.H200_SXM5_141GB.MemoryMB<<20 {
+			t.Errorf("device %d is %q with %d bytes, want an H200 with 144384 MiB", i, d.Name, d.Total)
+		}
+		if !strings.HasPrefix(d.UUID, "GPU-") || seen[d.UUID] {
+			t.Errorf("device %d: UUID %q is not a fresh GPU- UUID", i, d.UUID)
+		}
+		seen[d.UUID] = true
 	}
 }
 
 func TestMemoryCountsReserved(t *testing.T) {
 	srv := newH200()
-	srv.Devices[0].GetMemoryInfo_v2Func = func() (gonvml.Memory_v2, gonvml.Return) {
+	dev(srv, 0).GetMemoryInfo_v2Func = func() (gonvml.Memory_v2, gonvml.Return) {
 		return gonvml.Memory_v2{Total: 1000, Reserved: 50, Used: 200, Free: 750}, gonvml.SUCCESS
 	}
 	p := mustOpen(t, Options{Lib: srv, Devices: []string{"0"}})
@@ -65,7 +76,7 @@ func TestMemoryCountsReserved(t *testing.T) {
 
 func TestSelect(t *testing.T) {
 	srv := newH200()
-	u := srv.uuids()
+	u := uuids(srv)
 	for _, tc := range []struct {
 		sel  []string
 		want []int
@@ -73,7 +84,7 @@ func TestSelect(t *testing.T) {
 		{nil, []int{0, 1, 2, 3, 4, 5, 6, 7}},
 		{[]string{"3", "1"}, []int{3, 1}},
 		{[]string{u[5]}, []int{5}},
-		{[]string{u[6][:12], "2"}, []int{6, 2}}, // a unique UUID prefix, as CUDA takes
+		{[]string{uniquePrefix(u, 6), "2"}, []int{6, 2}}, // a unique UUID prefix, as CUDA takes
 	} {
 		p := mustOpen(t, Options{Lib: srv, Devices: tc.sel})
 		var got []int
@@ -88,10 +99,20 @@ func TestSelect(t *testing.T) {
 
 func TestSelectErrors(t *testing.T) {
 	srv := newH200()
-	u := srv.uuids()
-	for _, sel := range [][]string{
-		{"8"}, {"-1"}, {"GPU-ffffffff"}, {"GPU-0000abc"}, {"1", u[1]}, {"MIG-1234"}, {"gpu0"},
+	u := uuids(srv)
+	for _, tc := range []struct {
+		sel  []string
+		want string
+	}{
+		{[]string{"8"}, "no such GPU"},
+		{[]string{"-1"}, "no such GPU"},
+		{[]string{absentPrefix(u)}, "no GPU has this UUID"},
+		{[]string{"GPU-"}, "ambiguous"}, // every UUID starts so
+		{[]string{"1", u[1]}, "listed twice"},
+		{[]string{"MIG-1234"}, "MIG"},
+		{[]string{"gpu0"}, "want an index or a UUID"},
 	} {
+		sel := tc.sel
 		shutdowns := len(srv.ShutdownCalls())
 		_, err := Open(Options{Lib: srv, Devices: sel})
 		if err == nil {
@@ -101,8 +122,8 @@ func TestSelectErrors(t *testing.T) {
 		if errors.Is(err, gpu.ErrUnavailable) {
 			t.Errorf("select %q: %v wraps ErrUnavailable; a bad selection is not", sel, err)
 		}
-		if !strings.Contains(err.Error(), sel[len(sel)-1]) {
-			t.Errorf("select %q: error %q does not name the entry", sel, err)
+		if !strings.Contains(err.Error(), sel[len(sel)-1]) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("select %q: error %q does not name the entry and say %q", sel, err, tc.want)
 		}
 		if len(srv.ShutdownCalls()) != shutdowns+1 {
 			t.Errorf("select %q: NVML not shut down after a failed Open", sel)
@@ -129,6 +150,9 @@ func TestInitErrorsAreUnavailable(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("library not found: error %q does not mention %q", err, want)
 		}
+	}
+	if n, m := len(srv.DeviceGetCountCalls()), len(srv.ShutdownCalls()); n != 0 || m != 0 {
+		t.Errorf("library not found: %d device counts and %d shutdowns after the failed Init, want none", n, m)
 	}
 }
 

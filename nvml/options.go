@@ -18,7 +18,7 @@ type Options struct {
 	// (default libnvidia-ml.so.1, found by the dynamic loader).
 	LibraryPath string
 	// Lib is the NVML implementation; nil loads the real library. Tests
-	// pass a fake (go-nvml's pkg/nvml/mock).
+	// pass go-nvml's mock DGX H200 server (pkg/nvml/mock/dgxh200).
 	Lib Library
 }
 

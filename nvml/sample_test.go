@@ -12,14 +12,15 @@ import (
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
 
 	"github.com/gpuguard/gpuguard/gpu"
 )
 
 func TestV2NotSupportedFallsBackToV1(t *testing.T) {
 	srv := newH200()
-	d := srv.Devices[1]
-	d.setUsed(7 << 30)
+	d := dev(srv, 1)
+	setUsed(d, 7<<30) // the mock's own GetMemoryInfo (v1) reports MemoryInfo
 	d.GetMemoryInfo_v2Func = func() (gonvml.Memory_v2, gonvml.Return) {
 		return gonvml.Memory_v2{}, gonvml.ERROR_NOT_SUPPORTED
 	}
@@ -42,19 +43,25 @@ func TestV2SymbolMissingUsesV1(t *testing.T) {
 	srv.LookupSymbolFunc = func(s string) error { return errors.New("undefined symbol " + s) }
 	p := mustOpen(t, Options{Lib: srv, Devices: []string{"0"}})
 	mustSample(t, p)
-	if n := len(srv.Devices[0].GetMemoryInfo_v2Calls()); n != 0 {
+	if n := len(dev(srv, 0).GetMemoryInfo_v2Calls()); n != 0 {
 		t.Errorf("v2 called %d times though the library lacks it", n)
 	}
 }
 
+// TestGPULostAndBack: ERROR_GPU_IS_LOST mid-run fails the sample; the GPU
+// is looked up again by UUID on every Sample and, once back after a reset
+// under a new handle, watched again.
 func TestGPULostAndBack(t *testing.T) {
 	srv := newH200()
-	d := srv.Devices[2]
-	d.setUsed(1 << 30)
+	d := dev(srv, 2)
+	setUsed(d, 1<<30)
 	p := mustOpen(t, Options{Lib: srv})
-	mustSample(t, p)
+	for range 3 {
+		if got := mustSample(t, p).Devices[2].Used; got != 1<<30 {
+			t.Fatalf("before the loss: used %d, want %d", got, uint64(1<<30))
+		}
+	}
 
-	healthy := d.GetMemoryInfo_v2Func
 	d.GetMemoryInfo_v2Func = func() (gonvml.Memory_v2, gonvml.Return) {
 		return gonvml.Memory_v2{}, gonvml.ERROR_GPU_IS_LOST
 	}
@@ -67,39 +74,45 @@ func TestGPULostAndBack(t *testing.T) {
 	}
 
 	// Still gone: the UUID lookup fails too.
+	byUUID := srv.DeviceGetHandleByUUIDFunc
 	srv.DeviceGetHandleByUUIDFunc = func(string) (gonvml.Device, gonvml.Return) {
 		return nil, gonvml.ERROR_GPU_IS_LOST
 	}
 	if _, err := p.Sample(context.Background()); !errors.Is(err, gpu.ErrGPULost) {
 		t.Fatalf("Sample while the GPU is still lost: %v, want ErrGPULost", err)
 	}
+	if n := len(srv.DeviceGetHandleByUUIDCalls()); n != 1 {
+		t.Errorf("UUID looked up %d times, want once", n)
+	}
 
-	// Back after a reset, under a new handle.
-	back := newFakeDevice(2)
+	// Back after a reset, under a new handle: a fresh mock H200 with the
+	// same UUID in the server's slot 2, found by the mock's own lookup.
+	// The old handle stays lost and must not be asked again.
+	back := mockQueries(dgxh200.NewDevice(2))
 	back.UUID = d.UUID
-	back.setUsed(3 << 30)
-	srv.DeviceGetHandleByUUIDFunc = func(uuid string) (gonvml.Device, gonvml.Return) {
-		if uuid == back.UUID {
-			return back, gonvml.SUCCESS
+	setUsed(back, 3<<30)
+	srv.Devices[2] = back
+	srv.DeviceGetHandleByUUIDFunc = byUUID
+	oldCalls := len(d.GetMemoryInfo_v2Calls())
+	for range 2 { // and it stays found
+		if got := mustSample(t, p).Devices[2].Used; got != 3<<30 {
+			t.Errorf("after the GPU came back: used %d, want %d", got, uint64(3<<30))
 		}
-		return nil, gonvml.ERROR_NOT_FOUND
 	}
-	d.GetMemoryInfo_v2Func = healthy
-	s := mustSample(t, p)
-	if got := s.Devices[2].Used; got != 3<<30 {
-		t.Errorf("after the GPU came back: used %d, want %d", got, uint64(3<<30))
+	if n := len(d.GetMemoryInfo_v2Calls()); n != oldCalls {
+		t.Errorf("the lost handle was queried %d more times", n-oldCalls)
 	}
-	mustSample(t, p) // and it stays found
 }
 
 func TestProcessesRefreshOncePerInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newH200()
-		srv.Devices[0].addProc(100, 10<<30)
-		srv.Devices[5].addProc(200, 20<<30)
-		srv.Devices[5].addProc(201, 1<<30)
+		setProcs(dev(srv, 0), gonvml.ProcessInfo{Pid: 100, UsedGpuMemory: 10 << 30})
+		setProcs(dev(srv, 5),
+			gonvml.ProcessInfo{Pid: 200, UsedGpuMemory: 20 << 30},
+			gonvml.ProcessInfo{Pid: 201, UsedGpuMemory: 1 << 30})
 		p := mustOpen(t, Options{Lib: srv, ProcessInterval: time.Second})
-		calls := func() int { return len(srv.Devices[0].GetComputeRunningProcessesCalls()) }
+		calls := func() int { return len(dev(srv, 0).GetComputeRunningProcessesCalls()) }
 
 		t0 := time.Now()
 		s := mustSample(t, p)
@@ -112,7 +125,7 @@ func TestProcessesRefreshOncePerInterval(t *testing.T) {
 			t.Fatalf("processes %+v at %v, want %+v at %v", s.Processes, s.ProcessesAt, want, t0)
 		}
 
-		srv.Devices[0].Procs = nil // the process ends; the cache still shows it
+		setProcs(dev(srv, 0)) // the process ends; the cache still shows it
 		for range 5 {
 			time.Sleep(199 * time.Millisecond) // fake time, inside the bubble
 			s = mustSample(t, p)
@@ -137,12 +150,12 @@ func TestProcessesRefreshOncePerInterval(t *testing.T) {
 
 func TestProcessesUnknown(t *testing.T) {
 	srv := newH200()
-	for _, d := range srv.Devices {
-		d.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
+	for i := range srv.Devices {
+		dev(srv, i).GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
 			return nil, gonvml.ERROR_NOT_SUPPORTED
 		}
 	}
-	srv.Devices[0].GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
+	dev(srv, 0).GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
 		return []gonvml.ProcessInfo{{Pid: 9, UsedGpuMemory: ^uint64(0)}}, gonvml.SUCCESS
 	}
 	s := mustSample(t, mustOpen(t, Options{Lib: srv}))
@@ -158,7 +171,8 @@ func TestProcessesUnknown(t *testing.T) {
 
 func TestProcessQueryErrorRetries(t *testing.T) {
 	srv := newH200()
-	d := srv.Devices[0]
+	d := dev(srv, 0)
+	setProcs(d, gonvml.ProcessInfo{Pid: 42, UsedGpuMemory: 1 << 30})
 	ok := d.GetComputeRunningProcessesFunc
 	d.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
 		return nil, gonvml.ERROR_GPU_IS_LOST
@@ -168,8 +182,9 @@ func TestProcessQueryErrorRetries(t *testing.T) {
 		t.Fatalf("Sample: %v, want ErrGPULost", err)
 	}
 	d.GetComputeRunningProcessesFunc = ok
-	if s := mustSample(t, p); s.ProcessesAt.IsZero() {
-		t.Error("the failed refresh was not retried on the next Sample")
+	s := mustSample(t, p)
+	if want := []gpu.Process{{PID: 42, Device: 0, Used: 1 << 30}}; s.ProcessesAt.IsZero() || !reflect.DeepEqual(s.Processes, want) {
+		t.Errorf("the failed refresh was not retried on the next Sample: %+v at %v", s.Processes, s.ProcessesAt)
 	}
 }
 
@@ -189,11 +204,13 @@ func TestHungDriver(t *testing.T) {
 		srv := newH200()
 		release := make(chan struct{})
 		hang := false
-		srv.Devices[4].GetMemoryInfo_v2Func = func() (gonvml.Memory_v2, gonvml.Return) {
+		d := dev(srv, 4)
+		healthy := d.GetMemoryInfo_v2Func
+		d.GetMemoryInfo_v2Func = func() (gonvml.Memory_v2, gonvml.Return) {
 			if hang {
 				<-release
 			}
-			return gonvml.Memory_v2{Total: h200Total, Free: h200Total}, gonvml.SUCCESS
+			return healthy()
 		}
 		p := mustOpen(t, Options{Lib: srv})
 		hang = true
