@@ -125,9 +125,6 @@ func open(path string, opts Options, openf openFunc) (*Journal, error) {
 	return j, nil
 }
 
-// Path is the file the journal appends to.
-func (j *Journal) Path() string { return j.path }
-
 // Observe queues ev for writing and returns at once. It satisfies
 // supervisor.Observer. Events observed after Close are ignored.
 func (j *Journal) Observe(ev api.Event) {
