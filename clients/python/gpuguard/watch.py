@@ -206,9 +206,11 @@ class Watcher(object):
             except OSError as e:  # socket.timeout included
                 log.debug("gpuguard: subscribe: %s", e)
                 return False
-            self._subscribed.set()
-            # Changes made while not subscribed are in the state file.
+            # Changes made while not subscribed are in the state file; the
+            # events after the subscription wait in the socket meanwhile.
+            # Until this re-read is done the signal path still delivers.
             self._reread(baseline_only=True)
+            self._subscribed.set()
             while True:
                 try:
                     msg = reader.next(None)  # events come whenever they come

@@ -20,7 +20,7 @@ def wait_until(pred, timeout=5.0, what="condition"):
         if v:
             return v
         if time.monotonic() > deadline:
-            raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+            raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what() if callable(what) else what))
         time.sleep(0.005)  # polling interval, not synchronisation
 
 

@@ -83,7 +83,7 @@ class WatchTest(TmpTestCase):
                 write_state(self.state, seq, seq - 1, prof)
                 os.kill(os.getpid(), SIG)
                 srv.publish(seq, seq - 1, prof)
-            wait_until(lambda: rec.seqs() == [2, 3], what="two changes")
+            wait_until(lambda: rec.seqs() == [2, 3], what=lambda: "two changes, got %r" % (rec.seqs(),))
             self.assertEqual(rec.seqs(), [2, 3])
 
     def test_reconnect_and_signal_fallback(self):
@@ -156,12 +156,12 @@ class WatchTest(TmpTestCase):
         with self.env(srv.path):
             w = self.watch(bad)
             self.assertTrue(w.wait_subscribed(5))
-            with self.assertLogs("gpuguard", "ERROR"):
-                srv.publish(2, 1, "int8")
-                wait_until(lambda: rec.seqs() == [2])
-            srv.publish(3, 2, "int4")
-            with self.assertLogs("gpuguard", "ERROR"):
-                wait_until(lambda: rec.seqs() == [2, 3])
+            for seq, prof in [(2, "int8"), (3, "int4")]:
+                with self.assertLogs("gpuguard", "ERROR") as logs:
+                    srv.publish(seq, seq - 1, prof)
+                    wait_until(lambda: logs.records, what="the callback's error logged")
+                self.assertIn("callback failed", logs.output[0])
+            self.assertEqual(rec.seqs(), [2, 3])
             self.assertTrue(w.subscribed)
 
     def test_stop(self):
