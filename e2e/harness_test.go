@@ -1,0 +1,228 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// bin is the gpuguard binary built once for the whole package.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gpuguard-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "gpuguard")
+	build := exec.Command("go", "build", "-race", "-o", bin, "..")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building gpuguard:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// env is one test's sandbox: its own state and runtime dirs.
+type env struct {
+	t        *testing.T
+	dir      string
+	stateDir string
+	runDir   string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	// Unix socket paths are limited to 108 bytes: keep the dir short.
+	dir, err := os.MkdirTemp("", "gg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	e := &env{t: t, dir: dir, stateDir: filepath.Join(dir, "state"), runDir: filepath.Join(dir, "run")}
+	return e
+}
+
+// path is a file in the sandbox.
+func (e *env) path(name string) string { return filepath.Join(e.dir, name) }
+
+// policy writes a policy file and returns its path.
+func (e *env) policy(text string) string {
+	e.t.Helper()
+	p := e.path("policy.toml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+func (e *env) read(name string) string {
+	e.t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return string(b)
+}
+
+// proc is a running gpuguard.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	lines  chan string // the child's (and gpuguard's) stdout, line by line
+	stderr *syncBuffer
+	done   chan struct{}
+	code   int
+}
+
+// start runs gpuguard with args (sandbox dirs added for run) and extra env.
+func (e *env) start(args []string, extraEnv ...string) *proc {
+	e.t.Helper()
+	if len(args) > 0 && args[0] == "run" {
+		args = append([]string{"run", "--state-dir", e.stateDir, "--runtime-dir", e.runDir}, args[1:]...)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = e.dir
+	cmd.Env = append(os.Environ(), "OUT="+e.path("out"), "GORACE=atexit_sleep_ms=0")
+	cmd.Env = append(cmd.Env, extraEnv...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p := &proc{t: e.t, cmd: cmd, lines: make(chan string, 1000), stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+	}()
+	go func() {
+		err := cmd.Wait()
+		p.code = exitCode(err)
+		close(p.done)
+	}()
+	e.t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// run runs gpuguard to completion and returns its exit code, stdout and stderr.
+func (e *env) run(args []string, extraEnv ...string) (int, string, string) {
+	e.t.Helper()
+	p := e.start(args, extraEnv...)
+	var out strings.Builder
+	for l := range p.lines {
+		out.WriteString(l + "\n")
+	}
+	code := p.wait()
+	return code, out.String(), p.stderr.String()
+}
+
+// expect waits for a stdout line containing s and returns it.
+func (p *proc) expect(s string) string {
+	p.t.Helper()
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				p.t.Fatalf("stdout closed before %q; stderr:\n%s", s, p.stderr.String())
+			}
+			if strings.Contains(l, s) {
+				return l
+			}
+		case <-timeout:
+			p.t.Fatalf("no line with %q within 60s; stderr:\n%s", s, p.stderr.String())
+		}
+	}
+}
+
+func (p *proc) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// wait waits for gpuguard to end and returns its exit code.
+func (p *proc) wait() int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(90 * time.Second):
+		p.t.Fatalf("gpuguard did not end within 90s; stderr:\n%s", p.stderr.String())
+	}
+	for range p.lines {
+	}
+	return p.code
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var _ io.Writer = (*syncBuffer)(nil)
+
+// sh is a child that runs a shell script; extra args become $1...
+func sh(script string, args ...string) []string {
+	return append([]string{"--", "/bin/sh", "-c", script, "sh"}, args...)
+}
+
+// withTimeout returns a context that ends with the test's deadline budget.
+func withTimeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
