@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -94,6 +93,15 @@ replaced from the current profile's env and the GPUGUARD_* variables.`,
 // backends are the values --backend takes.
 var backends = []string{"auto", "nvml", "sim", "npu-smi"}
 
+// visibleDevicesVar names the variable that limits which devices a
+// backend's children see; its value is the default --devices. The
+// simulated GPU has none: CUDA_VISIBLE_DEVICES names real GPUs.
+var visibleDevicesVar = map[string]string{
+	"auto":    "CUDA_VISIBLE_DEVICES",
+	"nvml":    "CUDA_VISIBLE_DEVICES",
+	"npu-smi": "ASCEND_RT_VISIBLE_DEVICES",
+}
+
 // resolvedRun is a run whose inputs are all checked: what remains can only
 // fail at run time.
 type resolvedRun struct {
@@ -111,9 +119,9 @@ type resolvedRun struct {
 // resolveRun turns options into a resolved run: usage errors exit 64,
 // policy errors 78. Nothing is touched on disk.
 func resolveRun(o *RunOptions) (*resolvedRun, error) {
-	pol, err := loadPolicy(o.PolicyFile, o.IO.Getenv)
+	pol, err := policy.LoadOrDefault(o.PolicyFile)
 	if err != nil {
-		return nil, err
+		return nil, withCode(ExitConfig, err)
 	}
 	if o.Backend != nil {
 		if !slices.Contains(backends, *o.Backend) {
@@ -161,8 +169,8 @@ func resolveRun(o *RunOptions) (*resolvedRun, error) {
 	devs := ""
 	if o.Devices != nil {
 		devs = *o.Devices
-	} else if pol.Watch.Backend != "sim" {
-		devs = o.IO.Getenv("CUDA_VISIBLE_DEVICES")
+	} else if v := visibleDevicesVar[pol.Watch.Backend]; v != "" {
+		devs = o.IO.Getenv(v)
 	}
 	if r.devices, err = gpu.ParseDeviceList(devs); err != nil {
 		return nil, exitf(ExitUsage, "--devices: %v", err)
@@ -182,22 +190,6 @@ func resolveRun(o *RunOptions) (*resolvedRun, error) {
 		return nil, withCode(ExitUsage, err)
 	}
 	return r, nil
-}
-
-// loadPolicy reads the named policy (missing: a config error), else
-// ./policy.toml if it exists, else the built-in defaults.
-func loadPolicy(file string, getenv func(string) string) (*policy.Policy, error) {
-	if file == "" {
-		if _, err := os.Stat("policy.toml"); err != nil {
-			return policy.Default(), nil
-		}
-		file = "policy.toml"
-	}
-	pol, err := policy.Load(file)
-	if err != nil {
-		return nil, withCode(ExitConfig, err)
-	}
-	return pol, nil
 }
 
 func profileNames(p *policy.Policy) string {
