@@ -106,12 +106,14 @@ class Watcher(object):
 
     @property
     def subscribed(self) -> bool:
-        """True while the thread holds a live subscription."""
+        """True while the thread holds a live subscription and has caught
+        up with the state file."""
         return self._subscribed.is_set()
 
     def wait_subscribed(self, timeout: Optional[float] = None) -> bool:
-        """Wait until the thread has subscribed (for tests and start-up
-        ordering); False on timeout or when there is no socket."""
+        """Wait until the thread has subscribed and caught up with the state
+        file (for tests and start-up ordering); False on timeout or when
+        there is no socket."""
         if self._thread is None:
             return False
         return self._subscribed.wait(timeout)
