@@ -41,7 +41,8 @@ const (
 // profile, "default", with no env.
 func Default() *Policy {
 	return &Policy{
-		Watch: Watch{Backend: BackendAuto, Interval: 200 * time.Millisecond, Scope: ScopeDevice},
+		Watch: Watch{Backend: BackendAuto, Interval: 200 * time.Millisecond, Scope: ScopeDevice,
+			OnGPULost: OnGPULostKeep, LostAfter: 30 * time.Second},
 		Watermark: Watermark{
 			High: 0.90, Critical: 0.97, Low: 0.70,
 			Sustain: time.Second, Grace: 10 * time.Second,

@@ -16,7 +16,8 @@ import (
 func TestDefault(t *testing.T) {
 	p := Default()
 	want := &Policy{
-		Watch: Watch{Backend: "auto", Interval: 200 * time.Millisecond, Scope: "device"},
+		Watch: Watch{Backend: "auto", Interval: 200 * time.Millisecond, Scope: "device",
+			OnGPULost: "keep", LostAfter: 30 * time.Second},
 		Watermark: Watermark{High: 0.90, Critical: 0.97, Low: 0.70,
 			Sustain: time.Second, Grace: 10 * time.Second},
 		Restart: Restart{OnCrash: true, Backoff: time.Second, BackoffMax: 60 * time.Second,
@@ -62,6 +63,8 @@ backend  = "sim"
 interval = "50ms"
 scope    = "process"
 quota    = "20GiB"
+on_gpu_lost = "stop"
+lost_after  = "10s"
 [watermark]
 high          = 0.85
 critical      = 0.95
@@ -116,7 +119,8 @@ func TestParseFull(t *testing.T) {
 		Source:  "full.toml",
 		Name:    "llama",
 		Command: []string{"python3", "serve.py", "--batch", "${MAX_BATCH}"},
-		Watch:   Watch{Backend: "sim", Interval: 50 * time.Millisecond, Scope: "process", Quota: 20 << 30},
+		Watch: Watch{Backend: "sim", Interval: 50 * time.Millisecond, Scope: "process", Quota: 20 << 30,
+			OnGPULost: "stop", LostAfter: 10 * time.Second},
 		Watermark: Watermark{High: 0.85, Critical: 0.95, Low: 0.5, Sustain: 2 * time.Second,
 			Grace: 5 * time.Second, RecoverAfter: time.Minute},
 		Restart: Restart{OnCrash: false, Backoff: 500 * time.Millisecond, BackoffMax: 30 * time.Second,
@@ -225,6 +229,9 @@ func TestParseErrors(t *testing.T) {
 		{"backend enum", "[watch]\nbackend = \"cuda\"", 2, "watch.backend", `"auto", "nvml", "sim", "npu-smi"`},
 		{"scope enum", "[watch]\nscope = \"host\"", 2, "watch.scope", "must be one of"},
 		{"when_full enum", "[restart]\nwhen_full = \"block\"", 2, "restart.when_full", `"wait", "lowest", "exit"`},
+		{"on_gpu_lost enum", "[watch]\n\non_gpu_lost = \"restart\"", 3, "watch.on_gpu_lost", `must be one of "keep", "stop", got "restart"`},
+		{"on_gpu_lost type", "[watch]\non_gpu_lost = false", 2, "watch.on_gpu_lost", "must be a string"},
+		{"on_gpu_lost misplaced", "[restart]\non_gpu_lost = \"stop\"", 2, "restart.on_gpu_lost", "watch.on_gpu_lost"},
 		// watermark ranges
 		{"high above critical", "[watermark]\nhigh = 0.99", 2, "watermark.high", "must be below watermark.critical (0.97), got 0.99"},
 		{"high equals critical", "[watermark]\nhigh = 0.97", 2, "watermark.high", "must be below watermark.critical"},
@@ -243,6 +250,9 @@ func TestParseErrors(t *testing.T) {
 		{"absurd duration", "[restart]\nreset_after = \"1000000h\"", 2, "restart.reset_after", "at most 720h"},
 		{"overflowing duration", "[restart]\nwindow = \"100000000000h\"", 2, "restart.window", "invalid duration"},
 		{"zero window", "[restart]\nwindow = \"0s\"", 2, "restart.window", "at least 1s"},
+		{"short lost_after", "[watch]\nlost_after = \"200ms\"", 2, "watch.lost_after", "at least 1s"},
+		{"absurd lost_after", "[watch]\nlost_after = \"9999h\"", 2, "watch.lost_after", "at most 720h"},
+		{"lost_after type", "[watch]\nlost_after = 10", 2, "watch.lost_after", "duration string"},
 		{"backoff above max", "[restart]\nbackoff = \"2m\"", 2, "restart.backoff", "must not exceed restart.backoff_max (1m), got 2m"},
 		{"max below backoff", "[restart]\nbackoff_max = \"500ms\"", 2, "restart.backoff_max", "must be at least restart.backoff (1s)"},
 		// integers

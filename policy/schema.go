@@ -13,10 +13,12 @@ import (
 )
 
 // minInterval keeps a mistyped interval from spinning the probe; minWindow
-// keeps max_restarts meaningful.
+// keeps max_restarts meaningful; minLostAfter keeps one failed reading from
+// stopping a service.
 const (
-	minInterval = time.Millisecond
-	minWindow   = time.Second
+	minInterval  = time.Millisecond
+	minWindow    = time.Second
+	minLostAfter = time.Second
 )
 
 // sectionOrder lists the [section] tables in the order policy.toml documents
@@ -95,6 +97,10 @@ func (d *decoder) sectionFields(pol *Policy) map[string][]field {
 				}
 				return d.size(p, v)
 			})},
+			{"on_gpu_lost", set(&w.OnGPULost, func(p path, v any) (string, bool) {
+				return d.enum(p, v, OnGPULostKeep, OnGPULostStop)
+			})},
+			{"lost_after", set(&w.LostAfter, func(p path, v any) (time.Duration, bool) { return d.duration(p, v, minLostAfter) })},
 		},
 		"watermark": {
 			{"high", set(&wm.High, d.ratio)},

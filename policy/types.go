@@ -33,12 +33,23 @@ type Watch struct {
 	Interval time.Duration
 	Scope    string // device | process
 	Quota    uint64 // bytes; 0 = none
+	// OnGPULost is what happens once no GPU reading has succeeded for
+	// LostAfter (the driver says the GPU is lost, every call fails, or a
+	// call hangs): keep the child and wait, or stop it and exit 1.
+	OnGPULost string
+	LostAfter time.Duration
 }
 
 // Scope values.
 const (
 	ScopeDevice  = "device"
 	ScopeProcess = "process"
+)
+
+// OnGPULost values.
+const (
+	OnGPULostKeep = "keep"
+	OnGPULostStop = "stop"
 )
 
 // Watermark holds the thresholds (ratios 0..1) and their timers.
