@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // Error is one problem in a policy file. It names the file, the line (0
@@ -33,11 +34,33 @@ func (e *Error) Error() string {
 	}
 	b.WriteString(": ")
 	if e.Key != "" {
-		b.WriteString(e.Key)
+		b.WriteString(clip(e.Key, maxKeyShown))
 		b.WriteString(": ")
 	}
-	b.WriteString(e.Msg)
+	b.WriteString(clip(e.Msg, maxMsgShown))
 	return b.String()
+}
+
+// A key or message that quotes a huge value from a hostile file is shown
+// shortened, keeping its start and its end (where the advice is).
+const (
+	maxKeyShown = 256
+	maxMsgShown = 1024
+)
+
+// clip shortens s to about n bytes, cutting the middle at rune boundaries.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	head, tail := n/2, len(s)-n/2
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return fmt.Sprintf("%s...(%d bytes)...%s", s[:head], tail-head, s[tail:])
 }
 
 func (e *Error) Unwrap() error { return e.Err }

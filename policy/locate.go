@@ -134,6 +134,8 @@ func (s *scanner) header() bool {
 		if n, ok := s.arrays[p.String()]; ok {
 			p = p.index(n - 1)
 		}
+		// "[a.b]" defines a too: an unknown a is reported at this line.
+		s.record(p, start)
 	}
 	p = p.key(keys[len(keys)-1])
 	if array {

@@ -73,6 +73,9 @@ func Parse(data []byte, source string) (*Policy, error) {
 	if len(data) > MaxFileSize {
 		return nil, ErrorList{{File: source, Msg: fmt.Sprintf("file is %d bytes; a policy may be at most %s", len(data), FormatSize(MaxFileSize))}}
 	}
+	if e := checkNesting(source, data); e != nil {
+		return nil, ErrorList{e}
+	}
 	var raw map[string]any
 	if _, err := toml.Decode(string(data), &raw); err != nil {
 		return nil, ErrorList{syntaxError(source, data, err)}

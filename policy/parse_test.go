@@ -399,7 +399,7 @@ func TestParseHostile(t *testing.T) {
 		{"huge ladder", ladder.String(), "profile: 257 profiles; a ladder may have at most 256"},
 		{"huge file", strings.Repeat("# padding\n", MaxFileSize/10+1), "a policy may be at most 1 MiB"},
 		{"absurd duration", "[watermark]\ngrace = \"1000000h\"", "at most 720h"},
-		{"deep arrays", "x = " + strings.Repeat("[", 5000) + strings.Repeat("]", 5000), "unknown key"},
+		{"deep arrays", "x = " + strings.Repeat("[", 5000) + strings.Repeat("]", 5000), "nested more than 32 deep"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
