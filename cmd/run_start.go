@@ -2,6 +2,8 @@ package cmd
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -81,6 +83,9 @@ func runRun(o *RunOptions) error {
 	}
 	defer jr.Close()
 
+	launcher, closeLauncher := newProcLauncher(r, o.IO.Getenv("GPUGUARD_CGROUP"), logf)
+	defer closeLauncher()
+
 	ckpt := r.pol.Checkpoint.Resolve(r.stateDir)
 	notifier := sdnotify.New(o.IO.Getenv)
 	cfg := supervisor.Config{
@@ -92,7 +97,7 @@ func runRun(o *RunOptions) error {
 	var sup *supervisor.Supervisor
 	m := metrics.New(r.name, func() api.Status { return sup.Status() })
 	sup, err = supervisor.New(cfg, supervisor.Deps{
-		Probe: probe, Launcher: procLauncher{}, Tree: proc.Tree,
+		Probe: probe, Launcher: launcher, Tree: proc.Tree,
 		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
 	})
@@ -123,11 +128,45 @@ func runRun(o *RunOptions) error {
 	return nil
 }
 
-// procLauncher starts children with package proc.
-type procLauncher struct{}
+// procLauncher starts children with package proc. Both fields may be nil.
+type procLauncher struct {
+	reaper  *proc.Reaper
+	cgroups *proc.Cgroups
+}
 
-func (procLauncher) Launch(spec supervisor.LaunchSpec) (supervisor.Child, error) {
-	c, err := proc.Start(proc.Spec{Argv: spec.Argv, Env: spec.Env, ScanStderr: spec.ScanStderr})
+// newProcLauncher sets up the cleanup that goes beyond the child's process
+// group (docs/reliability.md): gpuguard becomes a child subreaper that reaps
+// orphans, and, where cgroup v2 is writable, each child gets a cgroup of its
+// own. cgroupParent is $GPUGUARD_CGROUP ("" = gpuguard's own cgroup, "off").
+// Call it while holding the instance lock: it kills what an earlier,
+// SIGKILLed instance of the same name left in its cgroups.
+func newProcLauncher(r *resolvedRun, cgroupParent string, logf func(string, ...any)) (procLauncher, func()) {
+	var l procLauncher
+	var err error
+	if l.reaper, err = proc.NewReaper(); err != nil {
+		logf("%v: orphaned grandchildren are left to init", err)
+	}
+	sock, _ := filepath.Abs(paths.Socket(r.runtimeDir, r.name))
+	sum := sha256.Sum256([]byte(sock)) // the instance is (runtime dir, name), as its lock
+	key := r.name + "-" + hex.EncodeToString(sum[:4])
+	if l.cgroups, err = proc.OpenCgroups(cgroupParent, key, logf); err != nil && cgroupParent != proc.CgroupsOff {
+		logf("no cgroup per child (%v): a process that leaves the child's process group is not cleaned up", err)
+	}
+	return l, func() {
+		if l.cgroups != nil {
+			if err := l.cgroups.Close(); err != nil {
+				logf("%v", err)
+			}
+		}
+		if l.reaper != nil {
+			_ = l.reaper.Close()
+		}
+	}
+}
+
+func (l procLauncher) Launch(spec supervisor.LaunchSpec) (supervisor.Child, error) {
+	c, err := proc.Start(proc.Spec{Argv: spec.Argv, Env: spec.Env, ScanStderr: spec.ScanStderr,
+		Cgroups: l.cgroups, Reaper: l.reaper})
 	if err != nil {
 		return nil, err
 	}

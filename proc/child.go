@@ -37,12 +37,23 @@ type Child struct {
 	done    chan struct{}
 	exit    Exit // written once, before done is closed
 
+	cg *cgroup // the child's own cgroup, or nil
+
 	mu     sync.Mutex
 	exited bool // the main process has exited; its group id may be reused
 }
 
 // PID is the main process's pid, which is also its process group id.
 func (c *Child) PID() int { return c.pid }
+
+// Cgroup is the directory of the child's own cgroup, or "" when it runs in
+// gpuguard's (cgroups unavailable or not asked for).
+func (c *Child) Cgroup() string {
+	if c.cg == nil {
+		return ""
+	}
+	return c.cg.path
+}
 
 // Signal sends sig to the main process only, never to its group: a server
 // forwards stop requests to its workers itself, and sending them directly
@@ -59,10 +70,10 @@ func (c *Child) Signal(sig syscall.Signal) error {
 	return nil
 }
 
-// Kill sends SIGKILL to the whole process group and to the main process
-// (in case it moved to another group). Once the main process has exited
-// there is nothing left to kill (its group was killed then) and Kill
-// returns nil.
+// Kill sends SIGKILL to the whole process group, to the child's cgroup
+// when it has one, and to the main process (in case it moved to another
+// group). Once the main process has exited there is nothing left to kill
+// (its group and cgroup were killed then) and Kill returns nil.
 func (c *Child) Kill() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -70,6 +81,11 @@ func (c *Child) Kill() error {
 		return nil
 	}
 	gerr := killGroup(c.pid)
+	if c.cg != nil {
+		if err := c.cg.kill(); err != nil && gerr == nil {
+			gerr = err
+		}
+	}
 	if err := c.process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("killing child %d: %w", c.pid, err)
 	}

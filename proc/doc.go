@@ -27,8 +27,21 @@
 // Tree lists a process and its descendants by reading /proc once; it is
 // cheap enough to run every probe tick.
 //
-// There is deliberately no orphan reaper here. A reaper that calls
-// wait4(-1) races with the goroutine that waits for the child and can steal
-// its exit status; a safe one needs a registry of the pids this package
-// waits for. Until gpuguard has to run as PID 1, that is not worth it.
+// A process that leaves the group (setsid, a double-forked daemon) escapes
+// kill(-pgid). Where cgroup v2 is writable, Cgroups closes that gap: each
+// child is cloned straight into a cgroup of its own (CLONE_INTO_CGROUP),
+// which is killed as a whole (cgroup.kill) when the main process exits or
+// Kill is called, then removed. Without it only the process group applies.
+//
+// Reaper makes gpuguard a child subreaper, so orphans from below a child
+// are re-parented to gpuguard instead of init, and reaps them (and, as
+// PID 1, everyone's). It never calls wait(-1), which would steal exit
+// statuses from Start's waiter or from os/exec; see Reaper.
+//
+// What survives gpuguard itself being SIGKILLed: the main process dies of
+// Pdeathsig; its descendants do not (Pdeathsig is per process). With
+// Cgroups they stay in the instance's cgroup and the next OpenCgroups with
+// the same key (the next run of the instance) kills them; under systemd
+// the unit's cgroup is killed when gpuguard dies. docs/reliability.md has
+// the measurements.
 package proc

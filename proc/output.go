@@ -11,8 +11,9 @@ import (
 // are; any other destination, and stderr when it is scanned, goes through a
 // pipe that a copier drains.
 type plumbing struct {
-	childEnds []*os.File // write ends, closed here once the child holds them
-	copiers   []*copier
+	stdout, stderr *os.File   // what the child gets; nil means /dev/null
+	childEnds      []*os.File // write ends, closed here once the child holds them
+	copiers        []*copier
 }
 
 // output returns the file to give the child for one stream: w itself when

@@ -41,6 +41,14 @@ type Spec struct {
 	// DrainTimeout bounds how long output is still read after the main
 	// process has exited; 0 = DefaultDrainTimeout.
 	DrainTimeout time.Duration
+	// Cgroups, when set, starts the child in a cgroup v2 of its own that
+	// is killed as a whole with the process group, which also gets the
+	// processes that left the group (setsid). Nil: the process group only.
+	Cgroups *Cgroups
+	// Reaper, when set, is told about the child so that it never reaps
+	// the child's main process. A process with a Reaper must pass it to
+	// every Start.
+	Reaper *Reaper
 }
 
 // withDefaults checks s and fills in its zero fields.

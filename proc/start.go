@@ -31,40 +31,55 @@ func Start(spec Spec) (*Child, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := &exec.Cmd{
-		Path: path,
-		Args: spec.Argv,
-		Env:  spec.Env,
-		Dir:  spec.Dir,
-		SysProcAttr: &syscall.SysProcAttr{
-			Setpgid:   true,
-			Pdeathsig: syscall.SIGKILL,
-		},
-	}
-	if usable(os.Stdin) {
-		cmd.Stdin = os.Stdin
+	newCmd := func(cg *cgroup) *exec.Cmd {
+		cmd := &exec.Cmd{
+			Path: path,
+			Args: spec.Argv,
+			Env:  spec.Env,
+			Dir:  spec.Dir,
+			SysProcAttr: &syscall.SysProcAttr{
+				Setpgid:   true,
+				Pdeathsig: syscall.SIGKILL,
+			},
+		}
+		if cg != nil {
+			// clone3(CLONE_INTO_CGROUP): the child is in its cgroup
+			// before it runs a single instruction, so nothing it forks
+			// can be missed.
+			cmd.SysProcAttr.UseCgroupFD = true
+			cmd.SysProcAttr.CgroupFD = int(cg.dirf.Fd())
+		}
+		if usable(os.Stdin) {
+			cmd.Stdin = os.Stdin
+		}
+		return cmd
 	}
 	var pl plumbing
 	var t *tail
 	if spec.ScanStderr {
 		t = newTail(spec.TailSize)
 	}
-	if err := pl.wire(cmd, spec, t); err != nil {
+	if err := pl.wire(spec, t); err != nil {
 		pl.closeChildEnds()
 		pl.abort()
 		return nil, fmt.Errorf("starting %q: %w", spec.Argv[0], err)
 	}
+	var cg *cgroup
+	if spec.Cgroups != nil {
+		cg, _ = spec.Cgroups.create()
+	}
 	c := &Child{done: make(chan struct{})}
 	started := make(chan error, 1)
-	go c.run(cmd, &pl, t, spec.DrainTimeout, started)
+	go c.run(launch{newCmd: newCmd, pl: &pl, tail: t, drain: spec.DrainTimeout,
+		cg: cg, cgroups: spec.Cgroups, reaper: spec.Reaper}, started)
 	if err := <-started; err != nil {
 		return nil, fmt.Errorf("starting %q: %w", spec.Argv[0], err)
 	}
 	return c, nil
 }
 
-// wire connects the child's stdout and stderr.
-func (p *plumbing) wire(cmd *exec.Cmd, spec Spec, t *tail) error {
+// wire prepares the child's stdout and stderr.
+func (p *plumbing) wire(spec Spec, t *tail) error {
 	out, err := p.output(spec.Stdout, os.Stdout, nil)
 	if err != nil {
 		return err
@@ -73,32 +88,48 @@ func (p *plumbing) wire(cmd *exec.Cmd, spec Spec, t *tail) error {
 	if err != nil {
 		return err
 	}
-	// Assign only real files: a nil *os.File in an io.Writer is not nil.
-	if out != nil {
-		cmd.Stdout = out
-	}
-	if errf != nil {
-		cmd.Stderr = errf
-	}
+	p.stdout, p.stderr = out, errf
 	return nil
 }
 
-// run starts cmd and then watches it until it is gone, on one goroutine
-// locked to its OS thread. The lock is never released: Pdeathsig is sent
-// when the thread that forked exits (golang/go#27505), so that thread must
-// live as long as the child; a locked goroutine that returns takes its
-// thread with it, which is harmless once the child is gone.
-func (c *Child) run(cmd *exec.Cmd, pl *plumbing, t *tail, drain time.Duration, started chan<- error) {
+// connect hands the prepared streams to cmd.
+func (p *plumbing) connect(cmd *exec.Cmd) {
+	// Assign only real files: a nil *os.File in an io.Writer is not nil.
+	if p.stdout != nil {
+		cmd.Stdout = p.stdout
+	}
+	if p.stderr != nil {
+		cmd.Stderr = p.stderr
+	}
+}
+
+// launch is what the goroutine that starts and watches a child needs.
+type launch struct {
+	newCmd  func(cg *cgroup) *exec.Cmd
+	pl      *plumbing
+	tail    *tail
+	drain   time.Duration
+	cg      *cgroup  // the child's cgroup, or nil
+	cgroups *Cgroups // where cg came from, or nil
+	reaper  *Reaper  // registers the main process, or nil
+}
+
+// run starts the child and then watches it until it is gone, on one
+// goroutine locked to its OS thread. The lock is never released: Pdeathsig
+// is sent when the thread that forked exits (golang/go#27505), so that
+// thread must live as long as the child; a locked goroutine that returns
+// takes its thread with it, which is harmless once the child is gone.
+func (c *Child) run(l launch, started chan<- error) {
 	runtime.LockOSThread()
-	err := cmd.Start()
-	pl.closeChildEnds()
+	cmd, cg, err := c.fork(l)
+	l.pl.closeChildEnds()
 	if err != nil {
-		pl.abort()
+		l.pl.abort()
 		started <- err
 		return
 	}
-	c.process, c.pid = cmd.Process, cmd.Process.Pid
-	pl.start()
+	c.process, c.pid, c.cg = cmd.Process, cmd.Process.Pid, cg
+	l.pl.start()
 	started <- nil
 
 	// Wait for the exit without reaping: the zombie keeps the pid, and so
@@ -106,15 +137,74 @@ func (c *Child) run(cmd *exec.Cmd, pl *plumbing, t *tail, drain time.Duration, s
 	// killed. A stray worker would otherwise keep its GPU memory.
 	waitExited(c.pid)
 	killGroup(c.pid) // best effort: nothing can be done about a failure here
+	var removed chan struct{}
+	if c.cg != nil {
+		// The cgroup also holds what left the group (setsid). Removing
+		// it waits for the kill to finish, beside the output drain.
+		c.cg.kill()
+		removed = make(chan struct{})
+		go func() {
+			defer close(removed)
+			if err := c.cg.remove(l.drain); err != nil {
+				l.cgroups.logf("%v (left for a later sweep)", err)
+			}
+		}()
+	}
 	c.reaped()
 	cmd.Wait() // the status is read from ProcessState; a non-zero exit is not an error here
-	pl.drain(drain)
+	if l.reaper != nil {
+		l.reaper.release(c.pid)
+	}
+	l.pl.drain(l.drain)
+	if removed != nil {
+		<-removed
+	}
 	var stderr []byte
-	if t != nil {
-		stderr = t.Bytes()
+	if l.tail != nil {
+		stderr = l.tail.Bytes()
 	}
 	c.exit = exitOf(cmd.ProcessState, stderr)
 	close(c.done)
+}
+
+// fork starts the child, in its cgroup when it has one. When only the
+// start in the cgroup fails (no clone3, no write access to the cgroup.procs
+// of the common ancestor, a cgroup with controllers in the way), cgroups
+// are disabled and the child runs without: the process group still
+// applies.
+func (c *Child) fork(l launch) (*exec.Cmd, *cgroup, error) {
+	cmd, err := c.forkOnce(l, l.cg)
+	if err == nil || l.cg == nil {
+		return cmd, l.cg, err
+	}
+	l.cg.remove(0)
+	cmd, err2 := c.forkOnce(l, nil)
+	if err2 != nil {
+		return nil, nil, err2 // not the cgroup's fault
+	}
+	l.cgroups.disable(fmt.Errorf("starting a child in %s: %w", l.cg.path, err))
+	return cmd, nil, nil
+}
+
+func (c *Child) forkOnce(l launch, cg *cgroup) (*exec.Cmd, error) {
+	cmd := l.newCmd(cg)
+	l.pl.connect(cmd)
+	var err error
+	start := func() int {
+		if err = cmd.Start(); err != nil {
+			return 0
+		}
+		return cmd.Process.Pid
+	}
+	if l.reaper != nil {
+		l.reaper.fork(start)
+	} else {
+		start()
+	}
+	if cg != nil {
+		cg.closeDir()
+	}
+	return cmd, err
 }
 
 // waitExited blocks until process pid has exited, leaving it unreaped.

@@ -1,0 +1,231 @@
+package proc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Reaper makes gpuguard a child subreaper (PR_SET_CHILD_SUBREAPER), so a
+// process orphaned anywhere below a child (a daemon that double-forked, a
+// worker whose parent died) is re-parented to gpuguard rather than to
+// init, and it reaps those orphans once they exit. As PID 1 (in a
+// container) gpuguard is everyone's reaper anyway, and the same code reaps
+// whatever the container's other processes orphan.
+//
+// Reaping must never take an exit status somebody else waits for: Start
+// waits for its child's main process by pid, and os/exec (the npu-smi
+// backend) for its own commands. So the Reaper never calls wait(-1). On
+// SIGCHLD it lists gpuguard's children and reaps only zombies that
+//
+//   - are not a main process started through this Reaper (the fork and
+//     the registration happen under one lock, so none is missed), and
+//   - are not in gpuguard's own process group: os/exec's commands inherit
+//     it, while every child of Start leads its own group, and an orphan
+//     from below it is in that group or one it made (setsid).
+type Reaper struct {
+	self, pgid int
+	pid1       bool
+
+	mu   sync.Mutex   // held while forking: a new pid is registered before a scan can see it
+	mine map[int]bool // main processes whose status Start's waiter takes
+
+	sigs   chan os.Signal
+	kick   chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
+	reaped atomic.Int64
+}
+
+// NewReaper makes the process a child subreaper and starts reaping. Close
+// undoes both.
+func NewReaper() (*Reaper, error) {
+	r := &Reaper{
+		self: os.Getpid(), pgid: syscall.Getpgrp(), mine: make(map[int]bool),
+		sigs: make(chan os.Signal, 1), kick: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	r.pid1 = r.self == 1
+	if !r.pid1 {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return nil, fmt.Errorf("becoming a child subreaper: %w", err)
+		}
+	}
+	signal.Notify(r.sigs, syscall.SIGCHLD)
+	go r.loop()
+	r.Kick() // zombies from before we listened
+	return r, nil
+}
+
+// Close stops reaping and, unless gpuguard is PID 1, stops being a
+// subreaper. Orphans re-parented before that stay gpuguard's children.
+func (r *Reaper) Close() error {
+	signal.Stop(r.sigs)
+	close(r.stop)
+	<-r.done
+	if !r.pid1 {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0); err != nil {
+			return fmt.Errorf("ending child subreaper: %w", err)
+		}
+	}
+	return nil
+}
+
+// Reaped is how many orphans have been reaped so far.
+func (r *Reaper) Reaped() int { return int(r.reaped.Load()) }
+
+// Kick asks for a scan now, as a SIGCHLD would.
+func (r *Reaper) Kick() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// fork runs start, which forks a main process and returns its pid (0 when
+// it failed), with scans held off, and registers the pid.
+func (r *Reaper) fork(start func() int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if pid := start(); pid > 0 {
+		r.mine[pid] = true
+	}
+}
+
+// release unregisters pid once its waiter has reaped it.
+func (r *Reaper) release(pid int) {
+	r.mu.Lock()
+	delete(r.mine, pid)
+	r.mu.Unlock()
+	r.Kick() // an orphan's SIGCHLD may have been skipped meanwhile
+}
+
+func (r *Reaper) loop() {
+	defer close(r.done)
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-r.sigs:
+		case <-r.kick:
+		}
+		r.scan()
+	}
+}
+
+// scan reaps every zombie child that is nobody else's.
+func (r *Reaper) scan() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	buf := make([]byte, 512)
+	for _, pid := range r.children() {
+		if r.mine[pid] {
+			continue
+		}
+		state, pgrp, err := readStatePgrp(filepath.Join("/proc", strconv.Itoa(pid), "stat"), buf)
+		if err != nil || state != 'Z' || pgrp == r.pgid {
+			continue
+		}
+		var info unix.Siginfo
+		for {
+			err = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG, nil)
+			if !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+		if err == nil {
+			r.reaped.Add(1)
+		}
+	}
+}
+
+// children lists the process's children: from each thread's children file
+// where the kernel has them (CONFIG_PROC_CHILDREN; a child is listed under
+// the thread that forked it, an adopted orphan under the one that adopted
+// it), else by reading every process's parent.
+func (r *Reaper) children() []int {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err == nil {
+		var pids []int
+		ok := true
+		for _, t := range tasks {
+			b, err := os.ReadFile(filepath.Join("/proc/self/task", t.Name(), "children"))
+			if errors.Is(err, os.ErrNotExist) {
+				if _, serr := os.Stat(filepath.Join("/proc/self/task", t.Name())); serr != nil {
+					continue // the thread exited
+				}
+				ok = false // no CONFIG_PROC_CHILDREN
+				break
+			}
+			for _, f := range bytes.Fields(b) {
+				if p, err := strconv.Atoi(string(f)); err == nil {
+					pids = append(pids, p)
+				}
+			}
+		}
+		if ok {
+			return pids
+		}
+	}
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	var pids []int
+	buf := make([]byte, 512)
+	for _, name := range names {
+		p, err := strconv.Atoi(name)
+		if err != nil || p <= 0 {
+			continue
+		}
+		if ppid, err := readPPID("/proc/"+name+"/stat", buf); err == nil && ppid == r.self {
+			pids = append(pids, p)
+		}
+	}
+	return pids
+}
+
+// readStatePgrp reads the state (field 3) and process group (field 5) of a
+// /proc/<pid>/stat file.
+func readStatePgrp(path string, buf []byte) (byte, int, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	n, err := unix.Read(fd, buf)
+	unix.Close(fd)
+	if err != nil {
+		return 0, 0, err
+	}
+	return parseStatePgrp(buf[:n])
+}
+
+// parseStatePgrp extracts the state and process group from the text of
+// /proc/<pid>/stat ("pid (comm) state ppid pgrp ..."), counting fields from
+// the last ')' as parsePPID does.
+func parseStatePgrp(stat []byte) (byte, int, error) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, 0, errors.New("malformed stat: no command name")
+	}
+	f := bytes.Fields(stat[i+1:])
+	if len(f) < 3 || len(f[0]) != 1 {
+		return 0, 0, errors.New("malformed stat: too few fields")
+	}
+	pgrp, err := strconv.Atoi(string(f[2]))
+	if err != nil {
+		return 0, 0, fmt.Errorf("malformed stat: process group: %w", err)
+	}
+	return f[0][0], pgrp, nil
+}
