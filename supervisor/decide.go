@@ -11,21 +11,25 @@ import (
 // decide (start a waiting child, or apply the watermark rules).
 func (l *loop) onSample(r sampleResult) {
 	l.sampling = false
+	hung := l.probeHung // already counted as a failure
+	l.probeHung = false
 	now := time.Now()
-	if l.deps.Meter != nil {
+	if l.deps.Meter != nil && !hung {
 		l.deps.Meter.ObserveProbe(r.took, r.err)
 	}
 	if r.err != nil {
-		l.probeFailed(now, r.err.Error())
-		if l.state == api.StateWaiting {
+		l.probeFailed(now, now, r.err.Error(), !hung)
+		l.checkLost(now)
+		switch {
+		case l.finished:
+		case l.state == api.StateWaiting:
 			l.tryStart(r)
+		case l.state == api.StateStarting && l.child != nil:
+			l.state = api.StateRunning // up, though unmeasured
 		}
 		return
 	}
-	if l.probeErr != "" {
-		l.deps.Logf("GPU probe recovered")
-		l.probeErr, l.probeHung = "", false
-	}
+	l.probeRecovered(now)
 	l.lastSample, l.haveSample = r.sample, true
 	if l.child != nil && r.forPID == l.child.PID() && r.tree != nil {
 		l.childTree = make(map[int]bool, len(r.tree))
@@ -38,6 +42,9 @@ func (l *loop) onSample(r sampleResult) {
 	} else {
 		l.ratio = deviceRatio(r.sample.Devices, l.pol.Watch.Quota)
 	}
+	// Publish the sample before acting on it, so that anyone who sees the
+	// child it may start also sees the GPUs it was started against.
+	l.publishSnapshot()
 	switch {
 	case l.state == api.StateWaiting:
 		l.tryStart(r)

@@ -220,6 +220,11 @@ func (l *loop) onExit() {
 	l.deps.Logf("child exited with status %d after %s", e.Status(), ran.Round(time.Millisecond))
 
 	if l.stopping {
+		if l.lostErr != nil {
+			l.state = api.StateFatal
+			l.finish(1, l.lostErr)
+			return
+		}
 		l.state = api.StateExited
 		l.finish(e.Status(), nil)
 		return
@@ -287,6 +292,15 @@ func (l *loop) onStopSignal(sig syscall.Signal) {
 		l.state = api.StateExited
 		l.emit(api.Event{Event: api.EventStop, Detail: "signal " + sig.String()})
 		l.finish(128+int(sig), nil)
+		return
+	}
+	if l.stopping && l.lostErr != nil {
+		// gpuguard was stopping the child for a lost GPU; the operator's
+		// stop takes over: forwarded once, and the exit is the child's.
+		l.lostErr = nil
+		l.stopSig = sig
+		l.emit(api.Event{Event: api.EventStop, Detail: "signal " + sig.String()})
+		_ = l.child.Signal(sig)
 		return
 	}
 	if l.stopping {

@@ -2,6 +2,8 @@ package supervisor
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"syscall"
 	"time"
@@ -48,13 +50,20 @@ type loop struct {
 	samples       chan sampleResult
 	sampling      bool
 	samplingSince time.Time
-	probeHung     bool
-	probeErr      string
-	probeErrAt    time.Time
+	probeHung     bool // the call in flight ran past ProbeTimeout (and was counted)
 	haveSample    bool
 	lastSample    gpu.Sample
 	ratio         float64
 	statusText    string
+
+	// A run of failed probe calls: no GPU reading since probeDownSince.
+	probeDownSince time.Time // zero: the last call succeeded
+	probeErr       string    // the newest failure, "" when none
+	reportedErr    string    // the last failure journaled ...
+	reportedAt     time.Time // ... and when
+	unreported     int       // failed calls not journaled since then
+	streakReported bool      // this run of failures has a journal line
+	lostErr        error     // on_gpu_lost = "stop" is stopping the child
 
 	backoff  timer
 	stopWait timer
@@ -64,6 +73,12 @@ type loop struct {
 	code      int
 	err       error
 }
+
+// errProbeHung is the failure of a probe call that ran past ProbeTimeout.
+var errProbeHung = errors.New("GPU probe hung")
+
+// reasonGPULost is the giveup event's reason under on_gpu_lost = "stop".
+const reasonGPULost = "gpu_lost"
 
 // restartPlan is a restart that gpuguard itself started (a step into a
 // profile with live = false, a critical restart, a manual step).
@@ -174,13 +189,28 @@ func (l *loop) childDone() <-chan struct{} {
 func (l *loop) onTick() {
 	now := time.Now()
 	if l.sampling {
-		if !l.probeHung && now.Sub(l.samplingSince) > l.cfg.ProbeTimeout {
+		if waited := now.Sub(l.samplingSince); waited > l.cfg.ProbeTimeout {
+			// A hung call is a failed one, counted once; it stays in flight
+			// (a driver call cannot be interrupted) and no other starts,
+			// but the loop goes on without data.
+			first := !l.probeHung
 			l.probeHung = true
-			l.probeFailed(now, "probe call has not returned for "+now.Sub(l.samplingSince).Round(time.Millisecond).String())
+			if first && l.deps.Meter != nil {
+				l.deps.Meter.ObserveProbe(waited, errProbeHung)
+			}
+			l.probeFailed(now, l.samplingSince, fmt.Sprintf("%v: a call has not returned within %s", errProbeHung, l.cfg.ProbeTimeout), first)
+			switch {
+			case l.finished:
+			case l.state == api.StateWaiting:
+				l.tryStart(sampleResult{err: errProbeHung})
+			case l.state == api.StateStarting && l.child != nil:
+				l.state = api.StateRunning // up, though unmeasured
+			}
 		}
 	} else {
 		l.startSample()
 	}
+	l.checkLost(now)
 	if n := l.ledger.Expire(now); len(n) > 0 {
 		l.deps.Logf("%d admission lease(s) expired", len(n))
 	}
@@ -193,6 +223,7 @@ func (l *loop) startSample() {
 		return
 	}
 	l.sampling = true
+	l.probeHung = false
 	l.samplingSince = time.Now()
 	pid := 0
 	if l.child != nil {
@@ -216,15 +247,76 @@ func (l *loop) startSample() {
 	}()
 }
 
-func (l *loop) probeFailed(now time.Time, msg string) {
-	// One journal line per streak and then one a minute: a lost GPU would
-	// otherwise write five lines a second.
-	if msg != l.probeErr || now.Sub(l.probeErrAt) >= time.Minute {
-		l.deps.Logf("GPU probe failed: %s (the child keeps running; no decisions without data)", msg)
-		l.emit(api.Event{Event: api.EventProbeError, Detail: msg})
-		l.probeErrAt = now
+// probeFailed records a failed probe call (counted) or one still hung
+// (not counted again). There is no reading from since on: the watermark
+// timers restart, so a step needs `sustain` of fresh data after the gap.
+// The journal gets a line when the failure changes and at most one a
+// minute otherwise (a lost GPU, or one that flaps, would write five a
+// second); that line counts the failures it stands for.
+func (l *loop) probeFailed(now, since time.Time, msg string, counted bool) {
+	l.rules.gap()
+	if l.probeDownSince.IsZero() {
+		l.probeDownSince = since
 	}
 	l.probeErr = msg
+	if counted {
+		l.unreported++
+	}
+	if msg == l.reportedErr && now.Sub(l.reportedAt) < time.Minute {
+		return
+	}
+	detail := msg
+	if n := l.unreported - 1; n > 0 {
+		detail = fmt.Sprintf("%s (%d more failed probe calls since the last report)", msg, n)
+	}
+	l.deps.Logf("GPU probe failed: %s (the child keeps running; no decisions without data)", detail)
+	l.emit(api.Event{Event: api.EventProbeError, Detail: detail})
+	l.reportedErr, l.reportedAt, l.unreported, l.streakReported = msg, now, 0, true
+}
+
+// probeRecovered ends a run of failures.
+func (l *loop) probeRecovered(now time.Time) {
+	if l.probeDownSince.IsZero() {
+		return
+	}
+	if l.streakReported {
+		l.deps.Logf("GPU probe recovered after %s without a reading", now.Sub(l.probeDownSince).Round(time.Millisecond))
+	}
+	l.probeDownSince, l.probeErr, l.streakReported = time.Time{}, "", false
+}
+
+// checkLost applies on_gpu_lost = "stop": once no reading has succeeded
+// for lost_after, stop the child as gpuguard's own stops do (stop_signal,
+// then SIGKILL to its group after stop_timeout) and exit 1. Not the
+// child's status: the child did not fail, and the status it leaves after
+// a stop signal (often 0) would tell the service manager that all is well.
+func (l *loop) checkLost(now time.Time) {
+	w := l.pol.Watch
+	if w.OnGPULost != policy.OnGPULostStop || l.probeDownSince.IsZero() || l.finished || l.stopping {
+		return
+	}
+	down := now.Sub(l.probeDownSince)
+	if down < w.LostAfter {
+		return
+	}
+	l.lostErr = fmt.Errorf("no GPU reading for %s (on_gpu_lost = \"stop\"): %s", down.Round(time.Millisecond), l.probeErr)
+	l.emit(api.Event{Event: api.EventGiveUp, Reason: reasonGPULost, Detail: l.lostErr.Error()})
+	if l.child == nil {
+		l.state = api.StateFatal
+		l.finish(1, l.lostErr)
+		return
+	}
+	l.deps.Logf("GPU lost: stopping the child (%v)", l.lostErr)
+	l.stopping, l.stopSig = true, l.pol.Restart.StopSignal
+	l.state = api.StateStopping
+	if l.deps.Notifier != nil {
+		_ = l.deps.Notifier.Stopping()
+	}
+	if l.plan == nil { // else the stop signal is already on its way
+		_ = l.child.Signal(l.pol.Restart.StopSignal)
+		l.stopWait.arm(l.pol.Restart.StopTimeout)
+	}
+	l.failPlan()
 }
 
 func (l *loop) onRequest(r request) {
@@ -246,14 +338,11 @@ func (l *loop) reserve(req admission.Request) admission.Decision {
 	now := time.Now()
 	l.ledger.Expire(now)
 	var usage []admission.GPUUsage
-	if l.haveSample {
+	// While the probe fails the last sample is stale: promise nothing.
+	if l.haveSample && l.probeDownSince.IsZero() {
 		for _, d := range l.lastSample.Devices {
 			usage = append(usage, admission.GPUUsage{Used: d.Used, Limit: limit(d, l.pol.Watch.Quota)})
 		}
-	}
-	if len(usage) == 0 {
-		// No measurement yet: nothing can be promised.
-		usage = []admission.GPUUsage{{}}
 	}
 	pending := l.rules.stepPending() || l.plan != nil || l.child == nil
 	d := l.ledger.Decide(now, req, usage, l.pol.Watermark.High, pending)

@@ -101,6 +101,15 @@ func (w *watermarkRules) stepped(now time.Time) {
 	w.belowLowSince = time.Time{}
 }
 
+// gap records a missing sample: the ratio was not seen, so neither "above
+// high since" nor "below low since" can be vouched for, and a step needs
+// `sustain` (or `recover_after`) of fresh data again. The grace period
+// after a step runs on: it counts from the step, not from samples.
+func (w *watermarkRules) gap() {
+	w.aboveHighSince = time.Time{}
+	w.belowLowSince = time.Time{}
+}
+
 // reset forgets everything, for a new child.
 func (w *watermarkRules) reset() {
 	*w = watermarkRules{}

@@ -88,6 +88,36 @@ func TestWatermarkRules(t *testing.T) {
 		{"no step up at the first profile", 3, wm, []obs{{0, 0.1, 0, holdSteady, false}, {time.Minute, 0.1, 0, holdSteady, false}}},
 		{"recover_after 0 disables step up", 3, policy.Watermark{High: 0.9, Critical: 0.97, Low: 0.7, Sustain: time.Second, Grace: time.Second},
 			[]obs{{0, 0.1, 2, holdSteady, false}, {time.Hour, 0.1, 2, holdSteady, false}}},
+		// A ratio below 0 stands for a missing sample (a failed probe call).
+		{"a missing sample restarts sustain", 3, wm, []obs{
+			{0, 0.93, 0, holdSteady, false},
+			{900 * time.Millisecond, -1, 0, holdSteady, false},
+			{time.Second, 0.93, 0, holdSteady, false},
+			{1999 * time.Millisecond, 0.93, 0, holdSteady, false},
+			{2 * time.Second, 0.93, 0, stepDownLive, true},
+		}},
+		{"a flapping probe never sustains", 3, wm, []obs{
+			{0, 0.99, 0, holdSteady, false},
+			{600 * time.Millisecond, -1, 0, holdSteady, false},
+			{1200 * time.Millisecond, 0.99, 0, holdSteady, false},
+			{1800 * time.Millisecond, -1, 0, holdSteady, false},
+			{2400 * time.Millisecond, 0.99, 0, holdSteady, false},
+			{3000 * time.Millisecond, -1, 0, holdSteady, false},
+			{3600 * time.Millisecond, 0.99, 0, holdSteady, false},
+		}},
+		{"a missing sample restarts recovery", 3, wm, []obs{
+			{0, 0.5, 1, holdSteady, false},
+			{4 * time.Second, -1, 1, holdSteady, false},
+			{5 * time.Second, 0.5, 1, holdSteady, false},
+			{9999 * time.Millisecond, 0.5, 1, holdSteady, false},
+			{10 * time.Second, 0.5, 1, stepUpOne, true},
+		}},
+		{"grace runs on through missing samples", 3, wm, []obs{
+			{0, 0.98, 0, holdSteady, false},
+			{time.Second, 0.98, 0, stepDownLive, true},
+			{5 * time.Second, -1, 1, holdSteady, false},
+			{11 * time.Second, 0.98, 1, restartLower, true},
+		}},
 		{"no step up within grace of a step down", 3, wm, []obs{
 			{0, 0.95, 0, holdSteady, false},
 			{time.Second, 0.95, 0, stepDownLive, true},
@@ -101,6 +131,10 @@ func TestWatermarkRules(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var w watermarkRules
 			for i, o := range tt.obs {
+				if o.ratio < 0 {
+					w.gap()
+					continue
+				}
 				got := w.observe(at(o.at), o.ratio, tt.wm, o.level, tt.levels)
 				if got != o.want {
 					t.Fatalf("observation %d (t=%s ratio=%.2f level=%d): got %s, want %s", i, o.at, o.ratio, o.level, got, o.want)
