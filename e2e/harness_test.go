@@ -92,7 +92,9 @@ type proc struct {
 // start runs gpuguard with args (sandbox dirs added for run) and extra env.
 func (e *env) start(args []string, extraEnv ...string) *proc {
 	e.t.Helper()
-	if len(args) > 0 && args[0] == "run" {
+	if len(args) > 0 && args[0] == "\x00raw" {
+		args = args[1:]
+	} else if len(args) > 0 && args[0] == "run" {
 		args = append([]string{"run", "--state-dir", e.stateDir, "--runtime-dir", e.runDir}, args[1:]...)
 	}
 	cmd := exec.Command(bin, args...)
@@ -225,4 +227,11 @@ func withTimeout(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// runRaw is run without the sandbox's --state-dir and --runtime-dir.
+func (e *env) runRaw(args []string, extraEnv ...string) (int, string, string) {
+	e.t.Helper()
+	args = append([]string{"\x00raw"}, args...)
+	return e.run(args, extraEnv...)
 }
