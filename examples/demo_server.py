@@ -6,13 +6,17 @@ It behaves like a real inference server as far as gpuguard can tell:
 * its GPU memory (written to $GPUGUARD_SIM_DIR/0/<pid>) is its weights, which
   depend on DTYPE, plus a KV cache that grows with load up to KV_CACHE_MB;
 * it applies its profile's env at start (DTYPE, MAX_BATCH, KV_CACHE_MB);
-* on the notify signal (SIGUSR1) it re-reads $GPUGUARD_STATE and shrinks
-  to the new profile, the way a server frees KV cache blocks;
+* it follows live profile changes through the gpuguard client
+  (clients/python: a socket subscription, with the notify signal as
+  fallback) and shrinks to the new profile, the way a server frees KV
+  cache blocks;
+* before an optional tool call it asks gpuguard for admission
+  (gpuguard.reserve) and runs the tool on the GPU or the CPU as told;
 * at step DEMO_BURST_AT a long-context request needs DEMO_BURST_MB of
   activations at once; if that does not fit the device it prints a real
   PyTorch-style CUDA OOM traceback and exits 1, as torch would;
-* it saves its progress to $GPUGUARD_CHECKPOINT (write, fsync, rename) and
-  resumes from it after a restart.
+* it saves its progress with gpuguard.save_checkpoint (write, fsync,
+  rename) and resumes from it after a restart.
 
 It ends with exit 0 after DEMO_STEPS steps. Every knob has a default so the
 README's demo runs with no setup.
@@ -22,7 +26,13 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
+
+# The client ships in this repository; a server installed elsewhere would
+# `pip install ./clients/python` instead.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
+import gpuguard  # noqa: E402
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -40,8 +50,6 @@ def env_int(name, default):
 class Server:
     def __init__(self):
         self.sim_dir = os.environ.get("GPUGUARD_SIM_DIR", "")
-        self.state_path = os.environ.get("GPUGUARD_STATE", "")
-        self.checkpoint = os.environ.get("GPUGUARD_CHECKPOINT", "")
         self.total = env_int("DEMO_GPU_MEMORY", 16 * GiB)
         self.steps = env_int("DEMO_STEPS", 120)
         self.burst_at = env_int("DEMO_BURST_AT", 70)
@@ -50,7 +58,9 @@ class Server:
         self.step = 0
         self.served = 0
         self.kv = 0
-        self.reload = False
+        self.tool_at = env_int("DEMO_TOOL_AT", 90)
+        self.changed = threading.Event()
+        self.pending = None
         self.apply(dict(os.environ), os.environ.get("GPUGUARD_PROFILE", "default"))
 
     def log(self, msg):
@@ -65,22 +75,19 @@ class Server:
         if self.kv > self.kv_cap:
             self.kv = self.kv_cap  # free the blocks beyond the new cap
 
-    def on_notify(self, signum, frame):
-        self.reload = True  # handled in the loop, not in the signal handler
+    def on_change(self, profile):
+        # Called on the client's thread: hand over, apply in the loop.
+        self.pending = profile
+        self.changed.set()
 
-    def reload_state(self):
-        self.reload = False
-        try:
-            with open(self.state_path) as f:
-                st = json.load(f)
-        except (OSError, ValueError) as e:
-            self.log(f"could not read the state file: {e}")
-            return
+    def apply_change(self):
+        self.changed.clear()
+        p = self.pending
         env = dict(os.environ)
-        env.update(st.get("env", {}))
+        env.update(p.env)
         before = self.used()
-        self.apply(env, st.get("profile", self.profile))
-        self.log(f"live change to {self.profile} ({st.get('reason', '')}): "
+        self.apply(env, p.name)
+        self.log(f"live change to {self.profile} ({p.reason}): "
                  f"dtype={self.dtype} batch={self.batch}, "
                  f"{before / GiB:.1f} GiB -> {self.used() / GiB:.1f} GiB")
 
@@ -98,22 +105,27 @@ class Server:
         os.replace(tmp, os.path.join(d, str(os.getpid())))
 
     def load_checkpoint(self):
-        if not self.checkpoint or not os.path.exists(self.checkpoint):
+        data = gpuguard.load_checkpoint()
+        if data is None:
             return
-        with open(self.checkpoint) as f:
-            ck = json.load(f)
+        ck = json.loads(data)
+        if ck.get("step", 0) >= self.steps:
+            self.log("the checkpoint is of a finished run; starting a new one")
+            return
         self.step, self.served = ck["step"], ck["served"]
         self.log(f"restored checkpoint: step {self.step}, {self.served} requests served")
 
     def save_checkpoint(self):
-        if not self.checkpoint:
-            return
-        tmp = self.checkpoint + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({"step": self.step, "served": self.served}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.checkpoint)
+        gpuguard.save_checkpoint(json.dumps({"step": self.step, "served": self.served}))
+
+    def tool_call(self):
+        # An optional tool (say, an embedding model) asks before it
+        # allocates: gpuguard's policy decides GPU or CPU, not this code.
+        want = 3 * GiB
+        with gpuguard.reserve(want, "P1", tool="embed", ttl="30s") as d:
+            self.log(f"tool call: reserve {want / GiB:.0f} GiB -> {d.decision} ({d.reason})")
+            if d.gpu:
+                self.report(want)
 
     def oom(self, want):
         free = self.total - self.used()
@@ -129,20 +141,24 @@ class Server:
         sys.exit(1)
 
     def run(self):
-        signal.signal(signal.SIGUSR1, self.on_notify)
         signal.signal(signal.SIGTERM, lambda s, f: sys.exit(0))
+        gpuguard.on_change(self.on_change)
         self.load_checkpoint()
         self.log(f"serving: dtype={self.dtype} batch={self.batch} "
                  f"(restarts={os.environ.get('GPUGUARD_RESTARTS', '0')}, "
                  f"last exit={os.environ.get('GPUGUARD_LAST_EXIT', 'none')})")
         while self.step < self.steps:
-            if self.reload:
-                self.reload_state()
+            if self.changed.is_set():
+                self.apply_change()
             self.step += 1
             self.served += self.batch
             # Load fills the KV cache: 8 MiB per sequence in the batch.
             self.kv = min(self.kv_cap, self.kv + self.batch * 8 * MiB)
+            if self.step == self.tool_at:
+                self.tool_call()
             if self.step == self.burst_at:
+                # This request bypasses admission, as servers without
+                # gpuguard's client do: it allocates and hopes.
                 self.log(f"long-context request: {self.burst / GiB:.1f} GiB of activations")
                 if self.used() + self.burst > self.total:
                     self.report(self.burst)
