@@ -54,6 +54,12 @@ func runRun(o *RunOptions) error {
 		defer metricsLn.Close()
 	}
 
+	// Before the sim backend, whose default dir is inside it: MkdirAll
+	// would otherwise create the state dir with the sim dir's mode.
+	if err := os.MkdirAll(r.stateDir, 0o700); err != nil {
+		return fmt.Errorf("creating the state dir: %w", err)
+	}
+
 	simDir := ""
 	if r.pol.Watch.Backend == "sim" {
 		simDir = o.SimDir
@@ -74,9 +80,6 @@ func runRun(o *RunOptions) error {
 	}
 	defer probe.Close()
 
-	if err := os.MkdirAll(r.stateDir, 0o700); err != nil {
-		return fmt.Errorf("creating the state dir: %w", err)
-	}
 	jr, err := journal.Open(filepath.Join(r.stateDir, paths.JournalFile), journal.Options{Logf: logf})
 	if err != nil {
 		return fmt.Errorf("opening the event journal: %w", err)
