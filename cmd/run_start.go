@@ -54,12 +54,6 @@ func runRun(o *RunOptions) error {
 		defer metricsLn.Close()
 	}
 
-	// Before the sim backend, whose default dir is inside it: MkdirAll
-	// would otherwise create the state dir with the sim dir's mode.
-	if err := os.MkdirAll(r.stateDir, 0o700); err != nil {
-		return fmt.Errorf("creating the state dir: %w", err)
-	}
-
 	simDir := ""
 	if r.pol.Watch.Backend == "sim" {
 		simDir = o.SimDir
@@ -68,6 +62,11 @@ func runRun(o *RunOptions) error {
 		}
 		if simDir, err = filepath.Abs(simDir); err != nil {
 			return err
+		}
+		// The sim dir lives in the state dir by default: create that first
+		// with its own mode, or MkdirAll would give it the sim dir's.
+		if err := os.MkdirAll(r.stateDir, 0o700); err != nil {
+			return fmt.Errorf("creating the state dir: %w", err)
 		}
 	}
 	probe, err := openProbe(probeOptions{Backend: r.pol.Watch.Backend, Devices: r.devices,
@@ -79,6 +78,9 @@ func runRun(o *RunOptions) error {
 		return withCode(ExitUsage, err)
 	}
 	defer probe.Close()
+	if err := os.MkdirAll(r.stateDir, 0o700); err != nil {
+		return fmt.Errorf("creating the state dir: %w", err)
+	}
 
 	jr, err := journal.Open(filepath.Join(r.stateDir, paths.JournalFile), journal.Options{Logf: logf})
 	if err != nil {
