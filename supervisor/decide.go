@@ -40,7 +40,7 @@ func (l *loop) onSample(r sampleResult) {
 	if l.pol.Watch.Scope == "process" {
 		l.ratio = processRatio(r.sample, l.childTree, l.pol.Watch.Quota)
 	} else {
-		l.ratio = deviceRatio(r.sample.Devices, l.pol.Watch.Quota)
+		l.ratio = deviceRatio(r.sample.Devices, l.pol)
 	}
 	// Publish the sample before acting on it, so that anyone who sees the
 	// child it may start also sees the GPUs it was started against.

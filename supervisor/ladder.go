@@ -5,46 +5,27 @@ import (
 	"github.com/gpuguard/gpuguard/policy"
 )
 
-// limit is what a device's usage is measured against: the quota when one
-// is set (capping the device's total), else the total.
-func limit(d gpu.Device, quota uint64) uint64 {
-	if quota > 0 && (d.Total == 0 || quota < d.Total) {
-		return quota
-	}
-	return d.Total
-}
-
-// fits reports whether a profile needing needs bytes fits: on every watched
-// GPU, used + needs <= limit x high. A profile without an estimate fits.
-func fits(needs uint64, devs []gpu.Device, quota uint64, high float64) bool {
-	if needs == 0 {
-		return true
-	}
-	for _, d := range devs {
-		if float64(d.Used)+float64(needs) > float64(limit(d, quota))*high {
-			return false
+// pickProfile returns the best profile at or below level from whose needs
+// fit on every watched GPU, and false when none does.
+func pickProfile(pol *policy.Policy, from int, devs []gpu.Device) (int, bool) {
+next:
+	for i := from; i < len(pol.Profiles); i++ {
+		for _, d := range devs {
+			if !pol.Fits(i, d.Used, d.Total) {
+				continue next
+			}
 		}
-	}
-	return true
-}
-
-// pickProfile returns the best profile at or below level from that fits,
-// and false when none does.
-func pickProfile(profiles []policy.Profile, from int, devs []gpu.Device, quota uint64, high float64) (int, bool) {
-	for i := from; i < len(profiles); i++ {
-		if fits(profiles[i].Needs, devs, quota, high) {
-			return i, true
-		}
+		return i, true
 	}
 	return 0, false
 }
 
 // deviceRatio is the device-scope watermark: the highest used/limit over
 // the watched GPUs.
-func deviceRatio(devs []gpu.Device, quota uint64) float64 {
+func deviceRatio(devs []gpu.Device, pol *policy.Policy) float64 {
 	var worst float64
 	for _, d := range devs {
-		if l := limit(d, quota); l > 0 {
+		if l := pol.Limit(d.Total); l > 0 {
 			if r := float64(d.Used) / float64(l); r > worst {
 				worst = r
 			}

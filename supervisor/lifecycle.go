@@ -52,7 +52,7 @@ func (l *loop) tryStart(r sampleResult) {
 		}
 		l.release = nil
 	}
-	level, ok := pickProfile(l.pol.Profiles, l.target, r.sample.Devices, l.pol.Watch.Quota, l.pol.Watermark.High)
+	level, ok := pickProfile(l.pol, l.target, r.sample.Devices)
 	if ok {
 		l.launch(level)
 		return
@@ -77,7 +77,7 @@ func (l *loop) freeText(r sampleResult) string {
 	var parts []string
 	for _, d := range r.sample.Devices {
 		parts = append(parts, fmt.Sprintf("GPU %d: %s used of %s", d.Index,
-			policy.FormatSize(d.Used), policy.FormatSize(limit(d, l.pol.Watch.Quota))))
+			policy.FormatSize(d.Used), policy.FormatSize(l.pol.Limit(d.Total))))
 	}
 	return strings.Join(parts, ", ")
 }

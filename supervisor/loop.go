@@ -341,7 +341,7 @@ func (l *loop) reserve(req admission.Request) admission.Decision {
 	// While the probe fails the last sample is stale: promise nothing.
 	if l.haveSample && l.probeDownSince.IsZero() {
 		for _, d := range l.lastSample.Devices {
-			usage = append(usage, admission.GPUUsage{Used: d.Used, Limit: limit(d, l.pol.Watch.Quota)})
+			usage = append(usage, admission.GPUUsage{Used: d.Used, Limit: l.pol.Limit(d.Total)})
 		}
 	}
 	pending := l.rules.stepPending() || l.plan != nil || l.child == nil

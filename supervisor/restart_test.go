@@ -67,13 +67,17 @@ func TestPickProfile(t *testing.T) {
 		{"no needs always fits", 0, dev(80 * gib), 0, 2, true},
 		{"every GPU must fit", 0, []gpu.Device{{Used: 0, Total: 80 * gib}, {Index: 1, Used: 60 * gib, Total: 80 * gib}}, 0, 2, true},
 	}
+	pol := func(quota uint64, profiles []policy.Profile) *policy.Policy {
+		return &policy.Policy{Profiles: profiles, Watch: policy.Watch{Scope: policy.ScopeDevice, Quota: quota},
+			Watermark: policy.Watermark{High: 0.9}}
+	}
 	for _, tt := range tests {
-		got, ok := pickProfile(profiles, tt.from, tt.devs, tt.quota, 0.9)
+		got, ok := pickProfile(pol(tt.quota, profiles), tt.from, tt.devs)
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("%s: got %d %v, want %d %v", tt.name, got, ok, tt.want, tt.ok)
 		}
 	}
-	if _, ok := pickProfile(profiles[:2], 0, dev(79*gib), 0, 0.9); ok {
+	if _, ok := pickProfile(pol(0, profiles[:2]), 0, dev(79*gib)); ok {
 		t.Error("no profile fits a full GPU")
 	}
 }
@@ -83,13 +87,16 @@ func TestRatios(t *testing.T) {
 		Devices:   []gpu.Device{{Index: 0, Used: 50, Total: 100}, {Index: 1, Used: 80, Total: 100}},
 		Processes: []gpu.Process{{PID: 10, Device: 0, Used: 30}, {PID: 11, Device: 1, Used: 10}, {PID: 99, Device: 1, Used: 70}},
 	}
-	if got := deviceRatio(s.Devices, 0); got != 0.8 {
+	quota := func(q uint64) *policy.Policy {
+		return &policy.Policy{Watch: policy.Watch{Scope: policy.ScopeDevice, Quota: q}}
+	}
+	if got := deviceRatio(s.Devices, quota(0)); got != 0.8 {
 		t.Errorf("device ratio: got %v, want 0.8 (the worst GPU)", got)
 	}
-	if got := deviceRatio(s.Devices, 160); got != 0.8 {
+	if got := deviceRatio(s.Devices, quota(160)); got != 0.8 {
 		t.Errorf("a quota above the total does not raise the limit: got %v", got)
 	}
-	if got := deviceRatio(s.Devices, 50); got != 1.6 {
+	if got := deviceRatio(s.Devices, quota(50)); got != 1.6 {
 		t.Errorf("quota 50: got %v, want 1.6", got)
 	}
 	tree := map[int]bool{10: true, 11: true}
