@@ -1,13 +1,12 @@
 package checkpoint
 
 import (
-	"errors"
 	"fmt"
+	"github.com/gpuguard/gpuguard/internal/durable"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 )
 
@@ -83,25 +82,11 @@ func (r rotator) copyDir(src, dst string, fi fs.FileInfo) error {
 			return fmt.Errorf("%s: cannot copy a %v", from, info.Mode().Type())
 		}
 	}
-	if err := syncDir(dst); err != nil {
+	if err := durable.SyncDir(dst); err != nil {
 		return err
 	}
 	if err := os.Chmod(dst, fi.Mode().Perm()); err != nil {
 		return err
 	}
 	return os.Chtimes(dst, time.Time{}, fi.ModTime())
-}
-
-// syncDir makes the entries of dir durable. Filesystems that cannot sync a
-// directory say EINVAL; there is nothing more to do on them.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return err
-	}
-	return nil
 }

@@ -1,6 +1,8 @@
 package checkpoint
 
 import (
+	"github.com/gpuguard/gpuguard/internal/durable"
+
 	"errors"
 	"fmt"
 	"io"
@@ -53,7 +55,7 @@ func (r rotator) rotate(path string, keep int) error {
 		os.RemoveAll(tmp)
 		return fmt.Errorf("rotating checkpoint generations of %s: %w", path, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := durable.SyncDir(dir); err != nil {
 		return fmt.Errorf("rotating checkpoint generations of %s: %w", path, err)
 	}
 	return nil

@@ -1,11 +1,10 @@
 package statefile
 
 import (
-	"errors"
+	"github.com/gpuguard/gpuguard/internal/durable"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -44,21 +43,7 @@ func replace(path string, data []byte) (err error) {
 	if err := os.Rename(f.Name(), path); err != nil {
 		return err
 	}
-	return syncDir(dir)
-}
-
-// syncDir makes a rename in dir durable. Filesystems that cannot sync a
-// directory say EINVAL; there is nothing more to do on them.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return err
-	}
-	return nil
+	return durable.SyncDir(dir)
 }
 
 // removeStale removes temp files that crashed writes left behind, so they
