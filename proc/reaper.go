@@ -55,6 +55,12 @@ func NewReaper() (*Reaper, error) {
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	r.pid1 = r.self == 1
+	// The scan reads /proc; one mounted for another pid namespace (a
+	// container that did not remount it) names other processes by the
+	// same numbers, and reaping by them could take a stranger's status.
+	if self, err := os.Readlink("/proc/self"); err != nil || self != strconv.Itoa(r.self) {
+		return nil, fmt.Errorf("cannot reap orphans: /proc is not mounted for gpuguard's pid namespace (/proc/self is %q, pid %d)", self, r.self)
+	}
 	if !r.pid1 {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			return nil, fmt.Errorf("becoming a child subreaper: %w", err)
