@@ -66,8 +66,10 @@ func TestHostilePolicies(t *testing.T) {
 		{"100,000 nested arrays", nested(100_000, "[", "]"), "", "nested more than 32 deep"},
 		{"250,000 nested inline tables", "x = " + strings.Repeat("{a=", 250_000) + "1" + strings.Repeat("}", 250_000), "", "nested more than 32 deep"},
 		{"nesting inside a known key", "[[profile]]\nname = \"a\"\nenv = { A = " + strings.Repeat("[", 40) + strings.Repeat("]", 40) + " }", "", "nested more than 32 deep"},
-		{"1,000 dotted table levels", deepTables(1_000), "t", "unknown key"},
-		{"1,000 dotted keys", "[watch]\n" + strings.Repeat("k.", 1000) + "k = 1", "watch.k", "unknown key"},
+		{"1,000 dotted table levels", deepTables(1_000), "", "a dotted key of more than 32 parts"},
+		{"32 dotted table levels", deepTables(32), "t", "unknown key"},
+		{"1,000 dotted keys", "[watch]\n" + strings.Repeat("k.", 1000) + "k = 1", "", "a dotted key of more than 32 parts"},
+		{"32 dotted keys", "[watch]\n" + strings.Repeat("k.", 31) + "k = 1", "watch.k", "unknown key"},
 		{"NUL byte in a string", "name = \"a\x00b\"", "", ""},
 		{"NUL byte in an env value", "[[profile]]\nname = \"a\"\nenv = { A = \"x\\u0000y\" }", "profile[0].env.A", "NUL"},
 		{"NUL byte in the command", "command = [\"a\\u0000b\"]", "command[0]", "NUL"},
@@ -78,6 +80,10 @@ func TestHostilePolicies(t *testing.T) {
 		{"overlong name", "name = \"" + strings.Repeat("n", 100_000) + "\"", "name", ""},
 		{"name with a slash", "name = \"../../etc\"", "name", ""},
 		{"10,000 OOM patterns", "[oom]\npatterns = [" + strings.Repeat("\"x\",", 10_000) + "]", "oom.patterns", "at most 256"},
+		{"OOM pattern with huge repeats", "[oom]\npatterns = [\"" + strings.Repeat("(a|b)*c{1,1000}", 1000) + "\"]", "oom.patterns[0]", "too complex"},
+		{"256 OOM patterns, too complex together", "[oom]\npatterns = [" + strings.Repeat("\"x{1,1000}\",", 256) + "]", "oom.patterns[5]", "too complex"},
+		{"32,000-part dotted key", "a" + strings.Repeat(".a", 32_000) + " = 1", "", "a dotted key of more than 32 parts"},
+		{"33-part table header", "[a" + strings.Repeat(".a", 32) + "]", "", "a dotted key of more than 32 parts"},
 		{"catastrophic-looking RE2", "[oom]\npatterns = [\"(a*)*$\"]", "oom.patterns[0]", "matches the empty string"},
 		{"10,000 exit codes out of range", "[oom]\nexit_codes = [" + strings.Repeat("300,", 10_000) + "]", "oom.exit_codes[0]", "between 1 and 255"},
 		{"duplicate names x 1000", strings.Repeat("[[profile]]\nname = \"same\"\n", 200), "profile[1].name", "duplicate profile name"},
@@ -135,6 +141,15 @@ func TestNestingIgnoresStringsAndComments(t *testing.T) {
 	}
 	if len(p.Command) != 5 || p.Command[0] != deep || p.Command[2] != `"`+deep || p.Command[3] != `\` {
 		t.Errorf("command %q", p.Command)
+	}
+	// Exactly maxDepth levels (and key parts) are fine, and floats,
+	// times and dotted strings are not keys.
+	src = "[watermark]\nhigh = 0.95 # a.b.c.d\nsustain = \"1.5s\"\n[[profile]]\nname = \"x\"\nenv = { A = \"" + strings.Repeat("a.", 100) + "\", B = 1.5 }\n[oom]\nexit_codes = [1, 2]\n\n"
+	if _, err := Parse([]byte(src), "ok.toml"); err != nil {
+		t.Errorf("%v\n%s", err, src)
+	}
+	if e := checkNesting("f", []byte("a"+strings.Repeat(".a", maxDepth-1)+" = 1")); e != nil {
+		t.Errorf("%d key parts rejected: %v", maxDepth, e)
 	}
 	// Exactly maxDepth levels are fine.
 	if e := checkNesting("f", []byte("x = "+strings.Repeat("[", maxDepth)+strings.Repeat("]", maxDepth))); e != nil {

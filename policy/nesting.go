@@ -10,14 +10,27 @@ import "fmt"
 const maxDepth = 32
 
 // checkNesting returns a syntax problem when brackets or braces outside
-// strings and comments nest deeper than maxDepth. It only counts; the TOML
-// parser judges everything else.
+// strings and comments nest deeper than maxDepth, or a dotted key has more
+// than maxDepth parts (the parser and the line scanner both take time
+// quadratic in a key's parts). It only counts; the TOML parser judges
+// everything else.
 func checkNesting(source string, data []byte) *Error {
-	depth, line := 0, 1
+	// dots counts the separators of the dotted key being read ("a.b.c"
+	// or "[a.b.c]"); any of = , { } [ ] or a line end ends it. A value
+	// has one dot at most (a float, a time).
+	depth, dots, line := 0, 0, 1
 	for i := 0; i < len(data); i++ {
 		switch c := data[i]; c {
+		case '=', ',':
+			dots = 0
+		case '.':
+			if dots++; dots >= maxDepth {
+				return &Error{File: source, Line: line,
+					Msg: fmt.Sprintf("invalid TOML: a dotted key of more than %d parts", maxDepth)}
+			}
 		case '\n':
 			line++
+			dots = 0
 		case '#':
 			for i+1 < len(data) && data[i+1] != '\n' {
 				i++
@@ -27,11 +40,13 @@ func checkNesting(source string, data []byte) *Error {
 			i, nl = skipString(data, i)
 			line += nl
 		case '[', '{':
+			dots = 0
 			if depth++; depth > maxDepth {
 				return &Error{File: source, Line: line,
 					Msg: fmt.Sprintf("invalid TOML: arrays and tables nested more than %d deep", maxDepth)}
 			}
 		case ']', '}':
+			dots = 0
 			if depth > 0 {
 				depth--
 			}

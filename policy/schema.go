@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"regexp/syntax"
 	"strconv"
 	"strings"
 	"syscall"
@@ -157,8 +158,18 @@ func (d *decoder) oomPatterns(o *OOM, p path, v any) {
 		d.errorf(p, "%d patterns; at most %d are allowed", len(pats), MaxOOMPatterns)
 		return
 	}
+	budget := maxOOMInsts
 	for i, s := range pats {
-		re, err := regexp.Compile(s)
+		n, err := regexpSize(s)
+		if err == nil && n > budget {
+			d.errorf(p.index(i), "pattern %q is too complex: the patterns may compile to %d instructions together, this one alone to %d (large {n,m} repeats multiply)", s, maxOOMInsts, n)
+			continue
+		}
+		budget -= n
+		var re *regexp.Regexp
+		if err == nil {
+			re, err = regexp.Compile(s)
+		}
 		switch {
 		case err != nil:
 			d.fail(p.index(i), err, fmt.Sprintf("invalid RE2 pattern %q: %v", s, err))
@@ -169,6 +180,44 @@ func (d *decoder) oomPatterns(o *OOM, p path, v any) {
 			o.Patterns = append(o.Patterns, re)
 		}
 	}
+}
+
+// maxOOMInsts bounds the compiled size of the policy's OOM patterns
+// together. The built-in ones take a few hundred; a pattern such as
+// "x{1,1000}" repeated takes 2,000 per repeat, seconds to compile and to
+// run over a child's stderr tail at every exit.
+const maxOOMInsts = 10_000
+
+// regexpSize estimates the number of instructions s compiles to: its
+// syntax tree's nodes and literal runes, each times the repeats around it.
+// Only the syntax is parsed, so a huge repeat is measured without building
+// the matcher.
+func regexpSize(s string) (int, error) {
+	re, err := syntax.Parse(s, syntax.Perl)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var walk func(*syntax.Regexp, int)
+	walk = func(r *syntax.Regexp, times int) {
+		switch r.Op {
+		case syntax.OpRepeat:
+			if r.Max > 0 {
+				times *= r.Max
+			} else {
+				times *= max(r.Min, 1)
+			}
+		}
+		n += times * max(len(r.Rune), 1)
+		for _, sub := range r.Sub {
+			if n > maxOOMInsts {
+				return
+			}
+			walk(sub, times)
+		}
+	}
+	walk(re, 1)
+	return n, nil
 }
 
 func (d *decoder) exitCodes(p path, v any) ([]int, bool) {
