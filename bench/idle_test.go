@@ -1,0 +1,98 @@
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var idleFor = flag.Duration("idle.for", 30*time.Second, "idle cost: how long gpuguard's CPU time is measured")
+
+// clockTick is USER_HZ, the unit of utime and stime in /proc/<pid>/stat;
+// 100 on every Linux architecture Go supports.
+const clockTick = 10 * time.Millisecond
+
+// BenchmarkIdle is gpuguard's own cost while nothing happens: real binary,
+// sim backend (one GPU, an empty sim dir), --interval 200ms, an idle child
+// (sleep). After a warm-up it reads gpuguard's CPU time twice, idle.for
+// apart: utime+stime from /proc/<pid>/stat (10 ms ticks, all threads,
+// exited ones included) and the sum of the threads' schedstat run times
+// (nanoseconds); and VmRSS / VmHWM from /proc/<pid>/status at the end.
+// Targets: CPU <= 0.2% of one core, RSS <= 20 MiB.
+func BenchmarkIdle(b *testing.B) {
+	defer reportLoad(b)()
+	const interval = 200 * time.Millisecond
+	for b.Loop() {
+		s := newSandbox(b)
+		pol := s.policy("idle", fmt.Sprintf("[watch]\ninterval = %q\n", interval))
+		g := s.start("idle", pol, nil, "sleep", "3600")
+		ctx := context.Background()
+		g.running(ctx).Close()
+		time.Sleep(3 * time.Second) // warm-up: first samples, GC settled
+		pid := g.cmd.Process.Pid
+		tick0, sched0 := cpuTime(b, pid)
+		t0 := time.Now()
+		time.Sleep(*idleFor)
+		tick1, sched1 := cpuTime(b, pid)
+		wall := time.Since(t0)
+		rss, hwm := memKiB(b, pid, "VmRSS:"), memKiB(b, pid, "VmHWM:")
+		threads := memKiB(b, pid, "Threads:")
+		g.stop()
+
+		b.ReportMetric(100*float64(tick1-tick0)/float64(wall), "cpu-%")
+		b.ReportMetric(100*float64(sched1-sched0)/float64(wall), "cpu-sched-%")
+		b.ReportMetric(float64(sched1-sched0)/float64(wall/interval)/1e3, "cpu-us/tick")
+		b.ReportMetric(float64(rss)/1024, "rss-MiB")
+		b.ReportMetric(float64(hwm)/1024, "hwm-MiB")
+		b.ReportMetric(float64(threads), "threads")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// cpuTime is pid's CPU time from stat (10 ms resolution) and from the
+// schedstat of its live threads (ns).
+func cpuTime(b *testing.B, pid int) (stat, sched time.Duration) {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	// After "comm": state(0) ppid ... utime is field 14 of stat, index 11 here.
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	stat = time.Duration(ut+st) * clockTick
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	for _, t := range tasks {
+		raw, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		ns, _ := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
+		sched += time.Duration(ns)
+	}
+	return stat, sched
+}
+
+// memKiB reads one "Key: N kB" (or plain count) line of /proc/<pid>/status.
+func memKiB(b *testing.B, pid int, key string) int64 {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, l := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(l, key) {
+			n, _ := strconv.ParseInt(strings.Fields(l)[1], 10, 64)
+			return n
+		}
+	}
+	b.Fatalf("no %s in /proc/%d/status", key, pid)
+	return 0
+}
