@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The performance check: gpuguard's end-to-end benchmarks (package bench:
+# the real binary on the simulated GPU) and the package benchmarks (probe,
+# control socket, metrics, journal, process tree), then a summary of the
+# figures next to their targets (docs/performance.md). About 5 minutes.
+# Benchmarks measure; nothing here fails on a figure. On a shared or busy
+# machine the tails (p99, max) mostly measure the neighbours: see load1.
+#
+#   scripts/bench.sh [OUTDIR]        raw output in OUTDIR/bench.txt (default: a temp dir)
+#   GPUGUARD_BENCH_BIN=/path/gpuguard scripts/bench.sh   measure that binary instead
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+
+out=${1:-$(mktemp -d)}
+mkdir -p "$out"
+raw="$out/bench.txt"
+: >"$raw"
+
+{
+  echo "date:    $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "commit:  $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (working tree differs)')"
+  echo "machine: $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(uname -r)"
+  echo "go:      $(go version | cut -d' ' -f3)"
+  echo "load:    $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee -a "$raw"
+
+run() { # title, go test args...
+  local title=$1
+  shift
+  echo "== $title: go test $*" | tee -a "$raw"
+  go test "$@" 2>&1 | tee -a "$raw" | grep -E '^(Benchmark|FAIL|ok|---)' || true
+}
+
+run "end-to-end (real binary)" ./bench -run '^$' -benchtime 1x -timeout 20m \
+  -bench '^Benchmark(DetectionLatency|Idle|RestartLatency|RestartBreakdown|Socket|StatusMany)$'
+run "per-tick parts, in process" ./bench -run '^$' -benchtime 1x -timeout 10m -bench '^BenchmarkIdleInProcess$' -idle.for 20s
+run "micro (bench)" ./bench -run '^$' -benchtime 1s -timeout 10m -bench '^Benchmark(StateFileWrite|TickParts)$'
+run "probe: 8 mocked H200s, 64 processes" ./nvml -run '^$' -bench '^BenchmarkProbeTick$' -benchmem
+run "control socket (in process)" ./control -run '^$' -bench '^Benchmark(StatusRoundTrip|PublishToSubscriber)$'
+run "process tree" ./proc -run '^$' -bench '^BenchmarkTree$' -benchmem
+run "metrics scrape vs tick jitter" ./metrics -run '^$' -bench '^BenchmarkTickJitter$' -benchtime 50x
+run "journal, a million events" ./journal -run '^$' -bench '^BenchmarkMillionEvents$' -benchtime 1000000x
+
+# metric BENCH UNIT: the value of UNIT on the first line of BENCH (the name
+# without the -GOMAXPROCS suffix).
+metric() {
+  awk -v b="$1" -v u="$2" '
+    { name = $1; sub(/-[0-9]+$/, "", name) }
+    name == b { for (i = 3; i < NF; i++) if ($(i + 1) == u) { print $i; exit } }' "$raw"
+}
+
+# row WHAT VALUE UNIT TARGET(<=, empty for none) [SCALE]
+row() {
+  local what=$1 v=$2 unit=$3 target=$4 scale=${5:-1} verdict=""
+  if [ -z "$v" ]; then
+    printf '%-52s %12s %-6s %10s  %s\n' "$what" "n/a" "$unit" "${target:--}" "missing"
+    return
+  fi
+  v=$(awk -v v="$v" -v s="$scale" 'BEGIN { printf "%.3g", v * s }')
+  if [ -n "$target" ]; then
+    verdict=$(awk -v v="$v" -v t="$target" 'BEGIN { print (v <= t) ? "within" : "OVER" }')
+  fi
+  printf '%-52s %12s %-6s %10s  %s\n' "$what" "$v" "$unit" "${target:+<= $target}" "$verdict"
+}
+
+echo
+echo "== summary (raw output: $raw)"
+printf '%-52s %12s %-6s %10s  %s\n' "figure" "value" "unit" "target" ""
+B=BenchmarkDetectionLatency
+row "1 detection (high -> SIGUSR1), 100ms: median" "$(metric $B median-ms)" ms 55
+row "  max" "$(metric $B max-ms)" ms 110
+row "  split: wait for tick+probe / notify (medians)" "$(metric $B decide-median-ms)" ms ""
+row "  notify (state file + signal): median" "$(metric $B notify-median-ms)" ms ""
+B=BenchmarkIdle
+row "2 idle CPU at 200ms (real binary)" "$(metric $B cpu-%)" "%" 0.2
+row "  per tick" "$(metric $B cpu-us/tick)" us ""
+row "  RSS" "$(metric $B rss-MiB)" MiB 20
+row "  in process as shipped (proc.Tree every tick)" "$(metric 'BenchmarkIdleInProcess/tree=proc.Tree' cpu-%)" "%" 0.2
+row "  in process, tree = the child only (the fix)" "$(metric 'BenchmarkIdleInProcess/tree=child-only' cpu-%)" "%" 0.2
+row "  Go floor: bare 200ms ticker" "$(metric 'BenchmarkIdleInProcess/floor/ticker' cpu-%)" "%" ""
+row "  proc.Tree, this host (one call)" "$(metric 'BenchmarkTickParts/tree/host' cpu-%@200ms)" "%" ""
+B=BenchmarkRestartLatency
+row "3 restart (exit -> next start): median" "$(metric $B median-ms)" ms 10
+row "  p99" "$(metric $B p99-ms)" ms ""
+row "  of which exec + Go start of the child (median)" "$(metric $B exec-baseline-median-ms)" ms ""
+row "  state file write in the restart path (median)" "$(metric BenchmarkRestartBreakdown state-median-us)" us ""
+row "4 probe tick, 8 H200 / 64 procs, cached" "$(metric BenchmarkProbeTick/cached ns/op)" us "" 0.001
+row "  refreshed process list" "$(metric BenchmarkProbeTick/refresh ns/op)" us "" 0.001
+row "5 status round trip (control, in process): median" "$(metric BenchmarkStatusRoundTrip median-ns/op)" ms 1 0.000001
+row "  publish -> subscriber (in process): median" "$(metric BenchmarkPublishToSubscriber median-ns/op)" ms 2 0.000001
+row "  status round trip, real binary: median" "$(metric BenchmarkSocket status-median-us)" ms 1 0.001
+row "  step decision -> subscriber, real binary: median" "$(metric BenchmarkSocket step-median-us)" ms 2 0.001
+row "  gpuguard step CLI -> subscriber: median" "$(metric BenchmarkSocket step-cli-median-ms)" ms ""
+row "6 gpuguard status --json, 32 instances: median" "$(metric BenchmarkStatusMany median-ms)" ms 100
+row "7 tick lateness, idle: p99" "$(metric BenchmarkTickJitter idle-p99-µs)" us ""
+row "  tick lateness, scraped 10/s: p99" "$(metric BenchmarkTickJitter scraped-p99-µs)" us ""
+row "  journal on disk after 1e6 events" "$(metric BenchmarkMillionEvents MiB-on-disk)" MiB 64
+row "  journal events dropped" "$(metric BenchmarkMillionEvents dropped)" "" ""
+echo "load1 at the start of each end-to-end benchmark: $(grep -o '[0-9.]* load1' "$raw" | cut -d' ' -f1 | tr '\n' ' ')"
