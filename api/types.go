@@ -17,6 +17,10 @@ type GPU struct {
 type GPUProcess struct {
 	PID       int    `json:"pid"`
 	UsedBytes uint64 `json:"used_bytes"`
+	// Command and User are filled in by `gpuguard status` on the host it
+	// runs on (empty when the process is gone or not visible).
+	Command string `json:"command,omitempty"`
+	User    string `json:"user,omitempty"`
 }
 
 // Instance states, as in the contract.

@@ -105,6 +105,8 @@ func gpuRow(g api.GPU, owners map[int]string) []cell {
 		s := strconv.Itoa(p.PID)
 		if name, ok := owners[p.PID]; ok {
 			s += " " + name
+		} else if p.Command != "" {
+			s += " " + p.Command
 		}
 		procs = append(procs, s+" "+bytesText(p.UsedBytes))
 	}
