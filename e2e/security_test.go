@@ -37,26 +37,29 @@ func mode(t *testing.T, path string) fs.FileMode {
 }
 
 // peerScript connects to the socket in argv[1] and prints EACCES, or the
-// reply to a status request up to the server's close.
+// first reply line: the refusal, or the answer to a status request.
 const peerScript = `
 import socket, sys
 s = socket.socket(socket.AF_UNIX)
-s.settimeout(20)
 try:
     s.connect(sys.argv[1])
 except PermissionError:
     print("EACCES")
     sys.exit(0)
+# A refused peer is told at once; only a served one waits for a request.
+# Sending first would race the server's close (ECONNRESET).
+s.settimeout(5)
 try:
+    data = s.recv(65536)
+except socket.timeout:
+    s.settimeout(20)
     s.sendall(b'{"type":"status","id":1}\n')
-except BrokenPipeError:
-    pass  # refused before the request was read; the refusal is queued
-data = b""
-while True:
-    b = s.recv(65536)
-    if not b:
+    data = s.recv(65536)
+while data and not data.endswith(b"\n"):
+    more = s.recv(65536)
+    if not more:
         break
-    data += b
+    data += more
 print("REPLY " + data.decode().strip())
 `
 
