@@ -13,7 +13,7 @@ import (
 	"github.com/gpuguard/gpuguard/journal"
 )
 
-var detectSamples = flag.Int("detect.samples", 100, "detection latency: number of crossings measured")
+var detectSamples = flag.Int("detect.samples", 200, "detection latency: number of crossings measured")
 
 // detectSample is one crossing: the child's t0 (usage above high) and t1
 // (signal received), and gpuguard's decision time from its journal.

@@ -156,10 +156,10 @@ func descendantOf(pid, root int) bool {
 // an idle Go program wakes the runtime's sysmon thread, which then polls
 // at 20 us for a while).
 func BenchmarkIdleInProcess(b *testing.B) {
-	defer reportLoad(b)()
 	const interval = 200 * time.Millisecond
 	pol := fmt.Sprintf("[watch]\ninterval = %q\nbackend = \"sim\"\n", interval)
 	measure := func(b *testing.B, start func(b *testing.B)) {
+		defer reportLoad(b)()
 		for b.Loop() {
 			start(b)
 			time.Sleep(2 * time.Second)
