@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -101,7 +104,14 @@ wait`
 // socket and checks that it is the gpuguard with pid.
 func pfCheckStatus(t *testing.T, e *env, pid int) {
 	t.Helper()
-	code, out, stderr := e.run([]string{"status", "k9", "--json", "--runtime-dir", e.runDir})
+	// Not e.run: its reader of stdout races with cmd.Wait, which closes
+	// the pipe, and a short-lived command's output is sometimes lost.
+	cmd := exec.Command(bin, "status", "k9", "--json", "--runtime-dir", e.runDir)
+	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
+	var outb, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &outb, &errb
+	code := exitCode(cmd.Run())
+	out, stderr := outb.String(), errb.String()
 	if code != 0 {
 		t.Fatalf("status: exit %d: %s", code, stderr)
 	}
@@ -112,7 +122,7 @@ func pfCheckStatus(t *testing.T, e *env, pid int) {
 		} `json:"instances"`
 	}
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatalf("status --json: %v: %s", err, out)
+		t.Fatalf("status --json: %v: stdout %q, stderr %q", err, out, stderr)
 	}
 	if len(st.Instances) != 1 || st.Instances[0].PID != pid || strings.Contains(st.Instances[0].State, "unreachable") {
 		t.Fatalf("status after a kill -9: %s (want pid %d)", out, pid)

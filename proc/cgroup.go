@@ -22,15 +22,19 @@ import (
 // ancestor's cgroup.procs.
 //
 // An instance's cgroups live in one directory, <parent>/gpuguard-<key>,
-// one leaf per child (c1, c2, ...). A leaf is killed (cgroup.kill) and
-// removed when its child's main process exits. The directory is derived
-// from the instance's identity, so a gpuguard that was SIGKILLed and left
-// processes behind is cleaned up by the next one with the same key.
+// one leaf per child, named <gpuguard's pid>.<n>. A leaf is killed
+// (cgroup.kill) and removed when its child's main process exits. The
+// directory is derived from the instance's identity, so a gpuguard that
+// was SIGKILLed and left processes behind is cleaned up by the next one
+// with the same key. What other instances left empty (a SIGKILLed
+// instance that never ran again) is removed too; their processes are not
+// touched.
 //
 // Its methods are safe for concurrent use.
 type Cgroups struct {
-	dir  string // the instance's directory
-	logf func(format string, args ...any)
+	dir   string // the instance's directory
+	owner int    // gpuguard's pid, the first part of leaf names
+	logf  func(format string, args ...any)
 
 	mu       sync.Mutex
 	seq      int
@@ -74,7 +78,7 @@ func OpenCgroups(parent, key string, logf func(format string, args ...any)) (*Cg
 		return nil, fmt.Errorf("%w: %w", errNoCgroups, err)
 	}
 	dir := filepath.Join(base, "gpuguard-"+key)
-	cg := &Cgroups{dir: dir, logf: logf}
+	cg := &Cgroups{dir: dir, owner: os.Getpid(), logf: logf}
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("%w: creating %s: %w", errNoCgroups, dir, err)
 	}
@@ -85,7 +89,37 @@ func OpenCgroups(parent, key string, logf func(format string, args ...any)) (*Cg
 	if n := cg.sweep(""); n > 0 {
 		logf("killed %d process(es) left in cgroups by an earlier instance", n)
 	}
+	removeAbandoned(base, dir)
 	return cg, nil
+}
+
+// removeAbandoned removes the empty cgroups that other instances under
+// base left: leaves whose gpuguard is gone, then instance directories
+// without leaves. rmdir fails on a cgroup that holds a process, so no
+// process is affected; an instance whose empty directory goes makes it
+// again at its next child.
+func removeAbandoned(base, own string) {
+	dirs, _ := filepath.Glob(filepath.Join(base, "gpuguard-*"))
+	for _, d := range dirs {
+		if d == own {
+			continue
+		}
+		leaves, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, l := range leaves {
+			owner, _, ok := strings.Cut(l.Name(), ".")
+			pid, err := strconv.Atoi(owner)
+			if !l.IsDir() || !ok || err != nil || pid <= 0 {
+				continue
+			}
+			if _, err := os.Stat("/proc/" + owner); errors.Is(err, fs.ErrNotExist) {
+				os.Remove(filepath.Join(d, l.Name()))
+			}
+		}
+		os.Remove(d)
+	}
 }
 
 // Dir is the instance's cgroup directory.
@@ -112,28 +146,39 @@ func (cg *Cgroups) Close() error {
 // It returns nil once cgroups are disabled. Leaves that an earlier child
 // left populated (a process stuck in the kernel past cgroupWait) are
 // retried here.
-func (cg *Cgroups) create() (*cgroup, error) {
+func (cg *Cgroups) create() *cgroup {
 	cg.mu.Lock()
 	if cg.disabled != nil {
 		cg.mu.Unlock()
-		return nil, nil
+		return nil
 	}
 	cg.seq++
-	name := "c" + strconv.Itoa(cg.seq)
+	name := strconv.Itoa(cg.owner) + "." + strconv.Itoa(cg.seq)
 	cg.mu.Unlock()
 	cg.sweep(name)
 	path := filepath.Join(cg.dir, name)
-	if err := os.Mkdir(path, 0o755); err != nil {
+	// Another instance may remove our directory while it has no leaf
+	// (removeAbandoned): make it again.
+	var err error
+	for range 3 {
+		if err = os.Mkdir(cg.dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			break
+		}
+		if err = os.Mkdir(path, 0o755); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+	}
+	if err != nil {
 		cg.disable(fmt.Errorf("creating %s: %w", path, err))
-		return nil, nil
+		return nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
 		os.Remove(path)
 		cg.disable(fmt.Errorf("opening %s: %w", path, err))
-		return nil, nil
+		return nil
 	}
-	return &cgroup{path: path, dirf: f}, nil
+	return &cgroup{path: path, dirf: f}
 }
 
 // disable stops putting children in cgroups, once, saying why.
@@ -158,7 +203,7 @@ func (cg *Cgroups) sweep(keep string) int {
 	}
 	n := 0
 	for _, e := range entries {
-		if !e.IsDir() || e.Name() == keep || !strings.HasPrefix(e.Name(), "c") {
+		if !e.IsDir() || e.Name() == keep {
 			continue
 		}
 		leaf := &cgroup{path: filepath.Join(cg.dir, e.Name())}

@@ -219,3 +219,45 @@ func TestCgroupFallback(t *testing.T) {
 		t.Error("a disabled Cgroups still made a cgroup")
 	}
 }
+
+// TestCgroupRemovesAbandoned: OpenCgroups removes the empty leaves that
+// other instances' dead gpuguards left, and their directories once empty,
+// but never a leaf whose gpuguard lives or one that holds a process.
+func TestCgroupRemovesAbandoned(t *testing.T) {
+	t.Parallel()
+	mine := openCgroups(t)
+	base := filepath.Dir(mine.Dir())
+	other := filepath.Join(base, fmt.Sprintf("gpuguard-test-%d-abandoned", os.Getpid()))
+	empty := filepath.Join(base, fmt.Sprintf("gpuguard-test-%d-empty", os.Getpid()))
+	dead, live, busy := filepath.Join(other, "999999999.1"), filepath.Join(other, fmt.Sprintf("%d.1", os.Getpid())), filepath.Join(other, "999999999.2")
+	for _, d := range []string{other, dead, live, busy, empty} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, d := range []string{dead, live, busy, other, empty} {
+			os.Remove(d)
+		}
+	})
+	stray := exec.Command("sleep", "1000")
+	if err := stray.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stray.Process.Kill(); stray.Wait() })
+	if err := os.WriteFile(filepath.Join(busy, "cgroup.procs"), []byte(strconv.Itoa(stray.Process.Pid)), 0); err != nil {
+		t.Skipf("cannot move a process into a cgroup here: %v", err)
+	}
+	key := strings.TrimPrefix(filepath.Base(mine.Dir()), "gpuguard-")
+	if _, err := OpenCgroups("", key, nil); err != nil {
+		t.Fatal(err)
+	}
+	for d, want := range map[string]bool{dead: false, live: true, busy: true, other: true, empty: false} {
+		if _, err := os.Stat(d); (err == nil) != want {
+			t.Errorf("%s: exists %v, want %v", d, err == nil, want)
+		}
+	}
+	if !alive(stray.Process.Pid) {
+		t.Error("a process in another instance's cgroup was killed")
+	}
+}

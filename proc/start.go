@@ -66,7 +66,7 @@ func Start(spec Spec) (*Child, error) {
 	}
 	var cg *cgroup
 	if spec.Cgroups != nil {
-		cg, _ = spec.Cgroups.create()
+		cg = spec.Cgroups.create()
 	}
 	c := &Child{done: make(chan struct{})}
 	started := make(chan error, 1)
