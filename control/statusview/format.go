@@ -56,7 +56,10 @@ func LastEvent(ev *api.Event, now time.Time) string {
 		return "-"
 	}
 	parts := []string{ev.Event}
-	if ev.Profile != "" {
+	switch {
+	case ev.From != "" && ev.To != "":
+		parts = append(parts, ev.From+"→"+ev.To)
+	case ev.Profile != "":
 		parts = append(parts, ev.Profile)
 	}
 	if why := firstNonEmpty(ev.Reason, ev.Detail); why != "" {
