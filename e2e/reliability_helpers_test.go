@@ -4,10 +4,15 @@ package e2e
 // Their names start with pf so they stay apart from other tests' helpers.
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -221,4 +226,59 @@ func pfCgroupsUnusable() string {
 		return ""
 	}
 	return "no cgroup2 mount"
+}
+
+// pfPlain builds, once, a gpuguard without the race detector: its memory
+// figures are the ones a user sees (the race runtime's grow with every
+// goroutine ever started, ~2 KB per restart).
+var pfPlain = sync.OnceValues(func() (string, error) {
+	path := filepath.Join(filepath.Dir(bin), "gpuguard-plain")
+	out, err := exec.Command("go", "build", "-o", path, "..").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("building gpuguard without -race: %v\n%s", err, out)
+	}
+	return path, nil
+})
+
+// pfStartWith is e.start with another binary: `run` gets the sandbox's
+// dirs. stdout is an os.Pipe whose reader does not race with Wait.
+func pfStartWith(e *env, binary string, args []string, extraEnv ...string) *proc {
+	e.t.Helper()
+	if len(args) > 0 && args[0] == "run" {
+		args = append([]string{"run", "--state-dir", e.stateDir, "--runtime-dir", e.runDir}, args[1:]...)
+	}
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = e.dir
+	cmd.Env = append(append(os.Environ(), "GORACE=atexit_sleep_ms=0"), extraEnv...)
+	r, w, err := os.Pipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p := &proc{t: e.t, cmd: cmd, lines: make(chan string, 1000), stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = w, p.stderr
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	w.Close()
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		r.Close()
+		close(p.lines)
+	}()
+	go func() {
+		p.code = exitCode(cmd.Wait())
+		close(p.done)
+	}()
+	e.t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
 }
