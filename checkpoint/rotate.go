@@ -1,8 +1,6 @@
 package checkpoint
 
 import (
-	"github.com/gpuguard/gpuguard/internal/durable"
-
 	"errors"
 	"fmt"
 	"io"
@@ -11,13 +9,19 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/gpuguard/gpuguard/internal/durable"
 )
 
 // Rotate copies the checkpoint at path (a file or a directory) to
 // <path>.1 after shifting <path>.1 .. <path>.(keep-1) up by one, dropping
 // <path>.keep. keep = 0 keeps no generations and does nothing; generations
 // beyond keep (left by a larger keep earlier) are left alone. A missing
-// checkpoint is not an error: there is nothing to keep yet.
+// checkpoint is not an error: there is nothing to keep yet. A checkpoint
+// file that has not changed since it was last copied (same size and
+// modification time as <path>.1, which the copy preserves: rsync's quick
+// check) is not copied again, so a crash loop neither pays for a copy per
+// restart nor pushes older, different generations out with duplicates.
 func Rotate(path string, keep int) error {
 	return rotator{}.rotate(path, keep)
 }
@@ -43,6 +47,9 @@ func (r rotator) rotate(path string, keep int) error {
 	}
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if unchangedSinceLastCopy(path, fi) {
+		return nil
 	}
 	dir, prefix := filepath.Dir(path), "."+filepath.Base(path)+".rotate-"
 	removeLeftovers(dir, prefix)
@@ -133,4 +140,14 @@ func removeLeftovers(dir, prefix string) {
 			os.RemoveAll(filepath.Join(dir, e.Name()))
 		}
 	}
+}
+
+// unchangedSinceLastCopy reports whether the newest generation of a
+// checkpoint file already holds it.
+func unchangedSinceLastCopy(path string, fi fs.FileInfo) bool {
+	if !fi.Mode().IsRegular() {
+		return false
+	}
+	g, err := os.Lstat(path + ".1")
+	return err == nil && g.Mode().IsRegular() && g.Size() == fi.Size() && g.ModTime().Equal(fi.ModTime())
 }

@@ -337,3 +337,45 @@ func TestLeftoversRemoved(t *testing.T) {
 		t.Errorf("dir holds %v, want %v", names(t, dir), want)
 	}
 }
+
+func TestRotateSkipsAnUnchangedCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "checkpoint")
+	write := func(s string, mtime time.Time) {
+		t.Helper()
+		if err := os.WriteFile(ck, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(ck, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t0 := time.Unix(1_700_000_000, 0)
+	write("v1", t0)
+	for range 3 { // a crash loop: three restarts, no new checkpoint
+		if err := Rotate(ck, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(ck + ".2"); err == nil {
+		t.Fatal("an unchanged checkpoint was copied again, pushing generations out with duplicates")
+	}
+	write("v2", t0.Add(time.Second))
+	if err := Rotate(ck, 3); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"": "v2", ".1": "v2", ".2": "v1"} {
+		if b, _ := os.ReadFile(ck + name); string(b) != want {
+			t.Errorf("checkpoint%s = %q, want %q", name, b, want)
+		}
+	}
+	// Same size and time but the generation was edited by hand: the quick
+	// check trusts size and time, as rsync does.
+	write("v3", t0.Add(time.Second))
+	if err := Rotate(ck, 3); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(ck + ".1"); string(b) != "v2" {
+		t.Errorf("checkpoint.1 = %q", b)
+	}
+}

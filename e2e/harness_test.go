@@ -101,16 +101,22 @@ func (e *env) start(args []string, extraEnv ...string) *proc {
 	cmd.Dir = e.dir
 	cmd.Env = append(os.Environ(), "OUT="+e.path("out"), "GORACE=atexit_sleep_ms=0")
 	cmd.Env = append(cmd.Env, extraEnv...)
-	stdout, err := cmd.StdoutPipe()
+	// An os.Pipe, not StdoutPipe: Wait closes StdoutPipe's reader, which
+	// could drop a short command's last output before it was read.
+	stdout, w, err := os.Pipe()
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	cmd.Stdout = w
 	p := &proc{t: e.t, cmd: cmd, lines: make(chan string, 1000), stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	w.Close() // the child holds its own copy; EOF comes when every writer is gone
+	if err != nil {
 		e.t.Fatal(err)
 	}
 	go func() {
+		defer stdout.Close()
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			p.lines <- sc.Text()
