@@ -11,6 +11,7 @@ new checkpoint, whole.
 import os
 import stat
 import tempfile
+import time
 from typing import BinaryIO, Callable, Optional, Union
 
 from . import env as _env
@@ -61,7 +62,32 @@ def save_checkpoint(data: Data, path: Optional[str] = None) -> Optional[str]:
             pass
         raise
     _fsync_dir(d)
+    _sweep_stale(d, base)
     return path
+
+
+# A writer killed mid-write leaves its temp file; one this old cannot
+# belong to a write still in progress.
+STALE_TEMP_SECONDS = 600
+
+
+def _sweep_stale(d: str, base: str) -> None:
+    """Remove temp files that killed writers left beside the checkpoint."""
+    prefix = "." + base + "."
+    cutoff = time.time() - STALE_TEMP_SECONDS
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(".tmp")):
+            continue
+        p = os.path.join(d, name)
+        try:
+            if os.lstat(p).st_mtime < cutoff:
+                os.unlink(p)
+        except OSError:
+            pass
 
 
 def _fsync_dir(d: str) -> None:

@@ -1,6 +1,7 @@
 import os
 import stat
 import unittest
+import time
 from unittest import mock
 
 import gpuguard
@@ -96,3 +97,21 @@ class CheckpointTest(TmpTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class StaleTempTest(TmpTestCase):
+    def test_sweeps_old_temp_files_of_killed_writers(self):
+        path = os.path.join(self.dir, "checkpoint")
+        old = os.path.join(self.dir, ".checkpoint.abc123.tmp")
+        fresh = os.path.join(self.dir, ".checkpoint.def456.tmp")
+        other = os.path.join(self.dir, ".other.abc.tmp")
+        for p in (old, fresh, other):
+            with open(p, "wb") as f:
+                f.write(b"partial")
+        ancient = time.time() - ggcheckpoint.STALE_TEMP_SECONDS - 60
+        os.utime(old, (ancient, ancient))
+        os.utime(other, (ancient, ancient))
+        gpuguard.save_checkpoint(b"new", path)
+        self.assertFalse(os.path.exists(old), "a killed writer's old temp file stays")
+        self.assertTrue(os.path.exists(fresh), "a temp file of a write in progress was removed")
+        self.assertTrue(os.path.exists(other), "another file's temp file was removed")
