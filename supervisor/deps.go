@@ -45,6 +45,13 @@ type Child interface {
 	Exit() Exit
 }
 
+// ProcessLister is a Child that knows its own processes better than the
+// process tree does (its cgroup holds daemons that left the tree). The
+// supervisor uses it, when a Child has it, instead of Deps.Tree.
+type ProcessLister interface {
+	Processes() ([]int, error)
+}
+
 // Launcher starts children.
 type Launcher interface {
 	Launch(spec LaunchSpec) (Child, error)

@@ -226,10 +226,16 @@ func (l *loop) startSample() {
 	l.probeHung = false
 	l.samplingSince = time.Now()
 	pid := 0
+	var list func() ([]int, error) // the child's processes
 	if l.child != nil {
 		pid = l.child.PID()
+		if pl, ok := l.child.(ProcessLister); ok {
+			list = pl.Processes
+		} else if tree := l.deps.Tree; tree != nil {
+			list = func() ([]int, error) { return tree(pid) }
+		}
 	}
-	probe, tree, timeout, out, done := l.deps.Probe, l.deps.Tree, l.cfg.ProbeTimeout, l.samples, l.s.done
+	probe, timeout, out, done := l.deps.Probe, l.cfg.ProbeTimeout, l.samples, l.s.done
 	ctx := l.ctx
 	go func() {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
@@ -237,8 +243,8 @@ func (l *loop) startSample() {
 		t0 := time.Now()
 		s, err := probe.Sample(cctx)
 		r := sampleResult{sample: s, err: err, took: time.Since(t0), forPID: pid}
-		if pid > 0 && tree != nil {
-			r.tree, _ = tree(pid)
+		if list != nil {
+			r.tree, _ = list()
 		}
 		select {
 		case out <- r:

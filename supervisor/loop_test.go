@@ -564,3 +564,46 @@ func TestAdmission(t *testing.T) {
 		h.wait()
 	})
 }
+
+// listingChild is a child that lists its own processes (its cgroup).
+type listingChild struct {
+	*fakeChild
+	pids []int
+}
+
+func (c listingChild) Processes() ([]int, error) { return c.pids, nil }
+
+type listingLauncher struct{ *fakeLauncher }
+
+func (l listingLauncher) Launch(spec LaunchSpec) (Child, error) {
+	c, err := l.fakeLauncher.Launch(spec)
+	if err != nil {
+		return nil, err
+	}
+	return listingChild{c.(*fakeChild), []int{c.PID(), 4242}}, nil
+}
+
+// TestProcessScopeUsesTheChildsOwnList: a daemon that left the process
+// tree (pid 4242, in the child's cgroup) still counts as the child's.
+func TestProcessScopeUsesTheChildsOwnList(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pol := testPolicy()
+		pol.Watch.Scope = policy.ScopeProcess
+		pol.Watch.Quota = 4 * gib
+		pol.Profiles[0].Live = true
+		pol.Profiles[0].Needs, pol.Profiles[1].Needs = 0, 0
+		h := startHarness(t, pol, func(c *Config, d *Deps) {
+			d.Launcher = listingLauncher{d.Launcher.(*fakeLauncher)}
+			d.Tree = func(pid int) ([]int, error) { return []int{pid}, nil }
+		})
+		c := h.child()
+		h.probe.setProcs([]gpu.Process{{PID: 4242, Used: 4 * gib}, {PID: 999, Used: 8 * gib}})
+		time.Sleep(1200 * time.Millisecond)
+		synctest.Wait()
+		if st := h.sup.Status(); st.Watermark != 1.0 || st.Level != 1 {
+			t.Fatalf("watermark %.2f level %d: the daemon's 4 GiB of a 4 GiB quota must count (and nobody else's)", st.Watermark, st.Level)
+		}
+		c.end(Exit{})
+		h.wait()
+	})
+}
