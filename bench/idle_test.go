@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,6 +25,14 @@ const clockTick = 10 * time.Millisecond
 // apart: utime+stime from /proc/<pid>/stat (10 ms ticks, all threads,
 // exited ones included) and the sum of the threads' schedstat run times
 // (nanoseconds); and VmRSS / VmHWM from /proc/<pid>/status at the end.
+// wakeups/tick is how often gpuguard's threads were scheduled (schedstat's
+// timeslice count) per tick, a figure the host's load does not change.
+//
+// This VM does not account steal time, so CPU time here grows with the
+// host's contention (a vCPU preempted mid-wakeup is charged to whatever
+// ran). For scale, a bare Go program ticking at the same interval
+// (benchchild tick) runs beside gpuguard over the same window: floor-cpu-%
+// is its share and x-floor gpuguard's cost as a multiple of it.
 // Targets: CPU <= 0.2% of one core, RSS <= 20 MiB.
 func BenchmarkIdle(b *testing.B) {
 	defer reportLoad(b)()
@@ -34,13 +43,21 @@ func BenchmarkIdle(b *testing.B) {
 		g := s.start("idle", pol, nil, "sleep", "3600")
 		ctx := context.Background()
 		g.running(ctx).Close()
+		floor := exec.Command(childBin, "tick", interval.String())
+		if err := floor.Start(); err != nil {
+			b.Fatal(err)
+		}
 		time.Sleep(3 * time.Second) // warm-up: first samples, GC settled
 		pid := g.cmd.Process.Pid
-		tick0, sched0 := cpuTime(b, pid)
+		tick0, sched0, wake0 := cpuTime(b, pid)
+		_, floor0, _ := cpuTime(b, floor.Process.Pid)
 		t0 := time.Now()
 		time.Sleep(*idleFor)
-		tick1, sched1 := cpuTime(b, pid)
+		tick1, sched1, wake1 := cpuTime(b, pid)
+		_, floor1, _ := cpuTime(b, floor.Process.Pid)
 		wall := time.Since(t0)
+		floor.Process.Kill()
+		floor.Wait()
 		rss, hwm := memKiB(b, pid, "VmRSS:"), memKiB(b, pid, "VmHWM:")
 		threads := memKiB(b, pid, "Threads:")
 		g.stop()
@@ -48,6 +65,9 @@ func BenchmarkIdle(b *testing.B) {
 		b.ReportMetric(100*float64(tick1-tick0)/float64(wall), "cpu-%")
 		b.ReportMetric(100*float64(sched1-sched0)/float64(wall), "cpu-sched-%")
 		b.ReportMetric(float64(sched1-sched0)/float64(wall/interval)/1e3, "cpu-us/tick")
+		b.ReportMetric(float64(wake1-wake0)/float64(wall/interval), "wakeups/tick")
+		b.ReportMetric(100*float64(floor1-floor0)/float64(wall), "floor-cpu-%")
+		b.ReportMetric(float64(sched1-sched0)/float64(floor1-floor0), "x-floor")
 		b.ReportMetric(float64(rss)/1024, "rss-MiB")
 		b.ReportMetric(float64(hwm)/1024, "hwm-MiB")
 		b.ReportMetric(float64(threads), "threads")
@@ -56,8 +76,9 @@ func BenchmarkIdle(b *testing.B) {
 }
 
 // cpuTime is pid's CPU time from stat (10 ms resolution) and from the
-// schedstat of its live threads (ns).
-func cpuTime(b *testing.B, pid int) (stat, sched time.Duration) {
+// schedstat of its live threads (ns), and how many timeslices those threads
+// have run.
+func cpuTime(b *testing.B, pid int) (stat, sched time.Duration, slices int64) {
 	b.Helper()
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -74,10 +95,13 @@ func cpuTime(b *testing.B, pid int) (stat, sched time.Duration) {
 		if err != nil {
 			continue
 		}
-		ns, _ := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
+		f := strings.Fields(string(raw))
+		ns, _ := strconv.ParseInt(f[0], 10, 64)
+		n, _ := strconv.ParseInt(f[2], 10, 64)
 		sched += time.Duration(ns)
+		slices += n
 	}
-	return stat, sched
+	return stat, sched, slices
 }
 
 // memKiB reads one "Key: N kB" (or plain count) line of /proc/<pid>/status.

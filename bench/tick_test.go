@@ -163,11 +163,15 @@ func BenchmarkIdleInProcess(b *testing.B) {
 		for b.Loop() {
 			start(b)
 			time.Sleep(2 * time.Second)
+			self := os.Getpid()
+			_, _, w0 := cpuTime(b, self)
 			c0, t0 := rusage(), time.Now()
 			time.Sleep(*idleFor / 2)
 			cpu, wall := rusage()-c0, time.Since(t0)
+			_, _, w1 := cpuTime(b, self)
 			b.ReportMetric(100*float64(cpu)/float64(wall), "cpu-%")
 			b.ReportMetric(float64(cpu)/float64(wall/interval)/1e3, "cpu-us/tick")
+			b.ReportMetric(float64(w1-w0)/float64(wall/interval), "wakeups/tick")
 		}
 		b.ReportMetric(0, "ns/op")
 	}

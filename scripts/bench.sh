@@ -75,11 +75,17 @@ row "  notify (state file + signal): median" "$(metric $B notify-median-ms)" ms 
 B=BenchmarkIdle
 row "2 idle CPU at 200ms (real binary)" "$(metric $B cpu-%)" "%" 0.2
 row "  per tick" "$(metric $B cpu-us/tick)" us ""
+row "  wakeups (thread timeslices) per tick" "$(metric $B wakeups/tick)" "" ""
+row "  bare Go 200ms ticker, same window" "$(metric $B floor-cpu-%)" "%" ""
+row "  gpuguard / bare ticker" "$(metric $B x-floor)" x ""
 row "  RSS" "$(metric $B rss-MiB)" MiB 20
 row "  in process as shipped (proc.Tree every tick)" "$(metric 'BenchmarkIdleInProcess/tree=proc.Tree' cpu-%)" "%" 0.2
 row "  in process, tree = the child only (the fix)" "$(metric 'BenchmarkIdleInProcess/tree=child-only' cpu-%)" "%" 0.2
+row "  wakeups per tick, as shipped / with the fix" "$(metric 'BenchmarkIdleInProcess/tree=proc.Tree' wakeups/tick)" "" ""
+row "" "$(metric 'BenchmarkIdleInProcess/tree=child-only' wakeups/tick)" "" ""
 row "  Go floor: bare 200ms ticker" "$(metric 'BenchmarkIdleInProcess/floor/ticker' cpu-%)" "%" ""
-row "  proc.Tree, this host (one call)" "$(metric 'BenchmarkTickParts/tree/host' cpu-%@200ms)" "%" ""
+row "  proc.Tree per tick, this host" "$(metric 'BenchmarkTickParts/tree/host' cpu-%@200ms)" "%" ""
+row "  proc.Tree per tick, +400 processes" "$(metric 'BenchmarkTickParts/tree/host+400' cpu-%@200ms)" "%" ""
 B=BenchmarkRestartLatency
 row "3 restart (exit -> next start): median" "$(metric $B median-ms)" ms 10
 row "  p99" "$(metric $B p99-ms)" ms ""

@@ -8,6 +8,8 @@
 //	benchchild spawn              print "start <ns>" and exit 0
 //	benchchild idle               do nothing until killed; ignore SIGUSR1 (the
 //	                              notify signal), which would kill sleep(1)
+//	benchchild tick INTERVAL      wake up every INTERVAL and do nothing: the
+//	                              floor cost of any Go program polling that often
 //	benchchild restart N          print "start <restarts> <ns>"; then exit 0 once
 //	                              GPUGUARD_RESTARTS reaches N, else print
 //	                              "exit <restarts> <ns>" and exit 1 (a crash)
@@ -44,6 +46,13 @@ func main() {
 		signal.Ignore(syscall.SIGUSR1)
 		for {
 			time.Sleep(time.Hour)
+		}
+	case "tick":
+		d, err := time.ParseDuration(arg(2))
+		if err != nil {
+			fail(err.Error())
+		}
+		for range time.Tick(d) {
 		}
 	case "restart":
 		restart(start, atoi(arg(2)))
