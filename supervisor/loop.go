@@ -50,6 +50,7 @@ type loop struct {
 	samples       chan sampleResult
 	sampling      bool
 	samplingSince time.Time
+	listedAt      time.Time // when the child's processes were last listed
 	probeHung     bool // the call in flight ran past ProbeTimeout (and was counted)
 	haveSample    bool
 	lastSample    gpu.Sample
@@ -227,8 +228,16 @@ func (l *loop) startSample() {
 	l.samplingSince = time.Now()
 	pid := 0
 	var list func() ([]int, error) // the child's processes
+	// The watermark of scope = "process" needs the child's processes every
+	// tick; otherwise they only say whose memory to wait for after an exit,
+	// and listing them (a scan of /proc without a cgroup) once a second is
+	// enough.
+	needList := l.pol.Watch.Scope == policy.ScopeProcess || time.Since(l.listedAt) >= time.Second
 	if l.child != nil {
 		pid = l.child.PID()
+	}
+	if l.child != nil && needList {
+		l.listedAt = time.Now()
 		if pl, ok := l.child.(ProcessLister); ok {
 			list = pl.Processes
 		} else if tree := l.deps.Tree; tree != nil {
