@@ -334,3 +334,16 @@ func TestStateDirDefault(t *testing.T) {
 		t.Fatalf("exit %d: %q, want %q\n%s", code, out, want, stderr)
 	}
 }
+
+// TestUnusableStateDir: a state dir that cannot be created is a clear
+// error, and no child starts.
+func TestUnusableStateDir(t *testing.T) {
+	e := newEnv(t)
+	file := e.path("a-file")
+	os.WriteFile(file, nil, 0o644)
+	code, out, stderr := e.runRaw(append([]string{"run", "--backend", "sim", "--name", "sd",
+		"--state-dir", filepath.Join(file, "state"), "--runtime-dir", e.runDir}, sh("echo started")...))
+	if code != 1 || strings.Contains(out, "started") || !strings.Contains(stderr, "state dir") {
+		t.Fatalf("exit %d out %q stderr %s", code, out, stderr)
+	}
+}
