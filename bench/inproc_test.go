@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ type inProcess struct {
 	done chan struct{}
 	code int
 	err  error
+	stop func() // stops the child and waits for Run to return; idempotent
 }
 
 func runInProcess(b *testing.B, s *sandbox, name, policyText string, command []string, edit func(*supervisor.Deps)) *inProcess {
@@ -77,14 +79,20 @@ func runInProcess(b *testing.B, s *sandbox, name, policyText string, command []s
 		ip.code, ip.err = sup.Run(ctx, nil)
 		close(ip.done)
 	}()
-	b.Cleanup(func() {
-		cancel() // a stop: SIGTERM to the child
-		select {
-		case <-ip.done:
-		case <-time.After(time.Minute):
-			b.Error("in-process supervisor did not stop within a minute")
-		}
-	})
+	var once sync.Once
+	ip.stop = func() {
+		once.Do(func() {
+			cancel() // a stop: SIGTERM to the child
+			select {
+			case <-ip.done:
+			case <-time.After(time.Minute):
+				b.Error("in-process supervisor did not stop within a minute")
+			}
+			srv.Close()
+			jr.Close()
+		})
+	}
+	b.Cleanup(ip.stop)
 	return ip
 }
 

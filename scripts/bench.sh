@@ -34,7 +34,7 @@ run() { # title, go test args...
 
 run "end-to-end (real binary)" ./bench -run '^$' -benchtime 1x -timeout 20m \
   -bench '^Benchmark(DetectionLatency|Idle|RestartLatency|RestartBreakdown|Socket|StatusMany)$'
-run "per-tick parts, in process" ./bench -run '^$' -benchtime 1x -timeout 10m -bench '^BenchmarkIdleInProcess$' -idle.for 20s
+run "per-tick parts, in process" ./bench -run '^$' -benchtime 1x -timeout 10m -bench '^BenchmarkIdleInProcess$' -idle.for 30s
 run "micro (bench)" ./bench -run '^$' -benchtime 1s -timeout 10m -bench '^Benchmark(StateFileWrite|TickParts)$'
 run "probe: 8 mocked H200s, 64 processes" ./nvml -run '^$' -bench '^BenchmarkProbeTick$' -benchmem
 run "control socket (in process)" ./control -run '^$' -bench '^Benchmark(StatusRoundTrip|PublishToSubscriber)$'
@@ -79,11 +79,13 @@ row "  wakeups (thread timeslices) per tick" "$(metric $B wakeups/tick)" "" ""
 row "  bare Go 200ms ticker, same window" "$(metric $B floor-cpu-%)" "%" ""
 row "  gpuguard / bare ticker" "$(metric $B x-floor)" x ""
 row "  RSS" "$(metric $B rss-MiB)" MiB 20
-row "  in process as shipped (proc.Tree every tick)" "$(metric 'BenchmarkIdleInProcess/tree=proc.Tree' cpu-%)" "%" 0.2
-row "  in process, tree = the child only (the fix)" "$(metric 'BenchmarkIdleInProcess/tree=child-only' cpu-%)" "%" 0.2
-row "  wakeups per tick, as shipped / with the fix" "$(metric 'BenchmarkIdleInProcess/tree=proc.Tree' wakeups/tick)" "" ""
-row "" "$(metric 'BenchmarkIdleInProcess/tree=child-only' wakeups/tick)" "" ""
-row "  Go floor: bare 200ms ticker" "$(metric 'BenchmarkIdleInProcess/floor/ticker' cpu-%)" "%" ""
+B=BenchmarkIdleInProcess
+row "  in process, as shipped (proc.Tree every tick)" "$(metric $B shipped-cpu-%)" "%" 0.2
+row "  in process, no /proc scan (the fix)" "$(metric $B fix-cpu-%)" "%" 0.2
+row "  in process, bare 200ms ticker (Go floor)" "$(metric $B ticker-cpu-%)" "%" ""
+row "  wakeups/tick: shipped" "$(metric $B shipped-wakeups/tick)" "" ""
+row "  wakeups/tick: no /proc scan" "$(metric $B fix-wakeups/tick)" "" ""
+row "  wakeups/tick: bare ticker" "$(metric $B ticker-wakeups/tick)" "" ""
 row "  proc.Tree per tick, this host" "$(metric 'BenchmarkTickParts/tree/host' cpu-%@200ms)" "%" ""
 row "  proc.Tree per tick, +400 processes" "$(metric 'BenchmarkTickParts/tree/host+400' cpu-%@200ms)" "%" ""
 B=BenchmarkRestartLatency
