@@ -1,11 +1,15 @@
 package bench
 
 import (
+	"bufio"
 	"flag"
 	"fmt"
+	"math/rand/v2"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,6 +41,9 @@ type detectSample struct {
 // file write, kill(2), signal delivery). extra-steps counts crossings that
 // stepped twice because the child had not yet written low usage when the
 // next sample was taken (it discards the stale signal).
+// signal-baseline is kill(2) in this process -> the same child's channel
+// receive, the child idle between signals: the part of notify that no
+// supervisor can avoid on this machine.
 // Targets: median <= interval/2 + 5 ms, max <= interval + 10 ms.
 func BenchmarkDetectionLatency(b *testing.B) {
 	defer reportLoad(b)()
@@ -63,6 +70,7 @@ func BenchmarkDetectionLatency(b *testing.B) {
 	stats(b, "", "ms", lat)
 	stats(b, "decide-", "ms", decide)
 	stats(b, "notify-", "ms", notify)
+	stats(b, "signal-baseline-", "ms", signalBaseline(b, 50))
 	b.ReportMetric(float64(len(lat)), "samples")
 	b.ReportMetric(float64(extra), "extra-steps")
 }
@@ -132,4 +140,36 @@ func atoi(b *testing.B, s string) int {
 		b.Fatal(err)
 	}
 	return n
+}
+
+// signalBaseline sends SIGUSR1 n times to an idle benchchild: kill(2) ->
+// the child has the signal from its channel.
+func signalBaseline(b *testing.B, n int) []time.Duration {
+	b.Helper()
+	cmd := exec.Command(childBin, "sigwait", strconv.Itoa(n))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Wait()
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != "ready" {
+		b.Fatal("benchchild sigwait did not start")
+	}
+	var ds []time.Duration
+	for range n {
+		time.Sleep(50*time.Millisecond + rand.N(50*time.Millisecond)) // let it go idle
+		t0 := time.Now()
+		if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+			b.Fatal(err)
+		}
+		if !sc.Scan() {
+			b.Fatal("benchchild sigwait ended early")
+		}
+		ds = append(ds, unixNano(b, fields(b, sc.Text(), "signal", 1)[0]).Sub(t0))
+	}
+	return ds
 }

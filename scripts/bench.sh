@@ -72,6 +72,7 @@ row "1 detection (high -> SIGUSR1), 100ms: median" "$(metric $B median-ms)" ms 5
 row "  max" "$(metric $B max-ms)" ms 110
 row "  split: wait for tick+probe / notify (medians)" "$(metric $B decide-median-ms)" ms ""
 row "  notify (state file + signal): median" "$(metric $B notify-median-ms)" ms ""
+row "  of which signal delivery alone (median)" "$(metric $B signal-baseline-median-ms)" ms ""
 B=BenchmarkIdle
 row "2 idle CPU at 200ms (real binary)" "$(metric $B cpu-%)" "%" 0.2
 row "  per tick" "$(metric $B cpu-us/tick)" us ""

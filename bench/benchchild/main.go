@@ -10,6 +10,7 @@
 //	                              notify signal), which would kill sleep(1)
 //	benchchild tick INTERVAL      wake up every INTERVAL and do nothing: the
 //	                              floor cost of any Go program polling that often
+//	benchchild sigwait N          N times: wait for SIGUSR1, print "signal <ns>"
 //	benchchild restart N          print "start <restarts> <ns>"; then exit 0 once
 //	                              GPUGUARD_RESTARTS reaches N, else print
 //	                              "exit <restarts> <ns>" and exit 1 (a crash)
@@ -53,6 +54,14 @@ func main() {
 			fail(err.Error())
 		}
 		for range time.Tick(d) {
+		}
+	case "sigwait":
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGUSR1)
+		fmt.Println("ready")
+		for range atoi(arg(2)) {
+			<-sig
+			fmt.Printf("signal %d\n", time.Now().UnixNano())
 		}
 	case "restart":
 		restart(start, atoi(arg(2)))
