@@ -51,7 +51,7 @@ type loop struct {
 	sampling      bool
 	samplingSince time.Time
 	listedAt      time.Time // when the child's processes were last listed
-	probeHung     bool // the call in flight ran past ProbeTimeout (and was counted)
+	probeHung     bool      // the call in flight ran past ProbeTimeout (and was counted)
 	haveSample    bool
 	lastSample    gpu.Sample
 	ratio         float64
