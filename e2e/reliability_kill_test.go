@@ -81,7 +81,7 @@ wait`
 				prevGC = gc
 			}
 			// A clean last run: it starts, and ends on SIGTERM.
-			p := e.start(append([]string{"run", "--policy", pol, "--name", "k9"}, sh("echo up; trap 'exit 0' TERM; while :; do sleep 0.05; done")...), mode.env...)
+			p := e.start(append([]string{"run", "--policy", pol, "--name", "k9"}, sh("trap 'exit 0' TERM; echo up; while :; do sleep 0.05; done")...), mode.env...)
 			p.expect("up")
 			if prevGC != 0 && pfAlive(prevGC) {
 				survivedNext++
