@@ -1,12 +1,22 @@
 package proc
 
 import (
+	"bufio"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 )
 
 func TestProcessesWithoutCgroupIsTheTree(t *testing.T) {
-	c, err := Start(Spec{Argv: []string{"/bin/sh", "-c", "sleep 30 & wait"}, Cgroups: nil})
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	c, err := Start(Spec{Argv: []string{"/bin/sh", "-c", "sleep 30 & echo $!; wait"}, Stdout: w})
+	w.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -14,12 +24,13 @@ func TestProcessesWithoutCgroupIsTheTree(t *testing.T) {
 	if c.Cgroup() != "" {
 		t.Skip("started in a cgroup")
 	}
-	pids, err := c.Processes()
-	if err != nil || len(pids) == 0 || pids[0] != c.PID() {
-		t.Fatalf("Processes: %v %v, want the main pid first", pids, err)
+	line, _ := bufio.NewReader(r).ReadString('\n') // the grandchild exists now
+	gc, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("grandchild pid %q", line)
 	}
-	tree, _ := Tree(c.PID())
-	if !slices.Equal(pids, tree) {
-		t.Errorf("Processes %v, Tree %v", pids, tree)
+	pids, err := c.Processes()
+	if err != nil || !slices.Equal(pids, []int{c.PID(), gc}) {
+		t.Fatalf("Processes: %v %v, want [%d %d]", pids, err, c.PID(), gc)
 	}
 }
