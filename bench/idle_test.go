@@ -13,7 +13,10 @@ import (
 	"time"
 )
 
-var idleFor = flag.Duration("idle.for", 30*time.Second, "idle cost: how long gpuguard's CPU time is measured")
+var (
+	idleFor     = flag.Duration("idle.for", 30*time.Second, "idle cost: how long gpuguard's CPU time is measured")
+	idleCompare = flag.String("idle.compare", "", "idle cost: another gpuguard binary to measure beside it, in the same window (A/B of a change)")
+)
 
 // clockTick is USER_HZ, the unit of utime and stime in /proc/<pid>/stat;
 // 100 on every Linux architecture Go supports.
@@ -33,6 +36,8 @@ const clockTick = 10 * time.Millisecond
 // ran). For scale, a bare Go program ticking at the same interval
 // (benchchild tick) runs beside gpuguard over the same window: floor-cpu-%
 // is its share and x-floor gpuguard's cost as a multiple of it.
+// With -idle.compare=BIN a second instance, run by BIN, idles beside the
+// first over the same window: compare-cpu-% and compare-wakeups/tick.
 // Targets: CPU <= 0.2% of one core, RSS <= 20 MiB.
 func BenchmarkIdle(b *testing.B) {
 	defer reportLoad(b)()
@@ -43,6 +48,11 @@ func BenchmarkIdle(b *testing.B) {
 		g := s.start("idle", pol, nil, "sleep", "3600")
 		ctx := context.Background()
 		g.running(ctx).Close()
+		var other *guard
+		if *idleCompare != "" {
+			other = s.startBin(*idleCompare, "idle-compare", pol, nil, "sleep", "3600")
+			other.running(ctx).Close()
+		}
 		floor := exec.Command(childBin, "tick", interval.String())
 		if err := floor.Start(); err != nil {
 			b.Fatal(err)
@@ -51,11 +61,23 @@ func BenchmarkIdle(b *testing.B) {
 		pid := g.cmd.Process.Pid
 		tick0, sched0, wake0 := cpuTime(b, pid)
 		_, floor0, _ := cpuTime(b, floor.Process.Pid)
+		var cmp0, cmpWake0 time.Duration
+		if other != nil {
+			var w int64
+			_, cmp0, w = cpuTime(b, other.cmd.Process.Pid)
+			cmpWake0 = time.Duration(w)
+		}
 		t0 := time.Now()
 		time.Sleep(*idleFor)
 		tick1, sched1, wake1 := cpuTime(b, pid)
 		_, floor1, _ := cpuTime(b, floor.Process.Pid)
 		wall := time.Since(t0)
+		if other != nil {
+			_, cmp1, w := cpuTime(b, other.cmd.Process.Pid)
+			b.ReportMetric(100*float64(cmp1-cmp0)/float64(wall), "compare-cpu-%")
+			b.ReportMetric(float64(time.Duration(w)-cmpWake0)/float64(wall/interval), "compare-wakeups/tick")
+			other.stop()
+		}
 		floor.Process.Kill()
 		floor.Wait()
 		rss, hwm := memKiB(b, pid, "VmRSS:"), memKiB(b, pid, "VmHWM:")

@@ -104,6 +104,12 @@ type guard struct {
 // flags and the child's argv.
 func (s *sandbox) start(name, policy string, flags []string, child ...string) *guard {
 	s.b.Helper()
+	return s.startBin(bin, name, policy, flags, child...)
+}
+
+// startBin is start with another gpuguard binary.
+func (s *sandbox) startBin(bin, name, policy string, flags []string, child ...string) *guard {
+	s.b.Helper()
 	stateDir := filepath.Join(s.dir, name)
 	args := []string{"run", "--name", name, "--backend", "sim", "--policy", policy,
 		"--state-dir", stateDir, "--runtime-dir", s.runDir}

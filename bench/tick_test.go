@@ -14,7 +14,6 @@ import (
 
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/proc"
-	"github.com/gpuguard/gpuguard/supervisor"
 )
 
 var extraProcs = flag.Int("tick.procs", 400, "tick parts: extra host processes started for the tree/host+N case")
@@ -144,87 +143,4 @@ func descendantOf(pid, root int) bool {
 		}
 	}
 	return pid == root
-}
-
-// BenchmarkIdleInProcess is the supervisor idling in this process (the
-// same wiring as `gpuguard run`, sim backend, sleep as the child, 200 ms
-// interval), measured with getrusage over idle.for/6 windows, in three
-// interleaved rounds so that the host's changing contention (this VM
-// charges stolen time to whatever ran) hits every variant alike:
-//
-//   - shipped: Tree = proc.Tree, as cmd wires it;
-//   - fix: the tree reduced to the child itself, what the per-tick cost
-//     would be if the loop did not scan /proc (see docs/performance.md);
-//   - ticker: a bare 200 ms ticker, the floor of any Go program that wakes
-//     up that often here.
-//
-// Reported: the median over the rounds of cpu-% (of one core) and
-// wakeups/tick (this process's thread timeslices per tick), per variant.
-func BenchmarkIdleInProcess(b *testing.B) {
-	defer reportLoad(b)()
-	const interval = 200 * time.Millisecond
-	pol := fmt.Sprintf("[watch]\ninterval = %q\nbackend = \"sim\"\n", interval)
-	type variant struct {
-		name  string
-		start func() (stop func())
-	}
-	supervise := func(tree func(int) ([]int, error)) func() func() {
-		return func() func() {
-			ip := runInProcess(b, newSandbox(b), "idle", pol, []string{"sleep", "3600"}, func(d *supervisor.Deps) { d.Tree = tree })
-			return ip.stop
-		}
-	}
-	variants := []variant{
-		{"shipped", supervise(proc.Tree)},
-		{"fix", supervise(func(pid int) ([]int, error) { return []int{pid}, nil })},
-		{"ticker", func() func() {
-			stop := make(chan struct{})
-			go func() {
-				t := time.NewTicker(interval)
-				defer t.Stop()
-				for {
-					select {
-					case <-stop:
-						return
-					case <-t.C:
-					}
-				}
-			}()
-			return func() { close(stop) }
-		}},
-	}
-	cpu := map[string][]time.Duration{}  // per tick
-	wake := map[string][]time.Duration{} // per tick, as a count in a Duration
-	self := os.Getpid()
-	for b.Loop() {
-		for range 3 {
-			for _, v := range variants {
-				stop := v.start()
-				time.Sleep(2 * time.Second)
-				_, _, w0 := cpuTime(b, self)
-				c0, t0 := rusage(), time.Now()
-				time.Sleep(*idleFor / 6)
-				c, wall := rusage()-c0, time.Since(t0)
-				_, _, w1 := cpuTime(b, self)
-				stop()
-				ticks := float64(wall / interval)
-				cpu[v.name] = append(cpu[v.name], time.Duration(float64(c)/ticks))
-				wake[v.name] = append(wake[v.name], time.Duration(float64(w1-w0)/ticks*1000))
-			}
-		}
-	}
-	for _, v := range variants {
-		perTick := median(cpu[v.name])
-		b.ReportMetric(100*float64(perTick)/float64(interval), v.name+"-cpu-%")
-		b.ReportMetric(float64(perTick)/1e3, v.name+"-us/tick")
-		b.ReportMetric(float64(median(wake[v.name]))/1000, v.name+"-wakeups/tick")
-	}
-	b.ReportMetric(0, "ns/op")
-}
-
-// rusage is this process's user+system CPU time.
-func rusage() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

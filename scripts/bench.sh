@@ -8,6 +8,8 @@
 #
 #   scripts/bench.sh [OUTDIR]        raw output in OUTDIR/bench.txt (default: a temp dir)
 #   GPUGUARD_BENCH_BIN=/path/gpuguard scripts/bench.sh   measure that binary instead
+#   GPUGUARD_BENCH_COMPARE=/path/gpuguard scripts/bench.sh   also idle that binary beside
+#                                    the measured one, in the same window (A/B of a change)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -33,8 +35,8 @@ run() { # title, go test args...
 }
 
 run "end-to-end (real binary)" ./bench -run '^$' -benchtime 1x -timeout 20m \
-  -bench '^Benchmark(DetectionLatency|Idle|RestartLatency|RestartBreakdown|Socket|StatusMany)$'
-run "per-tick parts, in process" ./bench -run '^$' -benchtime 1x -timeout 10m -bench '^BenchmarkIdleInProcess$' -idle.for 30s
+  -bench '^Benchmark(DetectionLatency|Idle|RestartLatency|RestartBreakdown|Socket|StatusMany)$' \
+  ${GPUGUARD_BENCH_COMPARE:+-idle.compare "$GPUGUARD_BENCH_COMPARE"}
 run "micro (bench)" ./bench -run '^$' -benchtime 1s -timeout 10m -bench '^Benchmark(StateFileWrite|TickParts)$'
 run "probe: 8 mocked H200s, 64 processes" ./nvml -run '^$' -bench '^BenchmarkProbeTick$' -benchmem
 run "control socket (in process)" ./control -run '^$' -bench '^Benchmark(StatusRoundTrip|PublishToSubscriber)$'
@@ -79,14 +81,11 @@ row "  per tick" "$(metric $B cpu-us/tick)" us ""
 row "  wakeups (thread timeslices) per tick" "$(metric $B wakeups/tick)" "" ""
 row "  bare Go 200ms ticker, same window" "$(metric $B floor-cpu-%)" "%" ""
 row "  gpuguard / bare ticker" "$(metric $B x-floor)" x ""
+if [ -n "${GPUGUARD_BENCH_COMPARE:-}" ]; then
+  row "  compared binary, same window" "$(metric $B compare-cpu-%)" "%" 0.2
+  row "  compared binary, wakeups per tick" "$(metric $B compare-wakeups/tick)" "" ""
+fi
 row "  RSS" "$(metric $B rss-MiB)" MiB 20
-B=BenchmarkIdleInProcess
-row "  in process, as shipped (proc.Tree every tick)" "$(metric $B shipped-cpu-%)" "%" 0.2
-row "  in process, no /proc scan (the fix)" "$(metric $B fix-cpu-%)" "%" 0.2
-row "  in process, bare 200ms ticker (Go floor)" "$(metric $B ticker-cpu-%)" "%" ""
-row "  wakeups/tick: shipped" "$(metric $B shipped-wakeups/tick)" "" ""
-row "  wakeups/tick: no /proc scan" "$(metric $B fix-wakeups/tick)" "" ""
-row "  wakeups/tick: bare ticker" "$(metric $B ticker-wakeups/tick)" "" ""
 row "  proc.Tree per tick, this host" "$(metric 'BenchmarkTickParts/tree/host' cpu-%@200ms)" "%" ""
 row "  proc.Tree per tick, +400 processes" "$(metric 'BenchmarkTickParts/tree/host+400' cpu-%@200ms)" "%" ""
 B=BenchmarkRestartLatency
