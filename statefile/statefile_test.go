@@ -105,10 +105,7 @@ func TestReaderNeverSeesPartialFile(t *testing.T) {
 	if err := Write(path, api.ProfileState{Seq: 0, Env: big}); err != nil {
 		t.Fatal(err)
 	}
-	writes := 1000
-	if testing.Short() {
-		writes = 100 // each write costs two fsyncs
-	}
+	const writes = 1000
 	done := make(chan error)
 	go func() {
 		for i := 1; i <= writes; i++ {
