@@ -48,6 +48,7 @@ type loop struct {
 	waitNoted bool
 
 	samples       chan sampleResult
+	sampleReqs    chan sampleRequest
 	sampling      bool
 	samplingSince time.Time
 	listedAt      time.Time // when the child's processes were last listed
@@ -123,12 +124,13 @@ func newLoop(s *Supervisor) *loop {
 		s: s, cfg: s.cfg, deps: s.deps, pol: s.cfg.Policy,
 		state: api.StateStarting, level: s.cfg.StartLevel, target: s.cfg.StartLevel,
 		lastExit: "none", ledger: admission.NewLedger(),
-		samples: make(chan sampleResult, 1),
+		samples: make(chan sampleResult, 1), sampleReqs: make(chan sampleRequest, 1),
 	}
 }
 
 func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	l.ctx = ctx
+	go sampler(ctx, l.deps.Probe, l.cfg.ProbeTimeout, l.sampleReqs, l.samples, l.s.done)
 	ticker := time.NewTicker(l.pol.Watch.Interval)
 	defer ticker.Stop()
 	var watchdog <-chan time.Time
@@ -244,22 +246,40 @@ func (l *loop) startSample() {
 			list = func() ([]int, error) { return tree(pid) }
 		}
 	}
-	probe, timeout, out, done := l.deps.Probe, l.cfg.ProbeTimeout, l.samples, l.s.done
-	ctx := l.ctx
-	go func() {
+	l.sampleReqs <- sampleRequest{pid: pid, list: list} // never blocks: one at a time
+}
+
+// sampleRequest asks the sampler for one probe call.
+type sampleRequest struct {
+	pid  int
+	list func() ([]int, error) // nil: do not list the child's processes
+}
+
+// sampler makes the probe calls, one at a time, on one goroutine for the
+// whole run: a hung driver call blocks it, never the loop (which notices
+// the hang on its ticks), and a tick costs no new goroutine.
+func sampler(ctx context.Context, probe gpu.Probe, timeout time.Duration, reqs <-chan sampleRequest, out chan<- sampleResult, done <-chan struct{}) {
+	for {
+		var req sampleRequest
+		select {
+		case req = <-reqs:
+		case <-done:
+			return
+		}
 		cctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
 		t0 := time.Now()
 		s, err := probe.Sample(cctx)
-		r := sampleResult{sample: s, err: err, took: time.Since(t0), forPID: pid}
-		if list != nil {
-			r.tree, _ = list()
+		cancel()
+		r := sampleResult{sample: s, err: err, took: time.Since(t0), forPID: req.pid}
+		if req.list != nil {
+			r.tree, _ = req.list()
 		}
 		select {
 		case out <- r:
 		case <-done:
+			return
 		}
-	}()
+	}
 }
 
 // probeFailed records a failed probe call (counted) or one still hung
