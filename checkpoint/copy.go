@@ -2,12 +2,13 @@ package checkpoint
 
 import (
 	"fmt"
-	"github.com/gpuguard/gpuguard/internal/durable"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/gpuguard/gpuguard/internal/durable"
 )
 
 // copyFile copies the regular file src into dst, which it closes, then
