@@ -101,6 +101,7 @@ func runRun(o *RunOptions) error {
 	}
 	var sup *supervisor.Supervisor
 	m := metrics.New(r.name, func() api.Status { return sup.Status() })
+	m.CountJournalLosses(jr.Dropped)
 	sup, err = supervisor.New(cfg, supervisor.Deps{
 		Probe: probe, Launcher: launcher, Tree: proc.Tree,
 		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,

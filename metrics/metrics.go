@@ -32,7 +32,8 @@ var probeBuckets = []float64{
 // Metrics is one instance's registry. It satisfies supervisor.Observer and
 // supervisor.ProbeMeter; all methods are safe for concurrent use.
 type Metrics struct {
-	reg *prometheus.Registry
+	reg         *prometheus.Registry
+	constLabels prometheus.Labels
 
 	stepdowns     *prometheus.CounterVec
 	oomFallbacks  *prometheus.CounterVec
@@ -54,7 +55,8 @@ type Metrics struct {
 func New(name string, snapshot func() api.Status) *Metrics {
 	cl := prometheus.Labels{"name": name}
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
+		reg:         prometheus.NewRegistry(),
+		constLabels: cl,
 		stepdowns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "stepdowns_total", ConstLabels: cl,
 			Help: "Profile step-downs by reason (observe: what observe mode would have done).",
@@ -160,4 +162,16 @@ func orUnknown(s string) string {
 		return "unknown"
 	}
 	return s
+}
+
+// CountJournalLosses exposes how many journal events were lost (full disk,
+// a full queue) as gpuguard_journal_dropped_total: the journal keeps
+// gpuguard supervising through a write failure, and this is where the loss
+// shows. dropped is read at scrape time.
+func (m *Metrics) CountJournalLosses(dropped func() uint64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: namespace, Name: "journal_dropped_total",
+		ConstLabels: m.constLabels,
+		Help:        "Journal events lost because they could not be written.",
+	}, func() float64 { return float64(dropped()) }))
 }

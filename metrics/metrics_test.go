@@ -195,3 +195,17 @@ var (
 	_ supervisor.Observer   = (*Metrics)(nil)
 	_ supervisor.ProbeMeter = (*Metrics)(nil)
 )
+
+func TestJournalLosses(t *testing.T) {
+	m := New("llama", func() api.Status { return api.Status{} })
+	var lost uint64 = 3
+	m.CountJournalLosses(func() uint64 { return lost })
+	want := `
+# HELP gpuguard_journal_dropped_total Journal events lost because they could not be written.
+# TYPE gpuguard_journal_dropped_total counter
+gpuguard_journal_dropped_total{name="llama"} 3
+`
+	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(want), "gpuguard_journal_dropped_total"); err != nil {
+		t.Fatal(err)
+	}
+}
