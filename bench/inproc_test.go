@@ -62,7 +62,7 @@ func runInProcess(b *testing.B, s *sandbox, name, policyText string, command []s
 	var sup *supervisor.Supervisor
 	m := metrics.New(name, func() api.Status { return sup.Status() })
 	deps := supervisor.Deps{
-		Probe: probe, Launcher: launcher{}, Tree: proc.Tree,
+		Probe: probe, Launcher: launcher{}, Owned: proc.Descendants,
 		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Publisher: srv, Meter: m,
 	}

@@ -103,7 +103,7 @@ func runRun(o *RunOptions) error {
 	m := metrics.New(r.name, func() api.Status { return sup.Status() })
 	m.CountJournalLosses(jr.Dropped)
 	sup, err = supervisor.New(cfg, supervisor.Deps{
-		Probe: probe, Launcher: launcher, Tree: proc.Tree,
+		Probe: probe, Launcher: launcher, Owned: proc.Descendants,
 		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
 	})

@@ -213,3 +213,32 @@ needs = "4GiB"
 		t.Fatalf("when_full=exit with a full GPU: code %d, out %q, stderr %s", code, out, stderr)
 	}
 }
+
+// TestProcessScope: with scope = "process" only the child's own processes
+// count (here a grandchild's usage), against the quota; another tenant's
+// 10 GB on the same GPU does not.
+func TestProcessScope(t *testing.T) {
+	e := newEnv(t)
+	pol := e.policy(strings.Replace(ladder, "interval = \"50ms\"", "interval = \"50ms\"\nscope = \"process\"\nquota = \"4GiB\"", 1))
+	script := `
+trap 'echo stepped; kill $W; exit 0' USR1
+echo 10000000000 > "$GPUGUARD_SIM_DIR/0/other-tenant"
+sh -c 'echo 3900000000 > "$GPUGUARD_SIM_DIR/0/$$$$"; exec sleep 100' &
+W=$!
+while :; do sleep 0.02; done
+`
+	p := e.start(append([]string{"run", "--policy", pol, "--name", "ps"}, sh(script)...))
+	p.expect("stepped")
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, p.stderr.String())
+	}
+	for _, ev := range journal(t, e) {
+		if ev["event"] == "stepdown" {
+			if w := ev["watermark"].(float64); w < 0.9 || w > 0.92 {
+				t.Errorf("watermark %.3f, want 3.9 GB / 4 GiB = 0.908 (the grandchild only)", w)
+			}
+			return
+		}
+	}
+	t.Fatal("no stepdown in the journal")
+}

@@ -45,11 +45,11 @@ type Child interface {
 	Exit() Exit
 }
 
-// ProcessLister is a Child that knows its own processes better than the
-// process tree does (its cgroup holds daemons that left the tree). The
-// supervisor uses it, when a Child has it, instead of Deps.Tree.
-type ProcessLister interface {
-	Processes() ([]int, error)
+// Owner is a Child that can tell which processes are its own better than
+// their parentage can (its cgroup holds daemons that left the tree). The
+// supervisor asks it, when a Child has it, instead of Deps.Owned.
+type Owner interface {
+	Owned(pids []int) []int
 }
 
 // Launcher starts children.

@@ -51,8 +51,7 @@ type loop struct {
 	sampleReqs    chan sampleRequest
 	sampling      bool
 	samplingSince time.Time
-	listedAt      time.Time // when the child's processes were last listed
-	probeHung     bool      // the call in flight ran past ProbeTimeout (and was counted)
+	probeHung     bool // the call in flight ran past ProbeTimeout (and was counted)
 	haveSample    bool
 	lastSample    gpu.Sample
 	ratio         float64
@@ -228,31 +227,23 @@ func (l *loop) startSample() {
 	l.sampling = true
 	l.probeHung = false
 	l.samplingSince = time.Now()
-	pid := 0
-	var list func() ([]int, error) // the child's processes
-	// The watermark of scope = "process" needs the child's processes every
-	// tick; otherwise they only say whose memory to wait for after an exit,
-	// and listing them (a scan of /proc without a cgroup) once a second is
-	// enough.
-	needList := l.pol.Watch.Scope == policy.ScopeProcess || time.Since(l.listedAt) >= time.Second
+	req := sampleRequest{}
 	if l.child != nil {
-		pid = l.child.PID()
-	}
-	if l.child != nil && needList {
-		l.listedAt = time.Now()
-		if pl, ok := l.child.(ProcessLister); ok {
-			list = pl.Processes
-		} else if tree := l.deps.Tree; tree != nil {
-			list = func() ([]int, error) { return tree(pid) }
+		pid := l.child.PID()
+		req.pid = pid
+		if o, ok := l.child.(Owner); ok {
+			req.owned = o.Owned
+		} else if owned := l.deps.Owned; owned != nil {
+			req.owned = func(pids []int) []int { return owned(pid, pids) }
 		}
 	}
-	l.sampleReqs <- sampleRequest{pid: pid, list: list} // never blocks: one at a time
+	l.sampleReqs <- req // never blocks: one call at a time
 }
 
 // sampleRequest asks the sampler for one probe call.
 type sampleRequest struct {
-	pid  int
-	list func() ([]int, error) // nil: do not list the child's processes
+	pid   int               // the child's main process, 0 for none
+	owned func([]int) []int // which GPU processes are the child's; nil: unknown
 }
 
 // sampler makes the probe calls, one at a time, on one goroutine for the
@@ -271,8 +262,19 @@ func sampler(ctx context.Context, probe gpu.Probe, timeout time.Duration, reqs <
 		s, err := probe.Sample(cctx)
 		cancel()
 		r := sampleResult{sample: s, err: err, took: time.Since(t0), forPID: req.pid}
-		if req.list != nil {
-			r.tree, _ = req.list()
+		if req.pid > 0 {
+			// Only processes that hold GPU memory can matter, so only they
+			// are checked: no scan of every process on the host.
+			r.tree = []int{req.pid}
+			if req.owned != nil && len(s.Processes) > 0 {
+				pids := make([]int, 0, len(s.Processes))
+				for _, p := range s.Processes {
+					if p.PID != req.pid {
+						pids = append(pids, p.PID)
+					}
+				}
+				r.tree = append(r.tree, req.owned(pids)...)
+			}
 		}
 		select {
 		case out <- r:

@@ -509,14 +509,25 @@ func TestProbeErrorsMakeNoDecisions(t *testing.T) {
 func TestWaitsForDeadChildMemory(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startHarness(t, testPolicy(), func(c *Config, d *Deps) {
-			d.Tree = func(pid int) ([]int, error) { return []int{pid, pid + 500}, nil }
+			d.Owned = func(root int, pids []int) []int {
+				var out []int
+				for _, p := range pids {
+					if p == root+500 { // the child's worker
+						out = append(out, p)
+					}
+				}
+				return out
+			}
 		})
 		c := h.child()
 		synctest.Wait()
 		time.Sleep(200 * time.Millisecond)
 		synctest.Wait()
-		// The child's worker (pid+500) still holds memory after the exit.
+		// The child's worker (pid+500) holds memory, is seen doing so, and
+		// still holds it after the exit.
 		h.probe.setProcs([]gpu.Process{{PID: c.pid + 500, Used: gib}})
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
 		c.end(Exit{Code: 1})
 		time.Sleep(3 * time.Second) // backoff 1s, then waiting
 		synctest.Wait()
@@ -571,7 +582,15 @@ type listingChild struct {
 	pids []int
 }
 
-func (c listingChild) Processes() ([]int, error) { return c.pids, nil }
+func (c listingChild) Owned(pids []int) []int {
+	var out []int
+	for _, p := range pids {
+		if slices.Contains(c.pids, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 type listingLauncher struct{ *fakeLauncher }
 
@@ -594,7 +613,7 @@ func TestProcessScopeUsesTheChildsOwnList(t *testing.T) {
 		pol.Profiles[0].Needs, pol.Profiles[1].Needs = 0, 0
 		h := startHarness(t, pol, func(c *Config, d *Deps) {
 			d.Launcher = listingLauncher{d.Launcher.(*fakeLauncher)}
-			d.Tree = func(pid int) ([]int, error) { return []int{pid}, nil }
+			d.Owned = func(root int, pids []int) []int { return nil }
 		})
 		c := h.child()
 		h.probe.setProcs([]gpu.Process{{PID: 4242, Used: 4 * gib}, {PID: 999, Used: 8 * gib}})

@@ -42,9 +42,10 @@ type Config struct {
 type Deps struct {
 	Probe    gpu.Probe
 	Launcher Launcher
-	// Tree lists a process and its descendants (scope = "process", and
-	// waiting for a dead child's GPU memory to be freed).
-	Tree             func(pid int) ([]int, error)
+	// Owned returns those of pids that are root or its descendants:
+	// which GPU processes are the child's (scope = "process", and whose
+	// memory to wait for after an exit).
+	Owned            func(root int, pids []int) []int
 	WriteState       func(path string, st api.ProfileState) error
 	RotateCheckpoint func(path string, keep int) error
 	Observers        []Observer
