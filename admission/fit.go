@@ -3,6 +3,8 @@ package admission
 import (
 	"fmt"
 	"math"
+
+	"github.com/gpuguard/gpuguard/policy"
 )
 
 // fit is the arithmetic for the fullest GPU, kept so the reason can show
@@ -44,27 +46,6 @@ func (f fit) threshold() float64 { return float64(f.limit) * f.high }
 // requested = 36 GiB <= 36 GiB (0.90 × 40 GiB) on the fullest GPU".
 func (f fit) text(op string) string {
 	return fmt.Sprintf("%s used + %s leased + %s requested = %s %s %s (%.2f × %s) on the fullest watched GPU",
-		FormatBytes(f.used), FormatBytes(f.leased), FormatBytes(f.bytes), FormatBytes(f.after()),
-		op, FormatBytes(uint64(math.Min(f.threshold(), math.MaxUint64))), f.high, FormatBytes(f.limit))
-}
-
-// FormatBytes renders n in 1024-based units with up to one decimal, the way
-// sizes appear in reasons ("1.5 GiB", "512 B").
-func FormatBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	v := float64(n)
-	i := -1
-	for v >= unit && i < len(units)-1 {
-		v /= unit
-		i++
-	}
-	s := fmt.Sprintf("%.1f", v)
-	if len(s) > 2 && s[len(s)-2:] == ".0" {
-		s = s[:len(s)-2]
-	}
-	return s + " " + units[i]
+		policy.FormatSize(f.used), policy.FormatSize(f.leased), policy.FormatSize(f.bytes), policy.FormatSize(f.after()),
+		op, policy.FormatSize(uint64(math.Min(f.threshold(), math.MaxUint64))), f.high, policy.FormatSize(f.limit))
 }

@@ -114,17 +114,3 @@ func TestLeaseLifecycle(t *testing.T) {
 		t.Errorf("after Clear: Count %d Outstanding %d", l.Count(), l.Outstanding())
 	}
 }
-
-func TestFormatBytes(t *testing.T) {
-	for _, tt := range []struct {
-		n    uint64
-		want string
-	}{
-		{0, "0 B"}, {1023, "1023 B"}, {1024, "1 KiB"}, {1536, "1.5 KiB"},
-		{40 * gib, "40 GiB"}, {gib + gib/3, "1.3 GiB"}, {math.MaxUint64, "16 EiB"},
-	} {
-		if got := FormatBytes(tt.n); got != tt.want {
-			t.Errorf("FormatBytes(%d) = %q, want %q", tt.n, got, tt.want)
-		}
-	}
-}

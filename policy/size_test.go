@@ -67,6 +67,10 @@ func TestFormatSize(t *testing.T) {
 		{10_000_000_000, "9.31 GiB"},
 		{1 << 40, "1 TiB"},
 		{math.MaxUint64, "16 EiB"},
+		// Sizes in admission reasons and the status table come from here too.
+		{1536, "1.5 KiB"},
+		{1<<30 + (1<<30)/3, "1.33 GiB"},
+		{100, "100 B"},
 	}
 	for _, tt := range tests {
 		if got := FormatSize(tt.in); got != tt.want {
