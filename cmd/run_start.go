@@ -122,9 +122,6 @@ func runRun(o *RunOptions) error {
 	defer signal.Stop(signals)
 
 	code, runErr := sup.Run(ctx, signals)
-	if notifier != nil {
-		_ = notifier.Stopping()
-	}
 	if runErr != nil {
 		return &ExitError{Code: code, Err: runErr}
 	}

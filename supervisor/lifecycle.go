@@ -311,9 +311,7 @@ func (l *loop) onStopSignal(sig syscall.Signal) {
 	l.stopping, l.stopSig = true, sig
 	l.state = api.StateStopping
 	l.emit(api.Event{Event: api.EventStop, Detail: "signal " + sig.String()})
-	if l.deps.Notifier != nil {
-		_ = l.deps.Notifier.Stopping()
-	}
+	l.notifyStopping()
 	l.failPlan()
 	_ = l.child.Signal(sig)
 	l.stopWait.arm(l.pol.Restart.StopTimeout)
@@ -333,6 +331,7 @@ func (l *loop) finish(code int, err error) {
 	l.finished, l.code, l.err = true, code, err
 	l.backoff.stop()
 	l.failPlan()
+	l.notifyStopping()
 	if err != nil {
 		l.deps.Logf("%v", err)
 	}
@@ -350,4 +349,13 @@ func lastLines(b []byte, n int) []string {
 		lines = lines[len(lines)-n:]
 	}
 	return lines
+}
+
+// notifyStopping tells the service manager, once, that gpuguard is
+// stopping: as a stop begins, or at the latest when Run ends.
+func (l *loop) notifyStopping() {
+	if l.deps.Notifier != nil && !l.stoppingSent {
+		l.stoppingSent = true
+		_ = l.deps.Notifier.Stopping()
+	}
 }

@@ -34,6 +34,8 @@ type loop struct {
 	childStart time.Time
 	childTree  map[int]bool // the child's processes at the last sample
 	readySent  bool
+	// stoppingSent: STOPPING=1 went out (it is sent once).
+	stoppingSent bool
 
 	rules   watermarkRules
 	budget  restartBudget
@@ -346,9 +348,7 @@ func (l *loop) checkLost(now time.Time) {
 	l.deps.Logf("GPU lost: stopping the child (%v)", l.lostErr)
 	l.stopping, l.stopSig = true, l.pol.Restart.StopSignal
 	l.state = api.StateStopping
-	if l.deps.Notifier != nil {
-		_ = l.deps.Notifier.Stopping()
-	}
+	l.notifyStopping()
 	if l.plan == nil { // else the stop signal is already on its way
 		_ = l.child.Signal(l.pol.Restart.StopSignal)
 		l.stopWait.arm(l.pol.Restart.StopTimeout)
