@@ -42,9 +42,12 @@ func (l *loop) onSample(r sampleResult) {
 	} else {
 		l.ratio = deviceRatio(r.sample.Devices, l.pol)
 	}
-	// Publish the sample before acting on it, so that anyone who sees the
-	// child it may start also sees the GPUs it was started against.
-	l.publishSnapshot()
+	// Publish the sample before a start it may lead to, so that anyone who
+	// sees the new child also sees the GPUs it was started against. (The
+	// loop publishes after every event anyway.)
+	if l.state == api.StateWaiting {
+		l.publishSnapshot()
+	}
 	switch {
 	case l.state == api.StateWaiting:
 		l.tryStart(r)
