@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -12,12 +11,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gpuguard/gpuguard/control"
+	"github.com/gpuguard/gpuguard/internal/testbin"
 )
 
 // The binaries, built once when benchmarks run (not for `go test ./...`);
@@ -45,9 +44,7 @@ func TestMain(m *testing.M) {
 	}
 	for _, b := range builds {
 		// A plain build, as shipped: no -race, which would slow every path.
-		build := exec.Command("go", "build", "-o", b[0], b[1])
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
+		if err := testbin.Build(b[0], b[1], false); err != nil {
 			fmt.Fprintln(os.Stderr, "building", b[1], err)
 			os.RemoveAll(dir)
 			os.Exit(1)
@@ -95,7 +92,7 @@ type guard struct {
 	socket   string
 	cmd      *exec.Cmd
 	lines    chan string // stdout: the child's lines (gpuguard logs to stderr)
-	stderr   *syncBuffer
+	stderr   *testbin.Buffer
 	done     chan struct{}
 	err      error
 }
@@ -122,7 +119,7 @@ func (s *sandbox) startBin(bin, name, policy string, flags []string, child ...st
 		s.b.Fatal(err)
 	}
 	g := &guard{b: s.b, name: name, stateDir: stateDir, socket: filepath.Join(s.runDir, name+".sock"),
-		cmd: cmd, lines: make(chan string, 1<<16), stderr: &syncBuffer{}, done: make(chan struct{})}
+		cmd: cmd, lines: make(chan string, 1<<16), stderr: &testbin.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = g.stderr
 	if err := cmd.Start(); err != nil {
 		s.b.Fatal(err)
@@ -164,10 +161,10 @@ func (g *guard) wait(d time.Duration) {
 	select {
 	case <-g.done:
 	case <-time.After(d):
-		g.b.Fatalf("%s did not end within %s; stderr:\n%s", g.name, d, g.stderr.tail())
+		g.b.Fatalf("%s did not end within %s; stderr:\n%s", g.name, d, g.stderr.Tail(4096))
 	}
 	if g.err != nil {
-		g.b.Fatalf("%s: %v; stderr:\n%s", g.name, g.err, g.stderr.tail())
+		g.b.Fatalf("%s: %v; stderr:\n%s", g.name, g.err, g.stderr.Tail(4096))
 	}
 }
 
@@ -177,11 +174,11 @@ func (g *guard) line(d time.Duration) string {
 	select {
 	case l, ok := <-g.lines:
 		if !ok {
-			g.b.Fatalf("%s: stdout closed; stderr:\n%s", g.name, g.stderr.tail())
+			g.b.Fatalf("%s: stdout closed; stderr:\n%s", g.name, g.stderr.Tail(4096))
 		}
 		return l
 	case <-time.After(d):
-		g.b.Fatalf("%s: no output within %s; stderr:\n%s", g.name, d, g.stderr.tail())
+		g.b.Fatalf("%s: no output within %s; stderr:\n%s", g.name, d, g.stderr.Tail(4096))
 	}
 	return ""
 }
@@ -202,31 +199,8 @@ func (g *guard) running(ctx context.Context) *control.Client {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	g.b.Fatalf("%s not running within 30s; stderr:\n%s", g.name, g.stderr.tail())
+	g.b.Fatalf("%s not running within 30s; stderr:\n%s", g.name, g.stderr.Tail(4096))
 	return nil
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// tail is the last few KiB, enough to explain a failure.
-func (b *syncBuffer) tail() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.String()
-	if len(s) > 4096 {
-		s = "..." + s[len(s)-4096:]
-	}
-	return s
 }
 
 // stats reports median, p99 and max of ds in unit ("ms" or "us") as

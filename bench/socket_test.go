@@ -74,7 +74,7 @@ func BenchmarkSocket(b *testing.B) {
 		for i := range *socketN {
 			t0 := time.Now()
 			if _, err := c.Step(ctx, dirs[i%2]); err != nil {
-				b.Fatalf("step %d: %v; stderr:\n%s", i, err, g.stderr.tail())
+				b.Fatalf("step %d: %v; stderr:\n%s", i, err, g.stderr.Tail(4096))
 			}
 			ev := <-events
 			t1 := time.Now()

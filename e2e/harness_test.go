@@ -2,18 +2,17 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuguard/gpuguard/internal/testbin"
 )
 
 // bin is the gpuguard binary built once for the whole package.
@@ -26,9 +25,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = filepath.Join(dir, "gpuguard")
-	build := exec.Command("go", "build", "-race", "-o", bin, "..")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	if err := testbin.Build(bin, "..", true); err != nil {
 		fmt.Fprintln(os.Stderr, "building gpuguard:", err)
 		os.Exit(1)
 	}
@@ -84,7 +81,7 @@ type proc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	lines  chan string // the child's (and gpuguard's) stdout, line by line
-	stderr *syncBuffer
+	stderr *testbin.Buffer
 	done   chan struct{}
 	code   int
 }
@@ -108,7 +105,7 @@ func (e *env) start(args []string, extraEnv ...string) *proc {
 		e.t.Fatal(err)
 	}
 	cmd.Stdout = w
-	p := &proc{t: e.t, cmd: cmd, lines: make(chan string, 1000), stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{t: e.t, cmd: cmd, lines: make(chan string, 1000), stderr: &testbin.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	err = cmd.Start()
 	w.Close() // the child holds its own copy; EOF comes when every writer is gone
@@ -202,26 +199,6 @@ func exitCode(err error) int {
 	}
 	return -1
 }
-
-// syncBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-var _ io.Writer = (*syncBuffer)(nil)
 
 // sh is a child that runs a shell script; extra args become $1...
 func sh(script string, args ...string) []string {

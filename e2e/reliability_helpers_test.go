@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuguard/gpuguard/internal/testbin"
 )
 
 // pfSoak reports whether the long versions run (GPUGUARD_SOAK=1, as
@@ -254,7 +256,7 @@ func pfStartWith(e *env, binary string, args []string, extraEnv ...string) *proc
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	p := &proc{t: e.t, cmd: cmd, lines: make(chan string, 1000), stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{t: e.t, cmd: cmd, lines: make(chan string, 1000), stderr: &testbin.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = w, p.stderr
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
