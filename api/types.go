@@ -39,21 +39,28 @@ const (
 // Status is the status object of one instance: the control socket's
 // `status` reply and each element of `instances` in `status --json`.
 type Status struct {
-	Name               string  `json:"name"`
-	PID                int     `json:"pid"`
-	ChildPID           int     `json:"child_pid"`
-	State              string  `json:"state"`
-	Profile            string  `json:"profile"`
-	Level              int     `json:"level"`
-	Levels             int     `json:"levels"`
-	Watermark          float64 `json:"watermark"`
-	Restarts           int     `json:"restarts"`
-	UptimeSeconds      float64 `json:"uptime_seconds"`
-	ChildUptimeSeconds float64 `json:"child_uptime_seconds"`
-	Observe            bool    `json:"observe"`
-	GPUs               []GPU   `json:"gpus"`
-	Leases             int     `json:"leases"`
-	LastEvent          *Event  `json:"last_event"`
+	Name      string  `json:"name"`
+	PID       int     `json:"pid"`
+	ChildPID  int     `json:"child_pid"`
+	State     string  `json:"state"`
+	Profile   string  `json:"profile"`
+	Level     int     `json:"level"`
+	Levels    int     `json:"levels"`
+	Priority  int     `json:"priority"`
+	Watermark float64 `json:"watermark"`
+	// IntervalSeconds is the current polling period (adaptive polling
+	// changes it).
+	IntervalSeconds float64 `json:"interval_seconds"`
+	// ETASeconds is the projected time until the watermark reaches
+	// critical at the current trend; nil (JSON null) when not rising.
+	ETASeconds         *float64 `json:"eta_seconds"`
+	Restarts           int      `json:"restarts"`
+	UptimeSeconds      float64  `json:"uptime_seconds"`
+	ChildUptimeSeconds float64  `json:"child_uptime_seconds"`
+	Observe            bool     `json:"observe"`
+	GPUs               []GPU    `json:"gpus"`
+	Leases             int      `json:"leases"`
+	LastEvent          *Event   `json:"last_event"`
 	// Error explains an unreachable instance; empty otherwise.
 	Error string `json:"error,omitempty"`
 }
@@ -88,6 +95,16 @@ const (
 	EventObserve = "observe"
 	// EventWaiting records that no profile fits and the start waits.
 	EventWaiting = "waiting"
+	// EventYield records that another tenant of a shared GPU (To) steps
+	// for this pressure, so this instance does not.
+	EventYield = "yield"
+	// EventReload records an applied policy reload (Changed lists keys).
+	EventReload = "reload"
+	// EventGPUFault records a GPU fault event (an Xid) on a watched GPU.
+	EventGPUFault = "gpu_fault"
+	// EventNotifySkipped records a live change whose notify signal was
+	// not sent because the child does not catch it yet.
+	EventNotifySkipped = "notify_skipped"
 )
 
 // Reasons used by step-down, restart and step-up events and metric labels.
@@ -99,6 +116,13 @@ const (
 	ReasonOOM       = "oom"
 	ReasonCrash     = "crash"
 	ReasonRecovered = "recovered"
+	// ReasonPredicted is a step-down taken before high because the trend
+	// reaches critical within [watermark] lead.
+	ReasonPredicted = "predicted"
+	// ReasonGPUFault is a restart after a child exit caused by a GPU fault.
+	ReasonGPUFault = "gpu_fault"
+	// ReasonReload is a restart because a reload removed the profile.
+	ReasonReload = "reload"
 )
 
 // Event is one line of the event journal (<state-dir>/events.jsonl).
@@ -122,6 +146,15 @@ type Event struct {
 	Stderr    []string `json:"stderr,omitempty"`
 	Detail    string   `json:"detail,omitempty"`
 	Restarts  int      `json:"restarts,omitempty"`
+
+	// GPU is the UUID of the GPU an event is about (yield, gpu_fault).
+	GPU string `json:"gpu,omitempty"`
+	// GPUIndex is that GPU's index, where known.
+	GPUIndex *int `json:"gpu_index,omitempty"`
+	// Xid is a GPU fault's Xid (gpu_fault).
+	Xid int `json:"xid,omitempty"`
+	// Changed lists the policy keys a reload changed (reload).
+	Changed []string `json:"changed,omitempty"`
 
 	// Admission fields.
 	Decision string `json:"decision,omitempty"`

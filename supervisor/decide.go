@@ -204,7 +204,8 @@ func (l *loop) publishSnapshot() {
 	st := api.Status{
 		Name: l.cfg.Name, PID: l.s.snap.Load().status.PID, State: l.state,
 		Profile: l.pol.Profiles[l.level].Name, Level: l.level, Levels: len(l.pol.Profiles),
-		Watermark: l.ratio, Restarts: l.restarts, Observe: l.cfg.Observe,
+		Priority: l.pol.Priority, Watermark: l.ratio, IntervalSeconds: l.pol.Watch.Interval.Seconds(),
+		Restarts: l.restarts, Observe: l.cfg.Observe,
 		UptimeSeconds: now.Sub(l.s.started).Seconds(), Leases: l.ledger.Count(),
 		LastEvent: l.lastEvent, GPUs: []api.GPU{},
 	}

@@ -105,7 +105,8 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 	s := &Supervisor{cfg: cfg, deps: deps, reqs: make(chan request), done: make(chan struct{}), started: time.Now()}
 	st := api.Status{Name: cfg.Name, PID: os.Getpid(), State: api.StateStarting,
 		Profile: cfg.Policy.Profiles[cfg.StartLevel].Name, Level: cfg.StartLevel,
-		Levels: len(cfg.Policy.Profiles), Observe: cfg.Observe, GPUs: []api.GPU{}}
+		Levels: len(cfg.Policy.Profiles), Priority: cfg.Policy.Priority,
+		IntervalSeconds: cfg.Policy.Watch.Interval.Seconds(), Observe: cfg.Observe, GPUs: []api.GPU{}}
 	s.snap.Store(&snapshot{status: st})
 	return s, nil
 }
