@@ -11,6 +11,10 @@ type GPU struct {
 	TotalBytes uint64 `json:"total_bytes"`
 	// Processes is the per-process usage where the backend knows it.
 	Processes []GPUProcess `json:"processes,omitempty"`
+	// Tenants names the instances that watch this GPU, lowest priority
+	// first (ties by name). Only the top-level gpus of `status --json`
+	// carry it (always, [] when none); an instance's own gpus leave it out.
+	Tenants []string `json:"tenants,omitzero"`
 }
 
 // GPUProcess is one process's usage of a GPU.

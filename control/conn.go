@@ -106,6 +106,9 @@ func (c *conn) handle(ctx context.Context, b Backend, line []byte) bool {
 		}
 		return c.write(encodeLine(stepReply{OK: true, ID: id, Profile: p})) == nil
 	}
+	if handled, alive := c.handleTenant(ctx, b, req); handled {
+		return alive
+	}
 	return c.write(errorLine(id, fmt.Errorf("unknown request type %q", req.Type))) == nil
 }
 

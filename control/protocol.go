@@ -45,6 +45,9 @@ type request struct {
 	Reserve   admission.Request // reserve
 	Lease     string            // release
 	Direction string            // step
+	// TenantStep and TenantDecision are the internal shared-GPU requests.
+	TenantStep     api.TenantStep
+	TenantDecision api.TenantDecision
 }
 
 // decodeRequest parses and validates one line. Whenever the line is a JSON
@@ -90,7 +93,10 @@ func decodeRequest(line []byte) (request, error) {
 		}
 		return req, err
 	}
-	return req, fmt.Errorf("unknown request type %q (want status, subscribe, oom, reserve, release or step)", typ)
+	if handled, err := decodeTenant(typ, line, &req); handled {
+		return req, err
+	}
+	return req, fmt.Errorf("unknown request type %q (want status, subscribe, oom, reserve, release, step or ready)", typ)
 }
 
 // decodeReserve applies the protocol's defaults (priority P1, ttl 60s).

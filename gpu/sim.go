@@ -2,6 +2,8 @@ package gpu
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -53,6 +55,7 @@ type Sim struct {
 	dir     string
 	devices []int
 	total   uint64
+	uuids   map[int]string
 }
 
 // NewSim opens the simulated backend, creating Dir/<i>/ for every device.
@@ -80,7 +83,29 @@ func NewSim(o SimOptions) (*Sim, error) {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
 	}
-	return &Sim{dir: o.Dir, devices: devices, total: total}, nil
+	real, err := simRealDir(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	uuids := make(map[int]string, len(devices))
+	for _, i := range devices {
+		uuids[i] = SimUUID(real, i)
+	}
+	return &Sim{dir: o.Dir, devices: devices, total: total, uuids: uuids}, nil
+}
+
+// simRealDir is dir made absolute with every symlink resolved, so that two
+// spellings of one sim dir give the same UUIDs.
+func simRealDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("sim: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("sim: %w", err)
+	}
+	return real, nil
 }
 
 // simSelect validates the --devices indices against the device count.
@@ -105,9 +130,15 @@ func simSelect(sel []int, n int) ([]int, error) {
 	return out, nil
 }
 
-// SimUUID is the stable UUID of simulated device i.
-func SimUUID(i int) string {
-	return fmt.Sprintf("GPU-sim-00000000-0000-0000-0000-%012d", i)
+// SimUUID is the UUID of simulated device i of the sim dir whose real
+// path (absolute, symlinks resolved) is realDir: "GPU-" and a UUID made of
+// the first 16 bytes of sha256(realDir + "/" + i). Instances that share a
+// sim dir share its GPUs, and so are tenants of them; instances with
+// different sim dirs share none.
+func SimUUID(realDir string, i int) string {
+	h := sha256.Sum256([]byte(realDir + "/" + strconv.Itoa(i)))
+	x := hex.EncodeToString(h[:16])
+	return "GPU-" + x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
 }
 
 func simDeviceDir(dir string, i int) string {
@@ -131,7 +162,7 @@ func (s *Sim) Sample(ctx context.Context) (Sample, error) {
 		}
 		smp.Devices = append(smp.Devices, Device{
 			Index: i,
-			UUID:  SimUUID(i),
+			UUID:  s.uuids[i],
 			Name:  SimName,
 			Used:  used,
 			Total: s.total,

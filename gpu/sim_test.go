@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"testing"
 )
@@ -49,10 +50,14 @@ func TestSimSample(t *testing.T) {
 	if got.Time.IsZero() || !got.ProcessesAt.Equal(got.Time) {
 		t.Errorf("Time %v, ProcessesAt %v: want equal and set", got.Time, got.ProcessesAt)
 	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	wantDev := []Device{
-		{Index: 0, UUID: SimUUID(0), Name: SimName, Used: 1203, Total: 4096},
-		{Index: 1, UUID: SimUUID(1), Name: SimName, Used: 9, Total: 4096},
-		{Index: 2, UUID: SimUUID(2), Name: SimName, Used: 0, Total: 4096},
+		{Index: 0, UUID: SimUUID(real, 0), Name: SimName, Used: 1203, Total: 4096},
+		{Index: 1, UUID: SimUUID(real, 1), Name: SimName, Used: 9, Total: 4096},
+		{Index: 2, UUID: SimUUID(real, 2), Name: SimName, Used: 0, Total: 4096},
 	}
 	if !reflect.DeepEqual(got.Devices, wantDev) {
 		t.Errorf("Devices:\n got %+v\nwant %+v", got.Devices, wantDev)
@@ -137,5 +142,45 @@ func TestReadSimFileTooLong(t *testing.T) {
 	writeFile(t, p, "1"+string(make([]byte, 100)))
 	if n := readSimFile(p); n != 0 {
 		t.Errorf("readSimFile of an oversized file = %d, want 0", n)
+	}
+}
+
+// TestSimUUIDs: a sim dir's UUIDs are its own (two dirs share none), the
+// same whatever path names the dir (a symlink, a relative path), and look
+// like GPU UUIDs.
+func TestSimUUIDs(t *testing.T) {
+	uuids := func(dir string) []string {
+		t.Helper()
+		s, err := NewSim(SimOptions{Dir: dir, Devices: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		smp, err := s.Sample(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []string{smp.Devices[0].UUID, smp.Devices[1].UUID}
+	}
+	root := t.TempDir()
+	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
+	if err := os.Symlink(a, filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	ua, ub := uuids(a), uuids(b)
+	if ua[0] == ua[1] {
+		t.Errorf("devices 0 and 1 of one dir share the UUID %s", ua[0])
+	}
+	if ua[0] == ub[0] || ua[1] == ub[1] {
+		t.Errorf("two sim dirs share UUIDs: %v and %v", ua, ub)
+	}
+	if got := uuids(filepath.Join(root, "link")); !reflect.DeepEqual(got, ua) {
+		t.Errorf("through a symlink: %v, want %v", got, ua)
+	}
+	t.Chdir(root)
+	if got := uuids("a"); !reflect.DeepEqual(got, ua) {
+		t.Errorf("relative path: %v, want %v", got, ua)
+	}
+	if !regexp.MustCompile(`^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`).MatchString(ua[0]) {
+		t.Errorf("UUID %q does not look like a GPU UUID", ua[0])
 	}
 }

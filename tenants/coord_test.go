@@ -1,0 +1,380 @@
+package tenants
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+)
+
+// TestDecideSelf: the proposer ranks lowest, so it steps itself; the
+// confirmed decision then holds every tenant for its grace, and the
+// others note it from the log.
+func TestDecideSelf(t *testing.T) {
+	w := newWorld(t)
+	low, high := w.tenant("low", -5, 3, 1), w.tenant("high", 5, 3, 9)
+	o := low.propose(api.KindDown)
+	if o.Kind != Step || o.Claim.Seq != 1 || o.Claim.By != "low" || !o.Shared || len(o.Peers) != 1 {
+		t.Fatalf("outcome %+v, want Step of seq 1 with one peer", o)
+	}
+	if _, err := low.execute(o.Claim); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.add(time.Second) // the grace (1h) runs from the confirmation
+	o2 := high.propose(api.KindDown)
+	if o2.Kind != Hold || o2.Record.Seq != 1 || o2.Record.To != "low" || o2.Record.GraceSeconds != 3600 {
+		t.Fatalf("second proposal: %+v, want Hold with low's decision to note", o2)
+	}
+	w.clock.add(time.Hour)
+	if o3 := high.propose(api.KindDown); o3.Kind != Step && o3.Kind != Yield {
+		t.Fatalf("after the grace: %+v, want a new decision", o3)
+	}
+}
+
+// TestDecidePeer: another tenant ranks lowest: it executes the step, the
+// proposer yields to it and the third tenant is told.
+func TestDecidePeer(t *testing.T) {
+	w := newWorld(t)
+	prop, low, mid := w.tenant("prop", 9, 3, 1), w.tenant("low", -1, 3, 1), w.tenant("mid", 3, 3, 1)
+	o := prop.propose(api.KindDown)
+	if o.Kind != Yield || o.Record.To != "low" || o.Record.Seq != 1 || o.Record.Kind != api.KindDown {
+		t.Fatalf("outcome %+v, want Yield to low", o)
+	}
+	if s := low.steps(); len(s) != 1 || s[0].By != "prop" || s[0].Watermark != 0.95 {
+		t.Fatalf("low executed %+v, want one step decided by prop", s)
+	}
+	prop.coord.Close() // the announcement has been sent
+	if n := mid.notes(); len(n) != 1 || n[0].To != "low" || n[0].Seq != 1 {
+		t.Errorf("mid noted %+v, want low's decision", n)
+	}
+	if n := low.notes(); len(n) != 0 {
+		t.Errorf("the executor was told about its own decision: %+v", n)
+	}
+}
+
+// TestDecideUp: step-ups go to the highest priority below its first
+// profile.
+func TestDecideUp(t *testing.T) {
+	w := newWorld(t)
+	prop := w.tenant("prop", 0, 3, 1)
+	low, high := w.tenant("low", -3, 3, 1), w.tenant("high", 3, 3, 1)
+	low.set(func(i *api.TenantInfo) { i.Level = 2 })
+	high.set(func(i *api.TenantInfo) { i.Level = 1 })
+	if o := prop.propose(api.KindUp); o.Kind != Yield || o.Record.To != "high" {
+		t.Fatalf("outcome %+v, want Yield to high", o)
+	}
+	if s := high.steps(); len(s) != 1 || s[0].Kind != api.KindUp {
+		t.Fatalf("high executed %+v", s)
+	}
+}
+
+// TestDecideNoCandidate: nobody can step lower.
+func TestDecideNoCandidate(t *testing.T) {
+	w := newWorld(t)
+	a, b := w.tenant("a", 0, 2, 1), w.tenant("b", 1, 2, 1)
+	for _, f := range []*fakeTenant{a, b} {
+		f.set(func(i *api.TenantInfo) { i.Level = 1 })
+	}
+	if o := a.propose(api.KindCritical); o.Kind != NoCandidate || !o.Shared {
+		t.Fatalf("outcome %+v, want NoCandidate", o)
+	}
+	if entries, _ := readDecisions(filepath.Join(w.dir, "gpus", gpuA)); len(entries) != 0 {
+		t.Errorf("no candidate must claim nothing, log: %+v", entries)
+	}
+}
+
+// TestDecidePassesOverRefusalAndSilence: a chosen tenant that refuses, or
+// does not answer (hung: it accepts the request and never replies), is
+// passed over, and the claim made for it is voided so it can never run
+// late; the next tenant in the ranking steps, once.
+func TestDecidePassesOverRefusalAndSilence(t *testing.T) {
+	for _, mode := range []string{"refuses", "hangs"} {
+		t.Run(mode, func(t *testing.T) {
+			w := newWorld(t)
+			prop, first, second := w.tenant("prop", 9, 3, 1), w.tenant("first", -9, 3, 1), w.tenant("second", 0, 3, 1)
+			first.mu.Lock()
+			if mode == "refuses" {
+				first.refuse = errors.New("instance is waiting; try again once it runs")
+			} else {
+				first.hang = true
+			}
+			first.mu.Unlock()
+			o := prop.propose(api.KindDown)
+			if o.Kind != Yield || o.Record.To != "second" || o.Record.Seq != 2 {
+				t.Fatalf("outcome %+v, want Yield to second with seq 2", o)
+			}
+			first.unhang()
+			if len(second.steps()) != 1 || len(first.steps()) != 0 {
+				t.Fatalf("steps: first %v, second %v; want exactly one, by second", first.steps(), second.steps())
+			}
+			// The claim for first is void: executing it late fails.
+			first.mu.Lock()
+			first.refuse, first.hang = nil, false
+			first.mu.Unlock()
+			if _, err := first.execute(api.TenantStep{GPU: gpuA, Seq: 1, Kind: api.KindDown, By: "prop", At: w.clock.Now().UnixNano()}); err == nil {
+				t.Fatal("a voided claim was executed")
+			}
+		})
+	}
+}
+
+// TestDecideExecutorStopsAfterConfirming: the chosen tenant confirms and
+// then hangs before replying (SIGSTOPped mid-step). The decider cannot void
+// the claim: it was executed, once, and nobody else steps.
+func TestDecideExecutorStopsAfterConfirming(t *testing.T) {
+	w := newWorld(t)
+	prop, first, second := w.tenant("prop", 9, 3, 1), w.tenant("first", -9, 3, 1), w.tenant("second", 0, 3, 1)
+	first.mu.Lock()
+	first.hang, first.confirmFirst = true, true
+	first.mu.Unlock()
+	o := prop.propose(api.KindDown)
+	if o.Kind != Yield || o.Record.To != "first" || o.Record.Seq != 1 {
+		t.Fatalf("outcome %+v, want Yield to first", o)
+	}
+	if len(first.steps()) != 1 || len(second.steps()) != 0 {
+		t.Fatalf("steps: first %v, second %v", first.steps(), second.steps())
+	}
+}
+
+// TestDeadAndStoppedTenantsDropOut: a SIGKILLed instance (its socket
+// refuses) and a SIGSTOPped one (accepts, never answers) are no candidates,
+// even when they would rank first.
+func TestDeadAndStoppedTenantsDropOut(t *testing.T) {
+	w := newWorld(t)
+	prop, live := w.tenant("prop", 9, 3, 1), w.tenant("live", 5, 3, 1)
+	w.dead("killed")
+	w.stopped("stopped")
+	got := map[string]string{}
+	for _, p := range prop.coord.discover(context.Background()) {
+		got[p.Name] = map[bool]string{true: "answered", false: map[bool]string{true: "dead", false: "silent"}[p.dead]}[p.answered()]
+	}
+	want := map[string]string{"live": "answered", "killed": "dead", "stopped": "silent"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("discover: %v, want %v", got, want)
+	}
+	if o := prop.propose(api.KindDown); o.Kind != Yield || o.Record.To != "live" {
+		t.Fatalf("outcome %+v, want Yield to live", o)
+	}
+	_ = live
+}
+
+// TestStaleClaim: a decider that died (or was stopped) right after
+// claiming leaves an unconfirmed claim: it holds the others for ClaimTTL,
+// then it is voided and the next decision is taken.
+func TestStaleClaim(t *testing.T) {
+	w := newWorld(t)
+	a := w.tenant("a", 0, 3, 1)
+	dir, _ := GPUDir(w.dir, gpuA)
+	if err := create(dir, decisionName(1), Claim{Seq: 1, GPU: gpuA, Kind: api.KindDown, To: "a", By: "gone", At: w.clock.Now().UnixNano()}); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.add(ClaimTTL - time.Millisecond)
+	if o := a.propose(api.KindDown); o.Kind != Hold || o.Record.Seq != 0 {
+		t.Fatalf("with a claim in flight: %+v, want Hold without a record", o)
+	}
+	w.clock.add(time.Millisecond)
+	o := a.propose(api.KindDown)
+	if o.Kind != Step || o.Claim.Seq != 2 {
+		t.Fatalf("after ClaimTTL: %+v, want Step of seq 2", o)
+	}
+	entries, _ := readDecisions(dir)
+	if len(entries) != 2 || entries[0].End == nil || !entries[0].End.Void {
+		t.Fatalf("the stale claim must be voided: %+v", entries)
+	}
+	// Its tenant would now refuse it anyway, and cannot confirm it.
+	if _, err := a.coord.Confirm(gpuA, 1, time.Second); err == nil {
+		t.Fatal("confirmed a voided claim")
+	}
+}
+
+// TestConcurrentDecisions: every tenant proposes at once, round after
+// round. Each round exactly one step happens, by the lowest priority
+// tenant that can still step: the ladder escalates from tenant to tenant.
+func TestConcurrentDecisions(t *testing.T) {
+	w := newWorld(t)
+	fs := []*fakeTenant{w.tenant("c", 10, 3, 1), w.tenant("a", -10, 4, 1), w.tenant("b", 0, 3, 1)}
+	// a has 3 steps, then b 2, then c 2; then nobody.
+	want := []string{"a", "a", "a", "b", "b", "c", "c", "", ""}
+	for round, who := range want {
+		var wg sync.WaitGroup
+		outs := make([]Outcome, len(fs))
+		for i, f := range fs {
+			wg.Go(func() { outs[i] = f.propose(api.KindDown) })
+		}
+		wg.Wait()
+		for _, f := range fs {
+			f.coord.Close()
+		}
+		var stepped []string
+		for i, f := range fs {
+			if o := outs[i]; o.Kind == Step {
+				if _, err := f.execute(o.Claim); err != nil {
+					t.Fatalf("round %d: %s could not execute its own claim: %v", round, f.info.Name, err)
+				}
+			}
+		}
+		for _, f := range fs {
+			n := len(f.steps())
+			f.mu.Lock()
+			f.executed = nil
+			f.mu.Unlock()
+			for range n {
+				stepped = append(stepped, f.info.Name)
+			}
+		}
+		if who == "" {
+			if len(stepped) != 0 {
+				t.Fatalf("round %d: %v stepped, want nobody (all at their last profile)", round, stepped)
+			}
+			continue
+		}
+		if len(stepped) != 1 || stepped[0] != who {
+			t.Fatalf("round %d: %v stepped, want exactly %s (outcomes %+v)", round, stepped, who, outs)
+		}
+		w.clock.add(2 * time.Hour) // past the grace of that step
+	}
+}
+
+// TestClaimStart: one start at a time per GPU.
+func TestClaimStart(t *testing.T) {
+	w := newWorld(t)
+	a, b := w.tenant("a", 0, 3, 1), w.tenant("b", 0, 3, 1)
+	ctx := context.Background()
+	a.set(func(i *api.TenantInfo) { i.Starting = true })
+	if o := a.coord.ClaimStart(ctx, []string{gpuA}, 5*time.Second); !o.Granted {
+		t.Fatalf("first claim: %+v", o)
+	}
+	b.set(func(i *api.TenantInfo) { i.Starting = true })
+	if o := b.coord.ClaimStart(ctx, []string{gpuB, gpuA}, 5*time.Second); o.Granted || o.Holder != "a" || o.GPU != gpuA {
+		t.Fatalf("while a starts: %+v, want a wait on a", o)
+	}
+	// gpuB comes after gpuA in UUID order, so b claimed nothing there.
+	if starts, _ := readStarts(filepath.Join(w.dir, "gpus", gpuB)); len(starts) != 0 {
+		t.Errorf("b claimed %s while waiting for %s: %+v", gpuB, gpuA, starts)
+	}
+	a.set(func(i *api.TenantInfo) { i.Starting = false }) // settled
+	if o := b.coord.ClaimStart(ctx, []string{gpuA, gpuB}, 5*time.Second); !o.Granted {
+		t.Fatalf("after a settled: %+v", o)
+	}
+	// b is starting now; a restarts and must wait, until 10 x b's settle.
+	if o := a.coord.ClaimStart(ctx, []string{gpuA}, time.Second); o.Granted || o.Holder != "b" {
+		t.Fatalf("a while b starts: %+v", o)
+	}
+	w.clock.add(StartHoldFactor * 5 * time.Second)
+	if o := a.coord.ClaimStart(ctx, []string{gpuA}, time.Second); !o.Granted {
+		t.Fatalf("past 10 x b's settle: %+v", o)
+	}
+}
+
+// TestClaimStartDeadOrStoppedHolder: a holder that was killed, or does not
+// answer, holds nothing.
+func TestClaimStartDeadOrStoppedHolder(t *testing.T) {
+	w := newWorld(t)
+	c := w.tenant("c", 0, 3, 1)
+	dir, _ := GPUDir(w.dir, gpuA)
+	w.dead("killed")
+	w.stopped("stopped")
+	for i, holder := range []string{"killed", "stopped"} {
+		if err := create(dir, startName(int64(10+2*i)), StartClaim{Seq: int64(10 + 2*i), By: holder, At: w.clock.Now().UnixNano(), SettleSeconds: 60}); err != nil {
+			t.Fatal(err)
+		}
+		if o := c.coord.ClaimStart(context.Background(), []string{gpuA}, time.Second); !o.Granted {
+			t.Fatalf("holder %s: %+v", holder, o)
+		}
+	}
+}
+
+// TestClaimStartRace: tenants that claim at the same moment (each saying
+// it is starting first) get one grant between them.
+func TestClaimStartRace(t *testing.T) {
+	w := newWorld(t)
+	var fs []*fakeTenant
+	for i := range 4 {
+		f := w.tenant(fmt.Sprintf("t%d", i), 0, 3, 1)
+		f.set(func(i *api.TenantInfo) { i.Starting = true })
+		fs = append(fs, f)
+	}
+	for round := range 10 {
+		var wg sync.WaitGroup
+		granted := make([]bool, len(fs))
+		for i, f := range fs {
+			wg.Go(func() { granted[i] = f.coord.ClaimStart(context.Background(), []string{gpuA}, time.Second).Granted })
+		}
+		wg.Wait()
+		n := 0
+		for _, g := range granted {
+			if g {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("round %d: %d grants, want 1", round, n)
+		}
+		w.clock.add(StartHoldFactor * time.Second) // that start is over
+	}
+}
+
+// TestAdmit: a reservation sees the other tenants' leases on its GPUs,
+// keeps the last figure of a tenant that stopped answering, forgets a dead
+// one's, and waits at most LockWait for a GPU's admission lock.
+func TestAdmit(t *testing.T) {
+	w := newWorld(t)
+	me := w.tenant("me", 0, 3, 1)
+	a, b := w.tenant("a", 0, 3, 1), w.tenant("b", 0, 3, 1)
+	a.set(func(i *api.TenantInfo) { i.LeasesBytes = 100 })
+	b.set(func(i *api.TenantInfo) {
+		i.LeasesBytes = 7
+		i.GPUs = []api.TenantGPU{{UUID: gpuB}}
+	})
+	ctx := context.Background()
+	adm, err := me.coord.Admit(ctx, []string{gpuA, gpuB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if adm.Others[gpuA] != 100 || adm.Others[gpuB] != 7 {
+		t.Errorf("others %v, want a's 100 on %s and b's 7 on %s", adm.Others, gpuA, gpuB)
+	}
+	// While held, another tenant waits LockWait and gives up.
+	if _, err := a.coord.Admit(ctx, []string{gpuA}); !errors.Is(err, ErrLockHeld) {
+		t.Errorf("second Admit while locked: %v, want ErrLockHeld", err)
+	}
+	adm.Release()
+	adm2, err := a.coord.Admit(ctx, []string{gpuA})
+	if err != nil {
+		t.Fatalf("after Release: %v", err)
+	}
+	adm2.Release()
+
+	// a stops answering: its last figure still counts; dead: it is gone.
+	w2 := newWorld(t)
+	w2.clock = w.clock
+	me2 := w2.tenant("me", 0, 3, 1)
+	peer := w2.tenant("peer", 0, 3, 1)
+	peer.set(func(i *api.TenantInfo) { i.LeasesBytes = 40 })
+	if adm, _ := me2.coord.Admit(ctx, []string{gpuA}); adm.Others[gpuA] != 40 {
+		t.Fatalf("others %v", adm.Others)
+	} else {
+		adm.Release()
+	}
+	sock := filepath.Join(w2.dir, "peer.sock")
+	os.Rename(sock, sock+".away")
+	w2.stopped("peer")
+	if adm, _ := me2.coord.Admit(ctx, []string{gpuA}); adm.Others[gpuA] != 40 {
+		t.Errorf("a silent tenant's leases must keep counting: %v", adm.Others)
+	} else {
+		adm.Release()
+	}
+	os.Remove(sock)
+	w2.dead("peer")
+	if adm, _ := me2.coord.Admit(ctx, []string{gpuA}); adm.Others[gpuA] != 0 {
+		t.Errorf("a dead tenant's leases must go: %v", adm.Others)
+	} else {
+		adm.Release()
+	}
+}

@@ -1,0 +1,206 @@
+package tenants
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// File names in a GPU's directory.
+const (
+	decisionPrefix = "d."
+	startPrefix    = "s."
+	endSuffix      = ".ok"
+	tmpPrefix      = ".tmp-"
+	admitLock      = "admit.lock"
+	gpusDir        = "gpus"
+)
+
+// ErrTaken is returned by create when the name exists: another tenant
+// claimed that seq (or ended that claim) first.
+var ErrTaken = errors.New("already taken")
+
+var plainKey = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// Key is the directory name of a GPU: its UUID when that is a plain name,
+// else a hash of it (a UUID with a slash must not make a path).
+func Key(uuid string) string {
+	if plainKey.MatchString(uuid) && uuid != "." && uuid != ".." {
+		return uuid
+	}
+	h := sha256.Sum256([]byte(uuid))
+	return "h-" + hex.EncodeToString(h[:16])
+}
+
+// GPUDir returns <runtime>/gpus/<key>, creating it private (0700, like the
+// runtime dir, whatever the umask).
+func GPUDir(runtime, uuid string) (string, error) {
+	dir := filepath.Join(runtime, gpusDir, Key(uuid))
+	if _, err := os.Stat(dir); err == nil {
+		return dir, nil
+	}
+	for _, d := range []string{filepath.Join(runtime, gpusDir), dir} {
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("creating the GPU's tenant dir: %w", err)
+		} else if err == nil {
+			if err := os.Chmod(d, 0o700); err != nil {
+				return "", fmt.Errorf("creating the GPU's tenant dir: %w", err)
+			}
+		}
+	}
+	return dir, nil
+}
+
+// create writes v as JSON to dir/name, exclusively: the content goes to a
+// temporary file first and link(2) gives it its name, so nobody ever reads
+// a partial file and of two tenants creating the same name one gets
+// ErrTaken.
+func create(dir, name string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:]))
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, filepath.Join(dir, name)); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return ErrTaken
+		}
+		return fmt.Errorf("creating %s: %w", name, err)
+	}
+	return nil
+}
+
+func decisionName(seq int64) string { return decisionPrefix + strconv.FormatInt(seq, 10) }
+func endName(seq int64) string      { return decisionName(seq) + endSuffix }
+func startName(seq int64) string    { return startPrefix + strconv.FormatInt(seq, 10) }
+
+// parseName splits "d.12" / "d.12.ok" / "s.3" into its prefix, seq and
+// whether it is an end; ok is false for any other name.
+func parseName(name string) (prefix string, seq int64, end, ok bool) {
+	for _, p := range []string{decisionPrefix, startPrefix} {
+		rest, found := strings.CutPrefix(name, p)
+		if !found {
+			continue
+		}
+		if p == decisionPrefix {
+			rest, end = strings.CutSuffix(rest, endSuffix)
+		}
+		n, err := strconv.ParseInt(rest, 10, 64)
+		if err != nil || n <= 0 {
+			return "", 0, false, false
+		}
+		return p, n, end, true
+	}
+	return "", 0, false, false
+}
+
+// readDecisions reads the decision log in seq order. A file that cannot be
+// read or parsed (removed by a collection meanwhile) is skipped.
+func readDecisions(dir string) ([]Entry, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	bySeq := map[int64]*Entry{}
+	for _, de := range ents {
+		p, seq, end, ok := parseName(de.Name())
+		if !ok || p != decisionPrefix {
+			continue
+		}
+		e := bySeq[seq]
+		if e == nil {
+			e = &Entry{Seq: seq}
+			bySeq[seq] = e
+		}
+		if end {
+			var v End
+			if readJSON(filepath.Join(dir, de.Name()), &v) {
+				e.End = &v
+			}
+		} else {
+			var v Claim
+			if readJSON(filepath.Join(dir, de.Name()), &v) {
+				e.Claim = &v
+			}
+		}
+	}
+	out := make([]Entry, 0, len(bySeq))
+	for _, e := range bySeq {
+		if e.Claim != nil || e.End != nil {
+			out = append(out, *e)
+		}
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return int(a.Seq - b.Seq) })
+	return out, nil
+}
+
+// readStarts reads the start claims in seq order.
+func readStarts(dir string) ([]StartClaim, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []StartClaim
+	for _, de := range ents {
+		if p, _, _, ok := parseName(de.Name()); ok && p == startPrefix {
+			var c StartClaim
+			if readJSON(filepath.Join(dir, de.Name()), &c) {
+				out = append(out, c)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b StartClaim) int { return int(a.Seq - b.Seq) })
+	return out, nil
+}
+
+func readJSON(path string, v any) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && json.Unmarshal(b, v) == nil
+}
+
+// newest is the highest seq with the prefix in dir (0 when none).
+func newest(dir, prefix string) int64 {
+	ents, _ := os.ReadDir(dir)
+	var n int64
+	for _, de := range ents {
+		if p, seq, _, ok := parseName(de.Name()); ok && p == prefix {
+			n = max(n, seq)
+		}
+	}
+	return n
+}
+
+// collect removes the files of seqs with the prefix older than the Keep
+// newest (below newest-Keep), and temporary files a crash left behind.
+func collect(dir, prefix string, newest int64) {
+	ents, _ := os.ReadDir(dir)
+	for _, de := range ents {
+		name := de.Name()
+		if strings.HasPrefix(name, tmpPrefix) {
+			if fi, err := de.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {
+				os.Remove(filepath.Join(dir, name))
+			}
+			continue
+		}
+		if p, seq, _, ok := parseName(name); ok && p == prefix && seq <= newest-Keep {
+			os.Remove(filepath.Join(dir, name))
+		}
+	}
+}

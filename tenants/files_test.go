@@ -1,0 +1,152 @@
+package tenants
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestKey(t *testing.T) {
+	for uuid, want := range map[string]string{
+		"GPU-3f0a9c1e-0000-1111-2222-333344445555": "GPU-3f0a9c1e-0000-1111-2222-333344445555",
+		"MIG-abc":        "MIG-abc",
+		"0000:04:00.0":   "h-",
+		"GPU-a/../../x":  "h-",
+		"..":             "h-",
+		"":               "h-",
+		"GPU-x y":        "h-",
+		"GPU-x\ny":       "h-",
+		"0123456789ABCD": "0123456789ABCD",
+	} {
+		got := Key(uuid)
+		if want == "h-" {
+			if len(got) != 2+32 || got[:2] != "h-" {
+				t.Errorf("Key(%q) = %q, want a hash", uuid, got)
+			}
+			continue
+		}
+		if got != want {
+			t.Errorf("Key(%q) = %q, want %q", uuid, got, want)
+		}
+	}
+	if Key("a:b") == Key("a;b") {
+		t.Error("two UUIDs hash to one key")
+	}
+}
+
+func TestGPUDirIsPrivate(t *testing.T) {
+	old := syscall.Umask(0)
+	defer syscall.Umask(old)
+	run := t.TempDir()
+	dir, err := GPUDir(run, "GPU-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Join(run, "gpus"), dir} {
+		fi, err := os.Stat(d)
+		if err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v %v, want a 0700 dir", d, fi.Mode(), err)
+		}
+	}
+	if again, err := GPUDir(run, "GPU-1"); err != nil || again != dir {
+		t.Errorf("second GPUDir: %q %v", again, err)
+	}
+}
+
+// TestCreateIsExclusive: of many goroutines creating one name, exactly one
+// succeeds, and what it wrote is what every reader reads, never a part.
+func TestCreateIsExclusive(t *testing.T) {
+	dir := t.TempDir()
+	for round := range 50 {
+		var won atomic.Int32
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				err := create(dir, decisionName(int64(round+1)), Claim{Seq: int64(round + 1), By: string(rune('a' + i))})
+				switch {
+				case err == nil:
+					won.Add(1)
+				case !errors.Is(err, ErrTaken):
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if won.Load() != 1 {
+			t.Fatalf("round %d: %d creators succeeded, want 1", round, won.Load())
+		}
+	}
+	entries, err := readDecisions(dir)
+	if err != nil || len(entries) != 50 || entries[0].Seq != 1 || entries[49].Seq != 50 || entries[49].Claim.By == "" {
+		t.Fatalf("readDecisions: %d entries %v", len(entries), err)
+	}
+	if tmp, _ := filepath.Glob(filepath.Join(dir, tmpPrefix+"*")); len(tmp) != 0 {
+		t.Errorf("temporary files left: %v", tmp)
+	}
+}
+
+func TestReadDecisionsAndCollect(t *testing.T) {
+	dir := t.TempDir()
+	for seq := int64(1); seq <= 12; seq++ {
+		if err := create(dir, decisionName(seq), Claim{Seq: seq, To: "w"}); err != nil {
+			t.Fatal(err)
+		}
+		if seq%2 == 0 {
+			if err := create(dir, endName(seq), End{By: "w", At: seq}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := create(dir, startName(seq), StartClaim{Seq: seq, By: "w"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Foreign and malformed names are ignored.
+	for _, n := range []string{"d.x", "d.0", "d.-1", "d.3.ok.bak", "notes", admitLock, "s.1.ok"} {
+		os.WriteFile(filepath.Join(dir, n), []byte("{}"), 0o600)
+	}
+	os.WriteFile(filepath.Join(dir, "d.13"), []byte("torn"), 0o600) // unreadable: skipped
+	old := filepath.Join(dir, tmpPrefix+"old")
+	os.WriteFile(old, nil, 0o600)
+	os.Chtimes(old, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour))
+	fresh := filepath.Join(dir, tmpPrefix+"fresh")
+	os.WriteFile(fresh, nil, 0o600)
+
+	collect(dir, decisionPrefix, 12)
+	entries, err := readDecisions(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, e := range entries {
+		seqs = append(seqs, e.Seq)
+		if (e.End != nil) != (e.Seq%2 == 0) {
+			t.Errorf("seq %d: end %+v", e.Seq, e.End)
+		}
+	}
+	if want := []int64{5, 6, 7, 8, 9, 10, 11, 12}; !slices.Equal(seqs, want) {
+		t.Errorf("after collect(12): seqs %v, want the newest %d: %v", seqs, Keep, want)
+	}
+	starts, _ := readStarts(dir)
+	if len(starts) != 12 {
+		t.Errorf("collecting decisions removed start claims: %d left", len(starts))
+	}
+	collect(dir, startPrefix, 12)
+	if starts, _ = readStarts(dir); len(starts) != Keep || starts[0].Seq != 5 {
+		t.Errorf("start claims after collect: %+v", starts)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Error("a temporary file older than a minute must be removed")
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Error("a fresh temporary file (being written) must stay")
+	}
+	if n := newest(dir, decisionPrefix); n != 13 {
+		t.Errorf("newest = %d, want 13 (names count even when unreadable)", n)
+	}
+}

@@ -1,0 +1,70 @@
+package tenants
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+)
+
+// StartOutcome is ClaimStart's answer.
+type StartOutcome struct {
+	// Granted: this instance holds the start claim of every GPU asked for
+	// and may launch its child (choosing its profile on a fresh sample).
+	Granted bool
+	// Holder is the tenant that is starting, when not granted.
+	Holder string
+	GPU    string
+	Err    error
+}
+
+// ClaimStart claims the start of a child on every GPU in gpus, in UUID
+// order (so two tenants of the same GPUs cannot wait on each other). On
+// each GPU it waits (outcome not granted) while the newest claim belongs to
+// another tenant that says it is still starting and is younger than
+// StartHoldFactor x that tenant's settle; a holder that is dead, does not
+// answer or has finished starting holds nothing. The caller must already
+// say that it is starting (TenantInfo.Starting) before it calls, so that a
+// tenant racing it that sees its claim also sees it starting; and must stop
+// saying so when not granted.
+func (c *Coordinator) ClaimStart(ctx context.Context, gpus []string, settle time.Duration) StartOutcome {
+	gpus = slices.Sorted(slices.Values(gpus))
+	for _, g := range gpus {
+		if o := c.claimStart(ctx, g, settle); !o.Granted {
+			return o
+		}
+	}
+	return StartOutcome{Granted: true}
+}
+
+func (c *Coordinator) claimStart(ctx context.Context, gpu string, settle time.Duration) StartOutcome {
+	dir, err := GPUDir(c.o.RuntimeDir, gpu)
+	if err != nil {
+		return StartOutcome{GPU: gpu, Err: err}
+	}
+	for range maxAttempts {
+		claims, err := readStarts(dir)
+		if err != nil {
+			return StartOutcome{GPU: gpu, Err: err}
+		}
+		now := c.o.Now()
+		blocker, next := Blocking(claims, c.o.Name, now)
+		if blocker != nil {
+			if info, err := c.ask(ctx, c.socket(blocker.By)); err == nil && info.Starting {
+				return StartOutcome{GPU: gpu, Holder: blocker.By}
+			}
+		}
+		sc := StartClaim{Seq: next, By: c.o.Name, At: now.UnixNano(), SettleSeconds: settle.Seconds()}
+		if err := create(dir, startName(next), sc); errors.Is(err, ErrTaken) {
+			continue // another tenant claimed at the same moment: look at it
+		} else if err != nil {
+			return StartOutcome{GPU: gpu, Err: err}
+		}
+		if newest(dir, startPrefix) != next {
+			continue // a stale view re-created a collected seq: look again
+		}
+		collect(dir, startPrefix, next)
+		return StartOutcome{GPU: gpu, Granted: true}
+	}
+	return StartOutcome{GPU: gpu, Holder: "another tenant (claims keep racing)"}
+}
