@@ -195,10 +195,10 @@ func (f *fakeTenant) TenantDecision(_ context.Context, d api.TenantDecision) err
 func (f *fakeTenant) Ready(context.Context) error { return nil }
 
 // The rest of control.Backend is not used here.
-func (f *fakeTenant) Status() api.Status                             { return api.Status{Name: f.info.Name} }
-func (f *fakeTenant) Step(context.Context, string) (string, error)  { return "", errors.New("no") }
-func (f *fakeTenant) MarkOOM(string)                                 {}
-func (f *fakeTenant) Release(context.Context, string) error          { return nil }
+func (f *fakeTenant) Status() api.Status                           { return api.Status{Name: f.info.Name} }
+func (f *fakeTenant) Step(context.Context, string) (string, error) { return "", errors.New("no") }
+func (f *fakeTenant) MarkOOM(string)                               {}
+func (f *fakeTenant) Release(context.Context, string) error        { return nil }
 func (f *fakeTenant) Reserve(context.Context, admission.Request) (admission.Decision, error) {
 	return admission.Decision{}, errors.New("no")
 }
