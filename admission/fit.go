@@ -22,7 +22,7 @@ func worst(gpus []GPUUsage, leased, bytes uint64, high float64) fit {
 	var w fit
 	wRatio := math.Inf(-1)
 	for i, g := range gpus {
-		f := fit{used: g.Used, leased: leased, bytes: bytes, limit: g.Limit, high: high}
+		f := fit{used: g.Used, leased: addSat(leased, g.Leased), bytes: bytes, limit: g.Limit, high: high}
 		after := float64(f.after())
 		threshold := f.threshold()
 		f.fits = after <= threshold

@@ -65,9 +65,12 @@ type Decision struct {
 
 // GPUUsage is one watched GPU as admission sees it: Used is the measured
 // usage, Limit the quota if one is set, else the device's total memory.
+// Leased is the other tenants' outstanding leases on it (a shared GPU):
+// headroom promised to them counts like this instance's own leases.
 type GPUUsage struct {
-	Used  uint64
-	Limit uint64
+	Used   uint64
+	Limit  uint64
+	Leased uint64
 }
 
 // Lease is headroom promised to a tool and not yet released.
@@ -126,6 +129,15 @@ func (l *Ledger) Decide(now time.Time, r Request, gpus []GPUUsage, high float64,
 			return Decision{Decision: DecisionGPU, Lease: id, Reason: "fits: " + w.text("<=") + fmt.Sprintf("; lease expires in %v", r.TTL)}
 		}
 		why = "does not fit: " + w.text(">")
+	}
+	return Decision{Decision: fallback(r.Priority), Reason: fmt.Sprintf("%s; %s gets %s", why, r.Priority, fallback(r.Priority))}
+}
+
+// Refuse answers r without looking at the GPUs: the fallback of its
+// priority, with why (for example, a GPU's admission could not be decided).
+func Refuse(r Request, why string) Decision {
+	if r.Priority == "" {
+		r.Priority = P1
 	}
 	return Decision{Decision: fallback(r.Priority), Reason: fmt.Sprintf("%s; %s gets %s", why, r.Priority, fallback(r.Priority))}
 }

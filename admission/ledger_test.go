@@ -38,6 +38,11 @@ func TestDecide(t *testing.T) {
 			want: DecisionCPU, reason: `35 GiB used .* > 36 GiB \(0\.90 × 40 GiB\)`},
 		{name: "every GPU fits", req: Request{Bytes: 2 * gib},
 			gpus: []GPUUsage{{Used: 0, Limit: 80 * gib}, {Used: 30 * gib, Limit: 40 * gib}}, want: DecisionGPU, reason: `30 GiB used`},
+		{name: "other tenants' leases count on their GPU", held: []Request{{Bytes: 2 * gib}}, req: Request{Bytes: 2 * gib},
+			gpus: []GPUUsage{{Used: 30 * gib, Limit: 40 * gib, Leased: 3 * gib}}, want: DecisionCPU,
+			reason: `30 GiB used \+ 5 GiB leased \+ 2 GiB requested = 37 GiB > 36 GiB`},
+		{name: "other tenants' leases on another GPU do not", req: Request{Bytes: 2 * gib},
+			gpus: []GPUUsage{{Used: 30 * gib, Limit: 40 * gib}, {Used: 0, Limit: 40 * gib, Leased: 20 * gib}}, want: DecisionGPU},
 		{name: "no GPU measured yet", req: Request{Bytes: 1}, want: DecisionCPU, reason: `no GPU has been measured yet; P1 gets cpu`},
 		{name: "zero limit never fits", req: Request{Bytes: 1}, gpus: []GPUUsage{{Limit: 0}}, want: DecisionCPU},
 		{name: "huge request does not wrap around", req: Request{Bytes: math.MaxUint64}, gpus: one, want: DecisionCPU},
@@ -112,5 +117,14 @@ func TestLeaseLifecycle(t *testing.T) {
 	l.Clear()
 	if l.Count() != 0 || l.Outstanding() != 0 {
 		t.Errorf("after Clear: Count %d Outstanding %d", l.Count(), l.Outstanding())
+	}
+}
+
+func TestRefuse(t *testing.T) {
+	for prio, want := range map[string]string{"": DecisionCPU, P0: DecisionDeny, P1: DecisionCPU, P2: DecisionDefer} {
+		d := Refuse(Request{Bytes: 1, Priority: prio}, "the admission lock of GPU X: held by a tenant that does not answer")
+		if d.Decision != want || d.Lease != "" || !strings.HasPrefix(d.Reason, "the admission lock of GPU X") {
+			t.Errorf("Refuse(%q) = %+v, want %s", prio, d, want)
+		}
 	}
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/supervisor"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -165,6 +164,3 @@ func (c *rawConn) roundTrip(line string) map[string]any {
 	c.send(line)
 	return c.recv()
 }
-
-// The supervisor publishes profile events through its Publisher interface.
-var _ supervisor.Publisher = (*Server)(nil)

@@ -42,6 +42,7 @@ func (l *loop) onSample(r sampleResult) {
 	} else {
 		l.ratio = deviceRatio(r.sample.Devices, l.pol)
 	}
+	l.trackStart(now, r)
 	// Publish the sample before a start it may lead to, so that anyone who
 	// sees the new child also sees the GPUs it was started against. (The
 	// loop publishes after every event anyway.)
@@ -63,6 +64,9 @@ func (l *loop) onSample(r sampleResult) {
 // applyWatermark runs the watermark rules on the newest ratio and performs
 // (or, in observe mode, only reports) their verdict.
 func (l *loop) applyWatermark(now time.Time) {
+	if l.proposeShared(now) {
+		return // the tenants of the GPU decide together
+	}
 	wm := l.pol.Watermark
 	v := l.rules.observe(now, l.ratio, wm, l.level, len(l.pol.Profiles))
 	if v == holdSteady {
@@ -229,4 +233,5 @@ func (l *loop) publishSnapshot() {
 		snap.childStart = l.childStart
 	}
 	l.s.snap.Store(snap)
+	l.publishTenant()
 }

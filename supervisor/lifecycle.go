@@ -38,7 +38,7 @@ func (l *loop) tryStart(r sampleResult) {
 		// Without data there is no fit to judge; do not hold the service
 		// hostage to the monitoring. Start where we aimed once any
 		// release wait is over.
-		if len(l.release) == 0 || now.Sub(l.waitSince) >= rw.ReleaseTimeout {
+		if (len(l.release) == 0 || now.Sub(l.waitSince) >= rw.ReleaseTimeout) && l.startClaimed(r) {
 			l.launch(l.target)
 		}
 		return
@@ -51,6 +51,9 @@ func (l *loop) tryStart(r sampleResult) {
 			l.deps.Logf("the last child's GPU memory was not freed within %s; starting anyway", rw.ReleaseTimeout)
 		}
 		l.release = nil
+	}
+	if !l.startClaimed(r) {
+		return // one start at a time on a shared GPU
 	}
 	level, ok := pickProfile(l.pol, l.target, r.sample.Devices)
 	if ok {
@@ -65,6 +68,7 @@ func (l *loop) tryStart(r sampleResult) {
 		l.state = api.StateFatal
 		l.finish(75, fmt.Errorf("%w the free GPU memory (when_full = \"exit\"): %s", errNoFit, l.freeText(r)))
 	default:
+		l.endStarting("")
 		if !l.waitNoted {
 			l.waitNoted = true
 			l.deps.Logf("no profile fits the free GPU memory (%s); waiting", l.freeText(r))
@@ -176,6 +180,7 @@ func (l *loop) launch(level int) {
 	l.childTree = map[int]bool{child.PID(): true}
 	l.state = api.StateStarting
 	l.rules.reset()
+	l.beganStarting(l.childStart)
 	ev := api.Event{Event: api.EventStart, PID: child.PID(), Restarts: l.restarts, Reason: l.lastExit}
 	if from != level {
 		ev.From, ev.To = l.pol.Profiles[from].Name, l.pol.Profiles[level].Name
@@ -204,6 +209,7 @@ func (l *loop) onExit() {
 	ran := now.Sub(l.childStart)
 	release := l.childTree
 	l.child = nil
+	l.endStarting("the child exited")
 	l.stopWait.stop()
 	l.ledger.Clear()
 	told := ""

@@ -71,6 +71,8 @@ type loop struct {
 	backoff  timer
 	stopWait timer
 
+	shared sharedState // agreeing with the other tenants of shared GPUs
+
 	lastEvent *api.Event
 	finished  bool
 	code      int
@@ -124,7 +126,7 @@ func newLoop(s *Supervisor) *loop {
 	return &loop{
 		s: s, cfg: s.cfg, deps: s.deps, pol: s.cfg.Policy,
 		state: api.StateStarting, level: s.cfg.StartLevel, target: s.cfg.StartLevel,
-		lastExit: "none", ledger: admission.NewLedger(),
+		lastExit: "none", ledger: s.ledger, shared: newShared(),
 		samples: make(chan sampleResult, 1), sampleReqs: make(chan sampleRequest, 1),
 	}
 }
@@ -174,6 +176,10 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 			l.onStopSignal(syscall.SIGTERM)
 		case req := <-l.s.reqs:
 			l.onRequest(req)
+		case r := <-l.shared.outcomes:
+			l.onOutcome(r)
+		case o := <-l.shared.starts:
+			l.onStartClaim(o)
 		}
 		l.publishSnapshot()
 	}
@@ -361,28 +367,36 @@ func (l *loop) onRequest(r request) {
 	case opStep:
 		l.manualStep(r)
 	case opReserve:
-		r.reply <- response{decision: l.reserve(r.reserve)}
+		r.reply <- response{decision: l.reserve(r)}
 	case opRelease:
 		if !l.ledger.Release(r.lease) {
 			r.reply <- response{err: errUnknownLease}
 			return
 		}
 		r.reply <- response{}
+	default:
+		l.onSharedRequest(r)
 	}
 }
 
-func (l *loop) reserve(req admission.Request) admission.Decision {
+func (l *loop) reserve(r request) admission.Decision {
+	req := r.reserve
 	now := time.Now()
 	l.ledger.Expire(now)
 	var usage []admission.GPUUsage
 	// While the probe fails the last sample is stale: promise nothing.
 	if l.haveSample && l.probeDownSince.IsZero() {
 		for _, d := range l.lastSample.Devices {
-			usage = append(usage, admission.GPUUsage{Used: d.Used, Limit: l.pol.Limit(d.Total)})
+			usage = append(usage, admission.GPUUsage{Used: d.Used, Limit: l.pol.Limit(d.Total), Leased: r.others[d.UUID]})
 		}
 	}
 	pending := l.rules.stepPending() || l.plan != nil || l.child == nil
-	d := l.ledger.Decide(now, req, usage, l.pol.Watermark.High, pending)
+	var d admission.Decision
+	if r.refuse != "" {
+		d = admission.Refuse(req, r.refuse)
+	} else {
+		d = l.ledger.Decide(now, req, usage, l.pol.Watermark.High, pending)
+	}
 	l.emit(api.Event{Event: api.EventAdmission, Decision: d.Decision, Bytes: req.Bytes,
 		Priority: req.Priority, Tool: req.Tool, Lease: d.Lease, Reason: d.Reason})
 	return d

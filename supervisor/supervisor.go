@@ -52,6 +52,9 @@ type Deps struct {
 	Notifier         Notifier
 	Publisher        Publisher
 	Meter            ProbeMeter
+	// Coordinator agrees with the other tenants of the watched GPUs; nil
+	// decides alone.
+	Coordinator Coordinator
 	// Logf prints one human-readable line about what gpuguard does.
 	Logf func(format string, args ...any)
 }
@@ -75,6 +78,14 @@ type Supervisor struct {
 	snap    atomic.Pointer[snapshot]
 	toldOOM atomic.Pointer[string]
 	started time.Time
+
+	// ledger holds the admission leases; Reserve's coordination and the
+	// `tenant` answer read it off the loop (it is safe for that).
+	ledger *admission.Ledger
+	// tenant is what the `tenant` request answers, published by the loop;
+	// starting is read live (set before a start claim is made).
+	tenant   atomic.Pointer[api.TenantInfo]
+	starting atomic.Bool
 }
 
 // snapshot is the loop's state copied out after every event; uptimes are
@@ -102,12 +113,16 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 	if deps.Logf == nil {
 		deps.Logf = func(string, ...any) {}
 	}
-	s := &Supervisor{cfg: cfg, deps: deps, reqs: make(chan request), done: make(chan struct{}), started: time.Now()}
+	s := &Supervisor{cfg: cfg, deps: deps, reqs: make(chan request), done: make(chan struct{}), started: time.Now(),
+		ledger: admission.NewLedger()}
 	st := api.Status{Name: cfg.Name, PID: os.Getpid(), State: api.StateStarting,
 		Profile: cfg.Policy.Profiles[cfg.StartLevel].Name, Level: cfg.StartLevel,
 		Levels: len(cfg.Policy.Profiles), Priority: cfg.Policy.Priority,
 		IntervalSeconds: cfg.Policy.Watch.Interval.Seconds(), Observe: cfg.Observe, GPUs: []api.GPU{}}
 	s.snap.Store(&snapshot{status: st})
+	s.tenant.Store(&api.TenantInfo{Name: cfg.Name, PID: st.PID, Priority: cfg.Policy.Priority,
+		Scope: cfg.Policy.Watch.Scope, Observe: cfg.Observe, State: st.State, Level: st.Level, Levels: st.Levels,
+		GPUs: []api.TenantGPU{}, GraceSeconds: cfg.Policy.Watermark.Grace.Seconds(), SettleSeconds: cfg.Policy.Watch.Settle.Seconds()})
 	return s, nil
 }
 
@@ -157,13 +172,6 @@ func (s *Supervisor) Step(ctx context.Context, direction string) (string, error)
 	return r.profile, err
 }
 
-// Reserve decides an admission request against measured usage and the
-// outstanding leases.
-func (s *Supervisor) Reserve(ctx context.Context, req admission.Request) (admission.Decision, error) {
-	r, err := s.call(ctx, request{op: opReserve, reserve: req})
-	return r.decision, err
-}
-
 // Release ends a lease.
 func (s *Supervisor) Release(ctx context.Context, lease string) error {
 	_, err := s.call(ctx, request{op: opRelease, lease: lease})
@@ -195,6 +203,10 @@ const (
 	opStep op = iota
 	opReserve
 	opRelease
+	opTenantStep
+	opTenantDecision
+	opReady
+	opEmit
 )
 
 // request is a control call handed to the loop goroutine.
@@ -202,12 +214,21 @@ type request struct {
 	op      op
 	up      bool
 	reserve admission.Request
-	lease   string
-	reply   chan response
+	// others are the other tenants' leases by GPU UUID (reserve on a
+	// shared GPU); refuse, when set, is why the reservation cannot be
+	// decided and falls back.
+	others         map[string]uint64
+	refuse         string
+	lease          string
+	tenantStep     api.TenantStep
+	tenantDecision api.TenantDecision
+	event          api.Event
+	reply          chan response
 }
 
 type response struct {
-	profile  string
-	decision admission.Decision
-	err      error
+	profile        string
+	decision       admission.Decision
+	tenantDecision api.TenantDecision
+	err            error
 }

@@ -1,0 +1,109 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+
+	"github.com/gpuguard/gpuguard/admission"
+	"github.com/gpuguard/gpuguard/api"
+)
+
+// TenantInfo is what this instance tells the other tenants of its GPUs
+// (the `tenant` request). It is read from the snapshot the loop publishes
+// and from the ledger and the starting flag directly, never through the
+// loop: a busy loop must not delay another tenant's decision.
+func (s *Supervisor) TenantInfo() api.TenantInfo {
+	info := *s.tenant.Load()
+	info.Starting = s.starting.Load()
+	info.LeasesBytes = s.ledger.Outstanding()
+	return info
+}
+
+// TenantStep executes a decision another tenant took for this instance, or
+// refuses it (see execShared).
+func (s *Supervisor) TenantStep(ctx context.Context, st api.TenantStep) (api.TenantDecision, error) {
+	r, err := s.call(ctx, request{op: opTenantStep, tenantStep: st})
+	return r.tenantDecision, err
+}
+
+// TenantDecision notes a decision another tenant executed on a GPU this
+// instance watches: a yield, and the GPU's cadence.
+func (s *Supervisor) TenantDecision(ctx context.Context, d api.TenantDecision) error {
+	_, err := s.call(ctx, request{op: opTenantDecision, tenantDecision: d})
+	return err
+}
+
+// Ready records that the child has finished starting: on a shared GPU the
+// next tenant may start its own.
+func (s *Supervisor) Ready(ctx context.Context) error {
+	_, err := s.call(ctx, request{op: opReady})
+	return err
+}
+
+// Reserve decides an admission request against measured usage and the
+// outstanding leases: this instance's and, on a shared GPU, every other
+// tenant's. The GPUs' admission locks and the other tenants' leases are
+// gathered here, off the loop; the decision itself (pure) and its journal
+// line are the loop's, so a lease is never granted to a child that has
+// just exited. The locks are held until the lease is recorded.
+func (s *Supervisor) Reserve(ctx context.Context, req admission.Request) (admission.Decision, error) {
+	r := request{op: opReserve, reserve: req}
+	if c := s.deps.Coordinator; c != nil {
+		if gpus := s.watched(); len(gpus) > 0 {
+			adm, err := c.Admit(ctx, gpus)
+			switch {
+			case err == nil:
+				defer adm.Release()
+				r.others = adm.Others
+			case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+				return admission.Decision{}, err
+			default:
+				r.refuse = err.Error()
+			}
+		}
+	}
+	resp, err := s.call(ctx, r)
+	return resp.decision, err
+}
+
+// watched are the UUIDs of the GPUs in the newest published snapshot.
+func (s *Supervisor) watched() []string {
+	gpus := s.snap.Load().status.GPUs
+	out := make([]string, 0, len(gpus))
+	for _, g := range gpus {
+		if g.UUID != "" {
+			out = append(out, g.UUID)
+		}
+	}
+	return out
+}
+
+// tenantInfo is the loop's current TenantInfo, without the parts read live.
+func (l *loop) tenantInfo() api.TenantInfo {
+	info := api.TenantInfo{Name: l.cfg.Name, PID: l.s.snap.Load().status.PID, Priority: l.pol.Priority,
+		Scope: l.pol.Watch.Scope, Observe: l.cfg.Observe, State: l.state, Level: l.level,
+		Levels: len(l.pol.Profiles), GPUs: []api.TenantGPU{},
+		GraceSeconds: l.pol.Watermark.Grace.Seconds(), SettleSeconds: l.pol.Watch.Settle.Seconds()}
+	if !l.haveSample {
+		return info
+	}
+	own := !l.lastSample.ProcessesAt.IsZero()
+	for _, d := range l.lastSample.Devices {
+		g := api.TenantGPU{UUID: d.UUID}
+		if own && l.child != nil {
+			for _, p := range l.lastSample.Processes {
+				if p.Device == d.Index && l.childTree[p.PID] {
+					g.UsedBytes += p.Used
+				}
+			}
+		}
+		info.GPUs = append(info.GPUs, g)
+	}
+	return info
+}
+
+// publishTenant publishes the TenantInfo that TenantInfo answers from.
+func (l *loop) publishTenant() {
+	info := l.tenantInfo()
+	l.s.tenant.Store(&info)
+}

@@ -1,0 +1,136 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/tenants"
+)
+
+const fakeGPU = "GPU-fake-0"
+
+// fakeCoord is a Coordinator whose answers the test decides. By default a
+// proposal is a Step for the proposer (a lone tenant), a start is granted
+// and a reservation sees no other tenant.
+type fakeCoord struct {
+	mu        sync.Mutex
+	seq       int64
+	decide    func(p tenants.Proposal, seq int64) tenants.Outcome
+	claim     func(gpus []string) tenants.StartOutcome
+	admit     func(gpus []string) (*tenants.Admission, error)
+	confirmOK func(gpu string, seq int64) error
+	block     chan struct{} // when set, Decide waits for it to close
+
+	proposals []tenants.Proposal
+	confirms  []api.TenantDecision
+	voids     []int64
+	announced []api.TenantDecision
+	claims    [][]string
+	admits    int
+}
+
+func (f *fakeCoord) Decide(ctx context.Context, p tenants.Proposal) tenants.Outcome {
+	f.mu.Lock()
+	f.proposals = append(f.proposals, p)
+	f.seq++
+	seq, decide, block := f.seq, f.decide, f.block
+	f.mu.Unlock()
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return tenants.Outcome{Kind: tenants.Hold}
+		}
+	}
+	if decide != nil {
+		return decide(p, seq)
+	}
+	return selfStep(p, seq)
+}
+
+// selfStep is the Step outcome for the proposer, claimed now.
+func selfStep(p tenants.Proposal, seq int64) tenants.Outcome {
+	return tenants.Outcome{Kind: tenants.Step, Claim: api.TenantStep{GPU: p.GPU, Seq: seq, Kind: p.Kind, By: p.Self.Name,
+		At: time.Now().UnixNano(), Watermark: p.Watermark}}
+}
+
+func (f *fakeCoord) Confirm(gpu string, seq int64, grace time.Duration) (api.TenantDecision, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.confirmOK != nil {
+		if err := f.confirmOK(gpu, seq); err != nil {
+			return api.TenantDecision{}, err
+		}
+	}
+	d := api.TenantDecision{GPU: gpu, Seq: seq, To: "t", At: time.Now().UnixNano(), GraceSeconds: grace.Seconds()}
+	f.confirms = append(f.confirms, d)
+	return d, nil
+}
+
+func (f *fakeCoord) Void(gpu string, seq int64) {
+	f.mu.Lock()
+	f.voids = append(f.voids, seq)
+	f.mu.Unlock()
+}
+
+func (f *fakeCoord) Announce(d api.TenantDecision, sockets []string) {
+	f.mu.Lock()
+	f.announced = append(f.announced, d)
+	f.mu.Unlock()
+}
+
+func (f *fakeCoord) ClaimStart(ctx context.Context, gpus []string, settle time.Duration) tenants.StartOutcome {
+	f.mu.Lock()
+	f.claims = append(f.claims, gpus)
+	claim := f.claim
+	f.mu.Unlock()
+	if claim != nil {
+		return claim(gpus)
+	}
+	return tenants.StartOutcome{Granted: true}
+}
+
+func (f *fakeCoord) Admit(ctx context.Context, gpus []string) (*tenants.Admission, error) {
+	f.mu.Lock()
+	f.admits++
+	admit := f.admit
+	f.mu.Unlock()
+	if admit != nil {
+		return admit(gpus)
+	}
+	return &tenants.Admission{Others: map[string]uint64{}}, nil
+}
+
+func (f *fakeCoord) set(mod func(f *fakeCoord)) {
+	f.mu.Lock()
+	mod(f)
+	f.mu.Unlock()
+}
+
+func (f *fakeCoord) got() (proposals []tenants.Proposal, confirms []api.TenantDecision, voids []int64, announced []api.TenantDecision) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]tenants.Proposal(nil), f.proposals...), append([]api.TenantDecision(nil), f.confirms...),
+		append([]int64(nil), f.voids...), append([]api.TenantDecision(nil), f.announced...)
+}
+
+func (f *fakeCoord) claimed() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.claims)
+}
+
+var errVoided = errors.New("decision was given up by its decider")
+
+// withCoord wires fc into the harness.
+func withCoord(fc *fakeCoord, more ...func(*Config, *Deps)) func(*Config, *Deps) {
+	return func(c *Config, d *Deps) {
+		d.Coordinator = fc
+		for _, m := range more {
+			m(c, d)
+		}
+	}
+}

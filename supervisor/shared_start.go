@@ -1,0 +1,182 @@
+package supervisor
+
+import (
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/tenants"
+)
+
+// One start at a time on a shared GPU: before a launch the loop claims the
+// start of every watched GPU (off the loop), waits while another tenant is
+// starting, then chooses the profile on a sample taken after the grant, so
+// `needs` is checked against what the earlier tenant really uses. Its own
+// start lasts until the child's memory is flat for `settle`, the child
+// says ready, 10 x settle pass, or the child exits.
+
+type startPhase int
+
+const (
+	startIdle     startPhase = iota
+	startClaiming            // ClaimStart is running
+	startGranted             // claimed: launch on the next fresh sample
+	startLaunched            // the child runs and has not settled
+)
+
+type startState struct {
+	phase startPhase
+	// stale: a sample was in flight when the grant came; it predates the
+	// grant and must not choose the profile.
+	stale    bool
+	launched time.Time
+	settle   settleTracker
+	// waitingFor is the tenant we last said we wait for ("" = none).
+	waitingFor string
+}
+
+// startClaimed reports whether the start may go ahead with sample r; if
+// not, it has asked the coordinator (or is waiting for its answer).
+func (l *loop) startClaimed(r sampleResult) bool {
+	c := l.deps.Coordinator
+	st := &l.shared.start
+	switch {
+	case c == nil:
+		return true
+	case st.phase == startClaiming:
+		return false
+	case st.phase == startGranted && st.stale:
+		st.stale = false
+		l.startSample()
+		return false
+	case st.phase != startIdle:
+		return true
+	}
+	gpus := l.watchedUUIDs()
+	if len(gpus) == 0 {
+		return true // no GPU known: nothing to agree on
+	}
+	if r.err == nil && l.pol.Restart.WhenFull == policy.WhenFullWait {
+		if _, ok := pickProfile(l.pol, l.target, r.sample.Devices); !ok {
+			return true // tryStart waits for memory; claim once something fits
+		}
+	}
+	// Say so before claiming: a tenant that sees our claim must see us
+	// starting, or it would take the claim over.
+	l.setStarting(true)
+	st.phase = startClaiming
+	ctx, out, done, settle := l.ctx, l.shared.starts, l.s.done, l.pol.Watch.Settle
+	go func() {
+		o := c.ClaimStart(ctx, gpus, settle)
+		select {
+		case out <- o:
+		case <-done:
+		}
+	}()
+	return false
+}
+
+// onStartClaim takes ClaimStart's answer.
+func (l *loop) onStartClaim(o tenants.StartOutcome) {
+	st := &l.shared.start
+	if st.phase != startClaiming {
+		return
+	}
+	if l.state != api.StateWaiting || l.stopping || l.finished {
+		l.endStarting("")
+		return
+	}
+	if o.Err != nil {
+		l.deps.Logf("cannot claim the start on GPU %s (%v); starting anyway", o.GPU, o.Err)
+	} else if !o.Granted {
+		st.phase = startIdle
+		l.setStarting(false)
+		if st.waitingFor != o.Holder {
+			st.waitingFor = o.Holder
+			l.deps.Logf("waiting for %s to finish starting on GPU %s (one start at a time)", o.Holder, o.GPU)
+		}
+		return
+	}
+	st.waitingFor = ""
+	st.phase = startGranted
+	st.stale = l.sampling
+	l.startSample()
+}
+
+// beganStarting follows a launch: the start lasts until the child settles.
+func (l *loop) beganStarting(now time.Time) {
+	st := &l.shared.start
+	if st.phase != startGranted {
+		l.endStarting("")
+		return
+	}
+	st.phase = startLaunched
+	st.launched = now
+	used, _, own := startUsage(l.lastSample, l.childTree)
+	if own {
+		used = 0 // the new child's own usage starts from nothing
+	}
+	st.settle = newSettleTracker(now, l.pol.Watch.Settle, used)
+}
+
+// trackStart feeds a sample to the settle tracker of a starting child.
+func (l *loop) trackStart(now time.Time, r sampleResult) {
+	st := &l.shared.start
+	if st.phase != startLaunched || l.child == nil {
+		return
+	}
+	settle := l.pol.Watch.Settle
+	used, total, _ := startUsage(r.sample, l.childTree)
+	switch {
+	case r.err == nil && st.settle.observe(now, used, total):
+		l.endStarting("its memory has not grown for " + settle.String())
+	case now.Sub(st.launched) >= tenants.StartHoldFactor*settle:
+		l.endStarting("10 x settle (" + (tenants.StartHoldFactor * settle).String() + ") passed")
+	}
+}
+
+// startUsage is what the settle rule watches: the child tree's own usage
+// over the watched GPUs when the backend knows processes, else the
+// devices' used memory; and the memory that is out of.
+func startUsage(s gpu.Sample, tree map[int]bool) (used, total uint64, own bool) {
+	for _, d := range s.Devices {
+		total += d.Total
+	}
+	if s.ProcessesAt.IsZero() {
+		for _, d := range s.Devices {
+			used += d.Used
+		}
+		return used, total, false
+	}
+	for _, p := range s.Processes {
+		if tree[p.PID] {
+			used += p.Used
+		}
+	}
+	return used, total, true
+}
+
+// endStarting ends this instance's start (or an attempt at one): the other
+// tenants may start theirs. why is logged when a start completes.
+func (l *loop) endStarting(why string) {
+	st := &l.shared.start
+	if st.phase == startLaunched && why != "" {
+		l.deps.Logf("start complete: %s", why)
+	}
+	st.phase, st.stale = startIdle, false
+	l.setStarting(false)
+}
+
+func (l *loop) setStarting(v bool) { l.s.starting.Store(v) }
+
+// watchedUUIDs are the UUIDs of the watched GPUs from the newest sample.
+func (l *loop) watchedUUIDs() []string {
+	var out []string
+	for _, d := range l.lastSample.Devices {
+		if d.UUID != "" {
+			out = append(out, d.UUID)
+		}
+	}
+	return out
+}
