@@ -23,7 +23,11 @@ import (
 	"github.com/gpuguard/gpuguard/sdnotify"
 	"github.com/gpuguard/gpuguard/statefile"
 	"github.com/gpuguard/gpuguard/supervisor"
+	"github.com/gpuguard/gpuguard/tenants"
 )
+
+// The supervisor answers the shared-GPU requests of its control socket.
+var _ control.Tenancy = (*supervisor.Supervisor)(nil)
 
 // runRun is `gpuguard run`: resolve, claim the name, open everything, and
 // supervise until the child ends for good.
@@ -99,6 +103,9 @@ func runRun(o *RunOptions) error {
 		SocketPath: paths.Socket(r.runtimeDir, r.name), SimDir: simDir,
 		BaseEnv: sdnotify.CleanEnv(os.Environ()),
 	}
+	// The tenants of a shared GPU agree through the runtime dir (docs/sharing.md).
+	coord := tenants.New(tenants.Options{RuntimeDir: r.runtimeDir, Name: r.name, Logf: logf})
+	defer coord.Close()
 	var sup *supervisor.Supervisor
 	m := metrics.New(r.name, func() api.Status { return sup.Status() })
 	m.CountJournalLosses(jr.Dropped)
@@ -106,6 +113,7 @@ func runRun(o *RunOptions) error {
 		Probe: probe, Launcher: launcher, Owned: proc.Descendants,
 		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
+		Coordinator: coord,
 	})
 	if err != nil {
 		return err

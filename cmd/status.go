@@ -236,6 +236,7 @@ func (g *statusGatherer) gather(ctx context.Context) (statusview.Report, error) 
 	if !answered && g.o.Name == "" {
 		r.GPUs = g.probeGPUs(ctx)
 	}
+	r.GPUs = statusview.WithTenants(r.GPUs, r.Instances)
 	describeProcesses(ctx, r.GPUs)
 	return r, nil
 }

@@ -36,6 +36,10 @@ type Summary struct {
 	GiveUps      int            `json:"giveups"`
 	ProbeErrors  int            `json:"probe_errors"`
 	Admissions   map[string]int `json:"admissions"`
+	// Yields counts the decisions on a shared GPU that another tenant
+	// carried out instead of this one; YieldsTo counts them by tenant.
+	Yields   int            `json:"yields"`
+	YieldsTo map[string]int `json:"yields_to"`
 
 	// SecondsInProfile is supervised (child running) time by profile, up
 	// to Until.
@@ -73,6 +77,7 @@ func SummarizeSince(events []api.Event, since, now time.Time, live bool) Summary
 		StepdownsByReason: map[string]int{},
 		Restarts:          map[string]int{api.ReasonOOM: 0, api.ReasonCrash: 0, api.ReasonWatermark: 0},
 		Admissions:        map[string]int{},
+		YieldsTo:          map[string]int{},
 		SecondsInProfile:  map[string]float64{},
 		TopOOMMessages:    []Message{},
 		levels:            map[string]int{},
@@ -211,6 +216,9 @@ func (s *Summary) count(ev api.Event, r *run, oom *messages) {
 		s.ProbeErrors++
 	case api.EventAdmission:
 		s.Admissions[cmp.Or(ev.Decision, "unknown")]++
+	case api.EventYield:
+		s.Yields++
+		s.YieldsTo[cmp.Or(ev.To, "unknown")]++
 	}
 }
 

@@ -306,3 +306,29 @@ func TestWriteText(t *testing.T) {
 		t.Errorf("a healthy instance got a warning:\n%s", buf.String())
 	}
 }
+
+// TestYields: yields are counted, by tenant, in the window, and printed.
+func TestYields(t *testing.T) {
+	yield := func(s int, to string) api.Event {
+		return api.Event{Time: at(s), Event: api.EventYield, Profile: "fp16", To: to, GPU: "GPU-a", Reason: api.ReasonWatermark}
+	}
+	evs := []api.Event{start(0, "fp16", 0, 0), yield(5, "batch"), yield(20, "batch"), yield(30, "embed"), yield(40, "")}
+	s := SummarizeSince(evs, at(10), at(50), true)
+	if s.Yields != 3 || !maps.Equal(s.YieldsTo, map[string]int{"batch": 1, "embed": 1, "unknown": 1}) {
+		t.Errorf("yields %d %v, want 3 in the window (batch 1, embed 1, unknown 1)", s.Yields, s.YieldsTo)
+	}
+	var buf bytes.Buffer
+	s.WriteText(&buf)
+	if !strings.Contains(buf.String(), "yields         3 to other tenants of a shared GPU (batch 1, embed 1, unknown 1)") {
+		t.Errorf("text:\n%s", buf.String())
+	}
+	b, _ := json.Marshal(Summarize([]api.Event{start(0, "fp16", 0, 0)}, at(10), true))
+	if !strings.Contains(string(b), `"yields":0,"yields_to":{}`) {
+		t.Errorf("JSON without yields: %s", b)
+	}
+	buf.Reset()
+	Summarize([]api.Event{start(0, "fp16", 0, 0)}, at(10), true).WriteText(&buf)
+	if strings.Contains(buf.String(), "yields") {
+		t.Errorf("an instance that never yielded mentions yields:\n%s", buf.String())
+	}
+}

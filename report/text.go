@@ -35,6 +35,9 @@ func (s Summary) WriteText(w io.Writer) error {
 	if s.ProbeErrors > 0 {
 		p.f("  probe errors   %d\n", s.ProbeErrors)
 	}
+	if s.Yields > 0 {
+		p.f("  yields         %d to other tenants of a shared GPU%s\n", s.Yields, byKey(s.YieldsTo))
+	}
 	if len(s.Admissions) > 0 {
 		p.f("  admissions     %d%s\n", sum(s.Admissions), byKey(s.Admissions))
 	}

@@ -1,8 +1,10 @@
 package statusview
 
 import (
+	"cmp"
 	"encoding/json"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -42,6 +44,37 @@ func UnionGPUs(sts []api.Status) []api.GPU {
 	return out
 }
 
+// WithTenants sets every GPU's Tenants: the instances that answered and
+// watch it (by UUID; by index for a GPU without one), lowest priority
+// first, ties by name. A GPU nobody watches gets an empty list.
+func WithTenants(gpus []api.GPU, sts []api.Status) []api.GPU {
+	out := make([]api.GPU, len(gpus))
+	for i, g := range gpus {
+		var ts []api.Status
+		for _, st := range sts {
+			if st.State != api.StateUnreachable && slices.ContainsFunc(st.GPUs, func(w api.GPU) bool { return sameGPU(w, g) }) {
+				ts = append(ts, st)
+			}
+		}
+		slices.SortStableFunc(ts, func(a, b api.Status) int {
+			return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Name, b.Name))
+		})
+		g.Tenants = make([]string, 0, len(ts))
+		for _, st := range ts {
+			g.Tenants = append(g.Tenants, st.Name)
+		}
+		out[i] = g
+	}
+	return out
+}
+
+func sameGPU(a, b api.GPU) bool {
+	if a.UUID != "" || b.UUID != "" {
+		return a.UUID == b.UUID
+	}
+	return a.Index == b.Index
+}
+
 // WriteJSON writes r as one document: indented for a single snapshot,
 // compact (one line per snapshot, JSON Lines) for --watch.
 func WriteJSON(w io.Writer, r Report, compact bool) error {
@@ -50,6 +83,13 @@ func WriteJSON(w io.Writer, r Report, compact bool) error {
 	}
 	if r.GPUs == nil {
 		r.GPUs = []api.GPU{}
+	}
+	// Every top-level GPU carries its tenants, [] when none.
+	r.GPUs = slices.Clone(r.GPUs)
+	for i := range r.GPUs {
+		if r.GPUs[i].Tenants == nil {
+			r.GPUs[i].Tenants = []string{}
+		}
 	}
 	for i := range r.Instances {
 		if r.Instances[i].GPUs == nil {

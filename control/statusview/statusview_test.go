@@ -38,23 +38,23 @@ func TestWriteTable(t *testing.T) {
 		},
 		{
 			name: "one instance and its GPU",
-			r:    Report{Instances: []api.Status{demo()}, GPUs: demo().GPUs},
-			want: `NAME   PID   PROFILE     GPU MEM        WATERMARK  RESTARTS  UPTIME  STATE    LAST EVENT
-llama  1200  int8 (1/3)  30.0/40.0 GiB  0.75       2         1h02m   running  stepdown int8 (watermark) 12s ago
+			r:    Report{Instances: []api.Status{demo()}, GPUs: WithTenants(demo().GPUs, []api.Status{demo()})},
+			want: `NAME   PID   PRIO  PROFILE     GPU MEM        WATERMARK  RESTARTS  UPTIME  STATE    LAST EVENT
+llama  1200  0     int8 (1/3)  30.0/40.0 GiB  0.75       2         1h02m   running  stepdown int8 (watermark) 12s ago
 
-GPU  NAME         MEMORY              PROCESSES
-0    NVIDIA H200  30.0/40.0 GiB  75%  1201 llama 28.0 GiB, 999 2.0 GiB
+GPU  NAME         MEMORY              TENANTS  PROCESSES
+0    NVIDIA H200  30.0/40.0 GiB  75%  llama    1201 llama 28.0 GiB, 999 2.0 GiB
 `,
 		},
 		{
 			name: "unreachable instance, observe mode, no GPUs",
 			r: Report{Instances: []api.Status{
-				{Name: "a", PID: 1, State: api.StateBackoff, Profile: "fp16", Levels: 1, Observe: true, UptimeSeconds: 59},
+				{Name: "a", PID: 1, Priority: -5, State: api.StateBackoff, Profile: "fp16", Levels: 1, Observe: true, UptimeSeconds: 59},
 				unreachable,
 			}},
-			want: `NAME  PID  PROFILE     GPU MEM  WATERMARK  RESTARTS  UPTIME  STATE              LAST EVENT
-a     1    fp16 (0/1)  -        0.00       0         59s     backoff (observe)  -
-qwen  77   -           -        -          -         -       unreachable        no answer within 1s
+			want: `NAME  PID  PRIO  PROFILE     GPU MEM  WATERMARK  RESTARTS  UPTIME  STATE              LAST EVENT
+a     1    -5    fp16 (0/1)  -        0.00       0         59s     backoff (observe)  -
+qwen  77   -     -           -        -          -         -       unreachable        no answer within 1s
 
 No GPUs.
 `,
@@ -63,9 +63,9 @@ No GPUs.
 			name:  "colours wrap the text, not the padding",
 			r:     Report{Instances: []api.Status{unreachable}},
 			color: true,
-			want: "\x1b[1mNAME\x1b[0m  \x1b[1mPID\x1b[0m  \x1b[1mPROFILE\x1b[0m  \x1b[1mGPU MEM\x1b[0m  \x1b[1mWATERMARK\x1b[0m  " +
+			want: "\x1b[1mNAME\x1b[0m  \x1b[1mPID\x1b[0m  \x1b[1mPRIO\x1b[0m  \x1b[1mPROFILE\x1b[0m  \x1b[1mGPU MEM\x1b[0m  \x1b[1mWATERMARK\x1b[0m  " +
 				"\x1b[1mRESTARTS\x1b[0m  \x1b[1mUPTIME\x1b[0m  \x1b[1mSTATE\x1b[0m        \x1b[1mLAST EVENT\x1b[0m\n" +
-				"qwen  77   -        -        -          -         -       \x1b[31munreachable\x1b[0m  \x1b[2mno answer within 1s\x1b[0m\n" +
+				"qwen  77   -     -        -        -          -         -       \x1b[31munreachable\x1b[0m  \x1b[2mno answer within 1s\x1b[0m\n" +
 				"\nNo GPUs.\n",
 		},
 	}
@@ -115,6 +115,39 @@ func TestUnionGPUs(t *testing.T) {
 	}
 }
 
+func TestWithTenants(t *testing.T) {
+	st := func(name string, prio int, state string, gpus ...api.GPU) api.Status {
+		return api.Status{Name: name, Priority: prio, State: state, GPUs: gpus}
+	}
+	a, b, c := api.GPU{Index: 0, UUID: "GPU-a"}, api.GPU{Index: 1, UUID: "GPU-b"}, api.GPU{Index: 5, UUID: "GPU-c"}
+	noUUID := api.GPU{Index: 3}
+	sts := []api.Status{
+		st("llm", 10, api.StateRunning, a),
+		st("batch", -5, api.StateRunning, a, b),
+		st("embed", 0, api.StateWaiting, a),
+		st("zeta", 0, api.StateRunning, a),
+		st("alpha", 0, api.StateRunning, a),
+		st("gone", -100, api.StateUnreachable, a),
+		st("sim", 0, api.StateRunning, noUUID),
+		st("other-sim", 0, api.StateRunning, api.GPU{Index: 3, UUID: "GPU-x"}),
+	}
+	got := WithTenants([]api.GPU{a, b, c, noUUID}, sts)
+	want := [][]string{
+		{"batch", "alpha", "embed", "zeta", "llm"}, // lowest priority first, ties by name
+		{"batch"},
+		{}, // nobody: an empty list, not null
+		{"sim"},
+	}
+	for i, g := range got {
+		if g.Tenants == nil || strings.Join(g.Tenants, ",") != strings.Join(want[i], ",") {
+			t.Errorf("GPU %s: tenants %#v, want %v", g.UUID, g.Tenants, want[i])
+		}
+	}
+	if sts[0].GPUs[0].Tenants != nil {
+		t.Error("WithTenants changed the instances' own GPUs")
+	}
+}
+
 func TestWriteJSON(t *testing.T) {
 	var b bytes.Buffer
 	if err := WriteJSON(&b, Report{Instances: []api.Status{{Name: "x", State: api.StateUnreachable}}}, true); err != nil {
@@ -123,6 +156,12 @@ func TestWriteJSON(t *testing.T) {
 	want := `{"instances":[{"name":"x","pid":0,"child_pid":0,"state":"unreachable","profile":"","level":0,"levels":0,"priority":0,"watermark":0,"interval_seconds":0,"eta_seconds":null,"restarts":0,"uptime_seconds":0,"child_uptime_seconds":0,"observe":false,"gpus":[],"leases":0,"last_event":null}],"gpus":[]}` + "\n"
 	if b.String() != want {
 		t.Errorf("got  %s\nwant %s", b.String(), want)
+	}
+	b.Reset()
+	WriteJSON(&b, Report{Instances: []api.Status{demo()}, GPUs: demo().GPUs}, true)
+	if out := b.String(); !strings.Contains(out, `"total_bytes":42949672960,"processes":[{"pid":1201,"used_bytes":30064771072},{"pid":999,"used_bytes":2147483648}]}],"leases"`) ||
+		!strings.Contains(out, `],"gpus":[{"index":0,"uuid":"GPU-a",`) || !strings.HasSuffix(out, `,"tenants":[]}]}`+"\n") {
+		t.Errorf("an instance's gpus have no tenants, the top-level ones always: %s", out)
 	}
 	b.Reset()
 	WriteJSON(&b, Report{}, false)

@@ -39,7 +39,7 @@ func WriteTable(w io.Writer, r Report, o Options) error {
 	if len(r.Instances) == 0 {
 		b.WriteString("No running instances.\n")
 	} else {
-		t := table{header: []string{"NAME", "PID", "PROFILE", "GPU MEM", "WATERMARK", "RESTARTS", "UPTIME", "STATE", "LAST EVENT"}}
+		t := table{header: []string{"NAME", "PID", "PRIO", "PROFILE", "GPU MEM", "WATERMARK", "RESTARTS", "UPTIME", "STATE", "LAST EVENT"}}
 		for _, st := range r.Instances {
 			t.add(instanceRow(st, o.Now))
 		}
@@ -49,7 +49,7 @@ func WriteTable(w io.Writer, r Report, o Options) error {
 	if len(r.GPUs) == 0 {
 		b.WriteString("No GPUs.\n")
 	} else {
-		t := table{header: []string{"GPU", "NAME", "MEMORY", "PROCESSES"}}
+		t := table{header: []string{"GPU", "NAME", "MEMORY", "TENANTS", "PROCESSES"}}
 		owners := childOwners(r.Instances)
 		for _, g := range r.GPUs {
 			t.add(gpuRow(g, owners))
@@ -70,7 +70,7 @@ func plain(s string) cell { return cell{text: s} }
 
 func instanceRow(st api.Status, now time.Time) []cell {
 	if st.State == api.StateUnreachable {
-		return []cell{plain(st.Name), plain(pid(st.PID)), plain("-"), plain("-"), plain("-"), plain("-"), plain("-"),
+		return []cell{plain(st.Name), plain(pid(st.PID)), plain("-"), plain("-"), plain("-"), plain("-"), plain("-"), plain("-"),
 			{st.State, red}, {st.Error, dim}}
 	}
 	var used, total uint64
@@ -89,6 +89,7 @@ func instanceRow(st api.Status, now time.Time) []cell {
 	return []cell{
 		plain(st.Name),
 		plain(pid(st.PID)),
+		plain(strconv.Itoa(st.Priority)),
 		plain(fmt.Sprintf("%s (%d/%d)", st.Profile, st.Level, st.Levels)),
 		mem,
 		{strconv.FormatFloat(st.Watermark, 'f', 2, 64), ratioColor(st.Watermark)},
@@ -119,7 +120,11 @@ func gpuRow(g api.GPU, owners map[int]string) []cell {
 		ratio := float64(g.UsedBytes) / float64(g.TotalBytes)
 		mem = cell{text: fmt.Sprintf("%s %3.0f%%", UsedOfTotal(g.UsedBytes, g.TotalBytes), 100*ratio), color: ratioColor(ratio)}
 	}
-	return []cell{plain(strconv.Itoa(g.Index)), plain(g.Name), mem, plain(procText)}
+	tenants := strings.Join(g.Tenants, ", ")
+	if tenants == "" {
+		tenants = "-"
+	}
+	return []cell{plain(strconv.Itoa(g.Index)), plain(g.Name), mem, plain(tenants), plain(procText)}
 }
 
 // childOwners maps each instance's child pid to the instance, so the GPU
