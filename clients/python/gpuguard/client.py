@@ -7,7 +7,7 @@ connection are skipped.
 
 Client is strict: it raises Unavailable when there is no socket or it does
 not answer, and Error when gpuguard refuses. The module-level functions
-(reserve, release, report_oom, status, step) are safe to call from a server
+(reserve, release, report_oom, ready, status, step) are safe to call from a server
 that may run without gpuguard: they turn Unavailable into a default.
 """
 
@@ -35,6 +35,7 @@ __all__ = [
     "request_reservation",
     "release",
     "report_oom",
+    "ready",
 ]
 
 log = logging.getLogger("gpuguard")
@@ -211,6 +212,12 @@ class Client(object):
         """Tell gpuguard that this process is about to exit because it ran
         out of memory, so the exit counts as an OOM."""
         self.request({"type": "oom", "detail": _clip(str(detail))})
+
+    def ready(self) -> None:
+        """Tell gpuguard that the server has finished starting (its model is
+        loaded and its memory sized): on a shared GPU the next server may
+        start now instead of after `[watch] settle`."""
+        self.request({"type": "ready"})
 
 
 def _remaining(deadline: float) -> float:
@@ -400,4 +407,18 @@ def report_oom(detail: str = "", client: Optional[Client] = None) -> bool:
         return True
     except Error as e:
         log.debug("report_oom: %s", e)
+        return False
+
+
+def ready(client: Optional[Client] = None) -> bool:
+    """Tell gpuguard that the server has finished starting: call it once
+    the server answers (vLLM, SGLang and TGI: GET /health returns 200). On
+    a GPU shared with other gpuguard instances the next one starts its
+    server then, instead of after `[watch] settle` of flat memory. True
+    when gpuguard acknowledged; never raises."""
+    try:
+        _client(client).ready()
+        return True
+    except Error as e:
+        log.debug("ready: %s", e)
         return False

@@ -73,7 +73,9 @@ class FakeServer(object):
         self.leases = {}
         self.next_lease = 1
         self.oom = []
+        self.readies = 0
         self.handlers = {
+            "ready": self._ready,
             "status": self._status,
             "reserve": self._reserve,
             "release": self._release,
@@ -112,6 +114,10 @@ class FakeServer(object):
 
     def _oom(self, req):
         self.oom.append(req.get("detail", ""))
+        return {"ok": True}
+
+    def _ready(self, req):
+        self.readies += 1
         return {"ok": True}
 
     def _step(self, req):

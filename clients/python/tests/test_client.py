@@ -154,6 +154,16 @@ class ClientTest(TmpTestCase):
         self.assertTrue(gpuguard.report_oom("x" * (100 << 10)))
         self.assertLess(len(self.srv.oom[-1]), 64 << 10)
 
+    def test_ready(self):
+        self.assertTrue(gpuguard.ready())
+        gpuguard.Client().ready()
+        self.assertEqual(self.srv.readies, 2)
+        self.assertEqual([r["type"] for r in self.srv.requests[-2:]], ["ready", "ready"])
+        self.srv.handlers["ready"] = lambda req: {"ok": False, "error": "ready: not supported by this instance"}
+        self.assertFalse(gpuguard.ready())
+        with self.assertRaisesRegex(gpuguard.Error, "not supported"):
+            gpuguard.Client().ready()
+
     def test_line_limit(self):
         with self.assertRaises(ValueError):
             gpuguard.Client().request({"type": "status", "pad": "x" * (64 << 10)})
@@ -166,6 +176,7 @@ class UnavailableTest(TmpTestCase):
             self.assertIsNone(gpuguard.status())
             self.assertIsNone(gpuguard.step("down"))
             self.assertFalse(gpuguard.report_oom())
+            self.assertFalse(gpuguard.ready())
             self.assertFalse(gpuguard.release("L1"))
             d = gpuguard.reserve(GiB, "P0")
             self.assertTrue(d.gpu)
