@@ -37,8 +37,9 @@ type sharedState struct {
 	// holdUntil: a decision (ours or noted) holds step proposals until
 	// then: the GPU's cadence.
 	holdUntil time.Time
-	// quietUntil: nobody could step; do not ask again before then.
-	quietUntil time.Time
+	// quietUntil: nobody could step that way (true: down); do not ask
+	// again before then.
+	quietUntil map[bool]time.Time
 	// executed is the newest decision seq executed here, per GPU.
 	executed map[string]int64
 	// seen are the decision seqs noted (or executed) per GPU, so a yield
@@ -57,7 +58,7 @@ type sharedResult struct {
 
 func newShared() sharedState {
 	return sharedState{outcomes: make(chan sharedResult, 1), starts: make(chan tenants.StartOutcome, 1),
-		executed: map[string]int64{}, seen: map[string]map[int64]bool{}}
+		executed: map[string]int64{}, seen: map[string]map[int64]bool{}, quietUntil: map[bool]time.Time{}}
 }
 
 // coordinated reports whether this instance takes part in the decisions of
@@ -83,7 +84,7 @@ func (l *loop) proposeShared(now time.Time) bool {
 	// real ladder is checked by whoever is chosen.
 	v := l.rules.observe(now, l.ratio, l.pol.Watermark, 1, 3)
 	kind := proposalKind(v)
-	if kind == "" || now.Before(l.shared.holdUntil) || now.Before(l.shared.quietUntil) {
+	if kind == "" || now.Before(l.shared.holdUntil) || now.Before(l.shared.quietUntil[tenants.IsDown(kind)]) {
 		return true
 	}
 	gpu := worstGPU(l.lastSample.Devices, l.pol)
@@ -158,7 +159,7 @@ func (l *loop) onOutcome(r sharedResult) {
 			l.noteDecision(o.Record)
 		}
 	case tenants.NoCandidate:
-		l.shared.quietUntil = now.Add(max(l.pol.Watermark.Sustain, time.Second))
+		l.shared.quietUntil[tenants.IsDown(r.p.Kind)] = now.Add(max(l.pol.Watermark.Sustain, time.Second))
 		if tenants.IsDown(r.p.Kind) {
 			l.criticalNobody(now, r.p.GPU, o.Shared)
 		}
