@@ -27,7 +27,9 @@ const (
 // profile's USE (written again after every live change, on SIGUSR1) and
 // prints "level NAME L" each time. With $VICTIM set to a signal name it
 // sends that signal to its gpuguard on its first step: the instance is
-// killed or stopped in the middle of the decision it is executing.
+// killed or stopped in the middle of the decision it is executing. Its
+// sleeps do not hold stdout, and end by themselves, in case its gpuguard
+// is killed and cannot clean up its process group.
 const tenantChild = `
 d="$GPUGUARD_SIM_DIR/0"
 w() {
@@ -42,7 +44,7 @@ stepped() {
 }
 trap stepped USR1
 w
-while :; do sleep 3600 & s=$!; wait $s; kill $s 2>/dev/null; done
+while :; do sleep 5 >/dev/null 2>&1 & s=$!; wait $s; kill $s 2>/dev/null; done
 `
 
 // tn is one tenant: a running gpuguard sharing the sandbox's sim GPU.

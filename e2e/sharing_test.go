@@ -2,13 +2,19 @@ package e2e
 
 import (
 	"encoding/json"
+	"math/rand/v2"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/control"
 )
 
 // TestTenantsStepInPriorityOrder: three real instances share one
@@ -185,4 +191,319 @@ func mapsEqual(a, b map[string]int) bool {
 		}
 	}
 	return true
+}
+
+// TestTenantKilledOrStoppedMidDecision: the tenant chosen for a decision
+// is SIGKILLed, or SIGSTOPped, while it executes it (its child does that
+// on the step's signal). The decision is taken once, by it; the next one
+// goes to the next tenant in the ranking within 1 s of the crossing being
+// sustained: a dead tenant's socket refuses at once, a stopped one drops
+// out after 500 ms without an answer. Resumed, the stopped tenant steps no
+// more.
+func TestTenantKilledOrStoppedMidDecision(t *testing.T) {
+	for _, sig := range []string{"KILL", "STOP"} {
+		t.Run("SIG"+sig, func(t *testing.T) {
+			e := newEnv(t)
+			use := func(l int) uint64 { return []uint64{2 << 30, 1 << 30, 512 * mib}[l] }
+			low := e.tenant("low", -10, 3, use, "VICTIM="+sig)
+			mid, high := e.tenant("mid", 0, 3, use), e.tenant("high", 10, 3, use)
+			ts := []*tn{low, mid, high}
+			e.waitRunning("low", "mid", "high")
+			for _, tt := range ts {
+				tt.nextLevel()
+			}
+			st, err := e.statusOf("low")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A killed gpuguard cannot end its child's process group.
+			t.Cleanup(func() { syscall.Kill(-st.ChildPID, syscall.SIGKILL) })
+			used := func() uint64 {
+				var u uint64
+				for _, tt := range ts {
+					u += tt.use(tt.level)
+				}
+				return u
+			}
+
+			// Round 1: low is chosen, and is killed or stopped as it steps.
+			e.setOther(simHigh + 128*mib - used())
+			if l := low.nextLevel(); l != 1 {
+				t.Fatalf("low stepped to %d, want 1", l)
+			}
+			low.level = 1
+			if sig == "KILL" {
+				if code := low.wait(); code != 128+int(syscall.SIGKILL) {
+					t.Fatalf("low's gpuguard ended with %d, want killed", code)
+				}
+				if !pfGone(st.ChildPID, 30*time.Second) {
+					t.Fatal("low's child outlived its gpuguard")
+				}
+				low.use = func(int) uint64 { return 0 } // its memory is freed
+			} else if !pfEventually(30*time.Second, func() bool { s, ok := pfReadStat(st.PID); return ok && s.state == 'T' }) {
+				t.Fatal("low's gpuguard was not stopped")
+			}
+			mid.quiet("round 1")
+			high.quiet("round 1")
+
+			// Round 2: the next tenant decides without low.
+			t0 := time.Now()
+			e.setOther(simHigh + 128*mib - used())
+			if l := mid.nextLevel(); l != 1 {
+				t.Fatalf("mid stepped to %d, want 1", l)
+			}
+			lat := time.Since(t0)
+			mid.level = 1
+			high.quiet("round 2")
+			// sustain (100ms) + a sample (50ms) + 1s for a tenant that does not
+			// answer, with room for a loaded machine.
+			t.Logf("SIG%s: pressure -> the next tenant's step: %v", sig, lat)
+			if lat > 2*time.Second {
+				t.Errorf("the next decision took %v with low %sed", lat, strings.ToLower(sig))
+			}
+
+			if sig == "STOP" {
+				low.signal(syscall.SIGCONT)
+				if !pfEventually(30*time.Second, func() bool { s, err := e.statusOf("low"); return err == nil && s.Level == 1 }) {
+					t.Fatal("low does not answer after SIGCONT")
+				}
+			}
+			for _, tt := range ts {
+				select {
+				case <-tt.done:
+				default:
+					tt.signal(syscall.SIGTERM)
+					tt.wait()
+				}
+			}
+			for _, tt := range ts {
+				tt.quiet("after the rounds")
+			}
+			want := map[string]int{"low": 1, "mid": 1, "high": 0}
+			for _, tt := range ts {
+				if tt == low && sig == "KILL" {
+					continue // its journal's last lines may have died with it
+				}
+				if n := len(tt.events(api.EventStepDown)); n != want[tt.name] {
+					t.Errorf("%s: %d stepdowns, want %d", tt.name, n, want[tt.name])
+				}
+			}
+		})
+	}
+}
+
+// startChild prints "start NAME PROFILE NS", grows its memory to 7 GiB in
+// two steps, prints "grown NAME NS" and, with $READY set, says ready on
+// the socket ("ready NAME NS" just before), then idles.
+const startChild = `
+d="$GPUGUARD_SIM_DIR/0"
+put() { printf '%s' "$1" > "$d/.$$" && mv "$d/.$$" "$d/$$"; }
+echo "start $GPUGUARD_NAME $GPUGUARD_PROFILE $(date +%s%N)"
+put 3221225472
+sleep 0.3
+put 7516192768
+echo "grown $GPUGUARD_NAME $(date +%s%N)"
+if [ -n "$READY" ]; then
+  echo "ready $GPUGUARD_NAME $(date +%s%N)"
+  python3 -c '
+import os, socket
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["GPUGUARD_SOCKET"])
+s.sendall(b"{\"type\":\"ready\"}\n")
+print("reply", s.makefile().readline().strip())
+'
+fi
+while :; do sleep 5 >/dev/null 2>&1 & s=$!; wait $s; done
+`
+
+// TestTenantsStartOneAtATime: two tenants launched at the same moment on
+// one GPU, each with a child that takes 7 GiB as it starts. The second
+// child starts only once the first has settled (its memory flat for
+// settle) or said ready, and its profile is chosen against what the first
+// really uses: fp16 (needs 8 GiB) no longer fits, int8 (4 GiB) does.
+func TestTenantsStartOneAtATime(t *testing.T) {
+	for _, variant := range []string{"settle", "ready"} {
+		t.Run(variant, func(t *testing.T) {
+			settle, extra := "1s", []string{}
+			if variant == "ready" {
+				if _, err := exec.LookPath("python3"); err != nil {
+					t.Skip("python3 is not installed")
+				}
+				settle, extra = "30s", []string{"READY=1"}
+			}
+			e := newEnv(t)
+			pol := `[watch]
+interval = "50ms"
+settle = "` + settle + `"
+[[profile]]
+name = "fp16"
+needs = "8GiB"
+[[profile]]
+name = "int8"
+needs = "4GiB"
+`
+			ps := map[string]*proc{}
+			for _, n := range []string{"a", "b"} {
+				ps[n] = e.startTenant(n, 0, pol, startChild, extra...)
+			}
+			// Whichever starts first: its lines, then the other's start.
+			times := map[string]time.Time{}
+			profile := map[string]string{}
+			lines := make(chan string, 64)
+			for _, p := range ps {
+				go func() {
+					for l := range p.lines {
+						lines <- l
+					}
+				}()
+			}
+			var first, second string
+			deadline := time.After(60 * time.Second)
+			for second == "" || (variant == "ready" && times["reply "+first].IsZero()) {
+				select {
+				case l := <-lines:
+					f := strings.Fields(l)
+					switch {
+					case len(f) == 4 && f[0] == "start":
+						profile[f[1]] = f[2]
+						times["start "+f[1]] = nsTime(t, f[3])
+						if first == "" {
+							first = f[1]
+						} else {
+							second = f[1]
+						}
+					case len(f) == 3 && (f[0] == "grown" || f[0] == "ready"):
+						times[f[0]+" "+f[1]] = nsTime(t, f[2])
+					case len(f) >= 2 && f[0] == "reply":
+						if !strings.Contains(l, `"ok":true`) {
+							t.Fatalf("ready: %s", l)
+						}
+						times["reply "+first] = time.Now()
+					}
+				case <-deadline:
+					t.Fatalf("no two starts within 60s: %v", times)
+				}
+			}
+			if profile[first] != "fp16" || profile[second] != "int8" {
+				t.Fatalf("profiles: first %s %s, second %s %s; want fp16 then int8 (checked against the first's 7 GiB)",
+					first, profile[first], second, profile[second])
+			}
+			grown := times["grown "+first]
+			gap := times["start "+second].Sub(grown)
+			t.Logf("%s: %s grown -> %s started: %v", variant, first, second, gap)
+			switch variant {
+			case "settle":
+				if gap < 900*time.Millisecond {
+					t.Errorf("%s started %v after %s's memory last grew, before its settle (1s)", second, gap, first)
+				}
+			case "ready":
+				if r := times["ready "+first]; times["start "+second].Before(r) {
+					t.Errorf("%s started before %s said ready", second, first)
+				}
+				if gap > 10*time.Second {
+					t.Errorf("%s waited %v: ready did not end %s's start (settle is 30s)", second, gap, first)
+				}
+			}
+		})
+	}
+}
+
+func nsTime(t *testing.T, s string) time.Time {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatalf("bad time %q", s)
+	}
+	return time.Unix(0, n)
+}
+
+// TestTenantsAdmissionNeverOverAdmits: three instances on one GPU take
+// reservations at the same moment, two each, of random sizes, 100 rounds.
+// The GPU is never over-admitted: what they grant together always fits
+// under high, because each decision counts every tenant's leases. Each
+// round the first reservation decided fits alone, so some are granted.
+func TestTenantsAdmissionNeverOverAdmits(t *testing.T) {
+	e := newEnv(t)
+	use := func(int) uint64 { return 1 << 30 }
+	names := []string{"a", "b", "c"}
+	var ts []*tn
+	for _, n := range names {
+		ts = append(ts, e.tenant(n, 0, 2, use))
+	}
+	e.waitRunning(names...)
+	ctx := withTimeout(t, 2*time.Minute)
+	clients := map[string]*control.Client{}
+	for _, n := range names {
+		c, err := control.Dial(ctx, filepath.Join(e.runDir, n+".sock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients[n] = c
+	}
+	room := uint64(simHigh) - 3<<30 // high minus the children's 3 GiB
+	rng := rand.New(rand.NewPCG(1, 2))
+	var granted, refused int
+	for round := range 100 {
+		type res struct {
+			inst  string
+			bytes uint64
+			reply map[string]any
+			err   error
+		}
+		var reqs []res
+		for _, n := range names {
+			for range 2 {
+				reqs = append(reqs, res{inst: n, bytes: (1 + rng.Uint64N(6)) << 30})
+			}
+		}
+		var wg sync.WaitGroup
+		for i := range reqs {
+			wg.Go(func() {
+				// One connection per request: requests on one connection are
+				// answered one at a time.
+				c, err := control.Dial(ctx, filepath.Join(e.runDir, reqs[i].inst+".sock"))
+				if err != nil {
+					reqs[i].err = err
+					return
+				}
+				defer c.Close()
+				reqs[i].reply, reqs[i].err = c.Request(ctx, map[string]any{"type": "reserve", "bytes": reqs[i].bytes,
+					"priority": "P1", "tool": "t", "ttl": "5m"})
+			})
+		}
+		wg.Wait()
+		var sum, smallest uint64
+		n := 0
+		for _, r := range reqs {
+			if r.err != nil {
+				t.Fatalf("round %d: %v", round, r.err)
+			}
+			if smallest == 0 || r.bytes < smallest {
+				smallest = r.bytes
+			}
+			if r.reply["decision"] == "gpu" {
+				sum += r.bytes
+				n++
+			}
+		}
+		if sum > room {
+			t.Fatalf("round %d: granted %d GiB together, over the %.1f GiB left under high: %+v", round, sum>>30, float64(room)/(1<<30), reqs)
+		}
+		if n == 0 {
+			t.Fatalf("round %d: nothing granted although every request fits alone: %+v", round, reqs)
+		}
+		granted, refused = granted+n, refused+len(reqs)-n
+		for _, r := range reqs {
+			if lease, _ := r.reply["lease"].(string); lease != "" {
+				if _, err := clients[r.inst].Request(ctx, map[string]any{"type": "release", "lease": lease}); err != nil {
+					t.Fatalf("release: %v", err)
+				}
+			}
+		}
+	}
+	t.Logf("100 rounds: %d granted, %d refused", granted, refused)
+	if refused == 0 {
+		t.Error("no reservation was ever refused: the rounds did not contend")
+	}
 }
