@@ -104,8 +104,16 @@ signal = "SIGUSR1"
 		extra += atoi(b, f[2])
 	}
 	g.wait(30 * time.Second)
+	matchDecisions(b, g.stateDir, out)
+	return out, extra
+}
 
-	evs, _, err := journal.Read(filepath.Join(g.stateDir, "events.jsonl"), time.Time{})
+// matchDecisions sets each sample's decided from the stepdown events in
+// the journal of the instance in stateDir: the first at or after its t0,
+// if it came before its t1.
+func matchDecisions(b *testing.B, stateDir string, out []detectSample) {
+	b.Helper()
+	evs, _, err := journal.Read(filepath.Join(stateDir, "events.jsonl"), time.Time{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -121,7 +129,6 @@ signal = "SIGUSR1"
 			}
 		}
 	}
-	return out, extra
 }
 
 func unixNano(b *testing.B, s string) time.Time {

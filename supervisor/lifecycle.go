@@ -212,6 +212,7 @@ func (l *loop) onExit() {
 	l.endStarting("the child exited")
 	l.stopWait.stop()
 	l.ledger.Clear()
+	l.leasesChanged()
 	told := ""
 	if p := l.s.toldOOM.Swap(nil); p != nil {
 		told = *p

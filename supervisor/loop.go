@@ -223,6 +223,7 @@ func (l *loop) onTick() {
 	l.checkLost(now)
 	if n := l.ledger.Expire(now); len(n) > 0 {
 		l.deps.Logf("%d admission lease(s) expired", len(n))
+		l.leasesChanged()
 	}
 }
 

@@ -24,6 +24,9 @@ type Coordinator interface {
 	Announce(d api.TenantDecision, sockets []string)
 	ClaimStart(ctx context.Context, gpus []string, settle time.Duration) tenants.StartOutcome
 	Admit(ctx context.Context, gpus []string) (*tenants.Admission, error)
+	// SetLeases publishes this instance's outstanding leases to the other
+	// tenants of gpus; calls are serialised, each with the current figure.
+	SetLeases(gpus []string, bytes uint64) error
 }
 
 // sharedState is the loop's side of the agreement between tenants.

@@ -63,7 +63,46 @@ func (s *Supervisor) Reserve(ctx context.Context, req admission.Request) (admiss
 		}
 	}
 	resp, err := s.call(ctx, r)
-	return resp.decision, err
+	d := resp.decision
+	if err != nil || d.Lease == "" || r.others == nil {
+		return d, err
+	}
+	// The others must see the lease before the admission lock goes.
+	if perr := s.publishLeases(); perr != nil {
+		s.ledger.Release(d.Lease)
+		d = admission.Refuse(req, "the lease could not be published to the other tenants of the GPU: "+perr.Error())
+		_, err = s.call(ctx, request{op: opEmit, event: api.Event{Event: api.EventAdmission, Decision: d.Decision,
+			Bytes: req.Bytes, Priority: req.Priority, Tool: req.Tool, Reason: d.Reason}})
+	}
+	return d, err
+}
+
+// publishLeases tells the other tenants of the watched GPUs how much this
+// instance has leased (see tenants.Coordinator.SetLeases).
+func (s *Supervisor) publishLeases() error {
+	c := s.deps.Coordinator
+	if c == nil {
+		return nil
+	}
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	gpus := s.watched()
+	if len(gpus) == 0 {
+		return nil
+	}
+	err := c.SetLeases(gpus, s.ledger.Outstanding())
+	if err != nil {
+		s.deps.Logf("%v", err)
+	}
+	return err
+}
+
+// leasesChanged publishes the leases after the loop changed them (expiry,
+// the child's exit), off the loop.
+func (l *loop) leasesChanged() {
+	if l.deps.Coordinator != nil {
+		go l.s.publishLeases()
+	}
 }
 
 // watched are the UUIDs of the GPUs in the newest published snapshot.

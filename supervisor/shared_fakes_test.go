@@ -30,6 +30,8 @@ type fakeCoord struct {
 	announced []api.TenantDecision
 	claims    [][]string
 	admits    int
+	leases    []uint64 // every SetLeases figure
+	leaseErr  error
 }
 
 func (f *fakeCoord) Decide(ctx context.Context, p tenants.Proposal) tenants.Outcome {
@@ -102,6 +104,22 @@ func (f *fakeCoord) Admit(ctx context.Context, gpus []string) (*tenants.Admissio
 		return admit(gpus)
 	}
 	return &tenants.Admission{Others: map[string]uint64{}}, nil
+}
+
+func (f *fakeCoord) SetLeases(gpus []string, bytes uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.leaseErr != nil {
+		return f.leaseErr
+	}
+	f.leases = append(f.leases, bytes)
+	return nil
+}
+
+func (f *fakeCoord) published() []uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]uint64(nil), f.leases...)
 }
 
 func (f *fakeCoord) set(mod func(f *fakeCoord)) {

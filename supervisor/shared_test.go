@@ -600,9 +600,13 @@ func TestReserveCountsOtherTenants(t *testing.T) {
 		time.Sleep(150 * time.Millisecond)
 		synctest.Wait()
 		ctx := context.Background()
-		d, err := h.sup.Reserve(ctx, admission.Request{Bytes: 2 * gib, Priority: "P1", TTL: time.Minute})
+		d0, err := h.sup.Reserve(ctx, admission.Request{Bytes: 2 * gib, Priority: "P1", TTL: time.Minute})
+		d := d0
 		if err != nil || d.Decision != admission.DecisionGPU || !strings.Contains(d.Reason, "8 GiB leased") {
 			t.Fatalf("4 + 8 + 2 <= 14.4: %+v %v", d, err)
+		}
+		if p := fc.published(); !slices.Equal(p, []uint64{2 * gib}) {
+			t.Fatalf("published leases %v, want the 2 GiB lease as soon as it is granted", p)
 		}
 		d, _ = h.sup.Reserve(ctx, admission.Request{Bytes: 2 * gib, Priority: "P2", TTL: time.Minute})
 		if d.Decision != admission.DecisionDefer || !strings.Contains(d.Reason, "10 GiB leased") {
@@ -619,6 +623,27 @@ func TestReserveCountsOtherTenants(t *testing.T) {
 		}
 		if ev := h.rec.named(api.EventAdmission); len(ev) != 3 || ev[2].Decision != admission.DecisionDeny {
 			t.Fatalf("admission events %+v", ev)
+		}
+		if err := h.sup.Release(ctx, d0.Lease); err != nil {
+			t.Fatal(err)
+		}
+		if p := fc.published(); !slices.Equal(p, []uint64{2 * gib, 0}) {
+			t.Fatalf("published leases %v, want 0 after the release", p)
+		}
+		// A lease the others cannot see is not granted.
+		fc.set(func(f *fakeCoord) {
+			f.admit = nil
+			f.leaseErr = errors.New("no space left on device")
+		})
+		d, _ = h.sup.Reserve(ctx, admission.Request{Bytes: 1, Priority: "P2", TTL: time.Minute})
+		if d.Decision != admission.DecisionDefer || d.Lease != "" || !strings.Contains(d.Reason, "no space left") {
+			t.Fatalf("unpublished lease: %+v", d)
+		}
+		if n := h.sup.Status().Leases; n != 0 {
+			t.Fatalf("%d leases held after an unpublished grant", n)
+		}
+		if ev := h.rec.named(api.EventAdmission); ev[len(ev)-1].Decision != admission.DecisionDefer {
+			t.Fatalf("the journal's last admission %+v, want the defer", ev[len(ev)-1])
 		}
 		c.end(Exit{})
 		h.wait()

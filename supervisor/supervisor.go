@@ -86,6 +86,8 @@ type Supervisor struct {
 	// starting is read live (set before a start claim is made).
 	tenant   atomic.Pointer[api.TenantInfo]
 	starting atomic.Bool
+	// leaseMu serialises publishing the leases to the other tenants.
+	leaseMu sync.Mutex
 }
 
 // snapshot is the loop's state copied out after every event; uptimes are
@@ -175,6 +177,9 @@ func (s *Supervisor) Step(ctx context.Context, direction string) (string, error)
 // Release ends a lease.
 func (s *Supervisor) Release(ctx context.Context, lease string) error {
 	_, err := s.call(ctx, request{op: opRelease, lease: lease})
+	if err == nil {
+		s.publishLeases()
+	}
 	return err
 }
 

@@ -2,16 +2,39 @@ package tenants
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Admission across the tenants of a GPU. Every tenant publishes the sum of
+// its outstanding leases in each watched GPU's directory (l.<name>) and
+// holds a flock on live.<name> in <runtime>/gpus for as long as it runs.
+// A reservation is decided under the GPU's admission lock (admit.lock),
+// reading the other tenants' lease files: a file counts while its tenant
+// holds its live lock. The kernel drops that lock when the tenant dies, so
+// a dead tenant's leases go with it; a tenant that hangs or is stopped
+// keeps its lock, so its leases keep counting. Nothing waits for another
+// tenant's answer, which keeps a reservation fast however many tenants
+// share the GPU.
+
+const (
+	leasePrefix = "l."
+	livePrefix  = "live."
 )
 
 // Admission is the right to decide one reservation on a set of GPUs: their
 // admission locks, and the other tenants' outstanding leases on each
-// (bytes by GPU UUID). Release it once the lease is recorded.
+// (bytes by GPU UUID). Publish the new leases (SetLeases), then Release.
 type Admission struct {
 	Others map[string]uint64
 	locks  []*os.File
@@ -27,47 +50,138 @@ func (a *Admission) Release() {
 
 // Admit takes the admission lock of every GPU in gpus (UUID order, each
 // within LockWait; an error wrapping ErrLockHeld when one stays held) and
-// asks the other tenants for their leases. A lease counts on every GPU its
-// tenant watches. A tenant that is not running has none; one that does not
-// answer keeps the leases it reported last (it may still hold them, and
-// admitting against less could over-commit the GPU).
+// reads the other tenants' leases on them. It fails too when this
+// instance cannot publish its own leases (see SetLeases): a lease the
+// others could not see could over-commit the GPU.
 func (c *Coordinator) Admit(ctx context.Context, gpus []string) (*Admission, error) {
+	if err := c.holdLive(); err != nil {
+		return nil, err
+	}
 	a := &Admission{Others: make(map[string]uint64, len(gpus))}
+	dirs := map[string]string{}
 	for _, g := range slices.Sorted(slices.Values(gpus)) {
 		dir, err := GPUDir(c.o.RuntimeDir, g)
 		if err == nil {
 			var f *os.File
 			if f, err = lockFile(ctx, filepath.Join(dir, admitLock), LockWait); err == nil {
 				a.locks = append(a.locks, f)
+				dirs[g] = dir
 				continue
 			}
 		}
 		a.Release()
 		return nil, fmt.Errorf("the admission lock of GPU %s: %w", g, err)
 	}
-	peers := c.discover(ctx)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	seen := make(map[string]peerLeases, len(peers))
-	for _, p := range peers {
-		switch {
-		case p.answered():
-			seen[p.Name] = peerLeases{bytes: p.LeasesBytes, info: p.TenantInfo}
-		case p.silent:
-			if last, ok := c.leases[p.Name]; ok {
-				seen[p.Name] = last
-			}
+	alive := map[string]bool{}
+	for g, dir := range dirs {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			a.Release()
+			return nil, fmt.Errorf("reading the leases on GPU %s: %w", g, err)
 		}
-	}
-	c.leases = seen
-	for _, pl := range seen {
-		for _, g := range gpus {
-			if pl.info.Watches(g) {
-				a.Others[g] = addSat(a.Others[g], pl.bytes)
+		for _, de := range ents {
+			name, ok := strings.CutPrefix(de.Name(), leasePrefix)
+			if !ok || name == c.o.Name {
+				continue
+			}
+			n := readUint(filepath.Join(dir, de.Name()))
+			if n == 0 {
+				continue
+			}
+			live, seen := alive[name]
+			if !seen {
+				live = c.alive(name)
+				alive[name] = live
+			}
+			if live {
+				a.Others[g] = addSat(a.Others[g], n)
 			}
 		}
 	}
 	return a, nil
+}
+
+// SetLeases publishes bytes as this instance's outstanding leases on each
+// GPU in gpus. Calls must be serialised, each with the current figure.
+// A figure that is too high for a while (a release not yet published) only
+// makes the others more careful; one that is too low never happens as long
+// as a lease is published before the admission lock it was granted under
+// is released.
+func (c *Coordinator) SetLeases(gpus []string, bytes uint64) error {
+	if err := c.holdLive(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, g := range gpus {
+		dir, err := GPUDir(c.o.RuntimeDir, g)
+		if err == nil {
+			err = writeReplace(dir, leasePrefix+c.o.Name, []byte(strconv.FormatUint(bytes, 10)))
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("publishing the leases on GPU %s: %w", g, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// holdLive takes, once, the flock that says this instance is running.
+// The lock is taken without blocking, retried for LockWait: another tenant
+// only holds it for the moment of a probe.
+func (c *Coordinator) holdLive() error {
+	c.liveMu.Lock()
+	defer c.liveMu.Unlock()
+	if c.live != nil {
+		return nil
+	}
+	dir := filepath.Join(c.o.RuntimeDir, gpusDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating the tenants' dir: %w", err)
+	}
+	f, err := lockFile(context.Background(), filepath.Join(dir, livePrefix+c.o.Name), LockWait)
+	if err != nil {
+		return fmt.Errorf("taking this instance's live lock: %w", err)
+	}
+	c.live = f
+	return nil
+}
+
+// alive reports whether the tenant name holds its live lock: its shared
+// lock cannot be had. A tenant that never took it, or died, is not alive.
+func (c *Coordinator) alive(name string) bool {
+	f, err := os.Open(filepath.Join(c.o.RuntimeDir, gpusDir, livePrefix+name))
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist) // unreadable: count it, to be safe
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		return true
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return false
+}
+
+// writeReplace replaces dir/name with data atomically (temporary file,
+// then rename), so a reader sees the old figure or the new, never a part.
+func writeReplace(dir, name string, data []byte) error {
+	tmp := filepath.Join(dir, tmpPrefix+name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// readUint reads a file holding one decimal number; 0 when unreadable.
+func readUint(path string) uint64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	return n
 }
 
 // addSat adds without wrapping: an absurd figure must not become a small one.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -37,14 +38,8 @@ type Coordinator struct {
 	o  Options
 	wg sync.WaitGroup // announcements in flight
 
-	mu     sync.Mutex
-	leases map[string]peerLeases // the last leases each tenant reported
-}
-
-// peerLeases is what a tenant last said about its leases.
-type peerLeases struct {
-	bytes uint64
-	info  api.TenantInfo
+	liveMu sync.Mutex
+	live   *os.File // the flock that says this instance runs (see admit.go)
 }
 
 // New returns a Coordinator. Nothing is touched until it is used.
@@ -58,13 +53,20 @@ func New(o Options) *Coordinator {
 	if o.PeerTimeout <= 0 {
 		o.PeerTimeout = PeerTimeout
 	}
-	return &Coordinator{o: o, leases: map[string]peerLeases{}}
+	return &Coordinator{o: o}
 }
 
 // Close waits for the announcements still being sent (each is bounded by
-// PeerTimeout).
+// PeerTimeout) and lets go of the live lock: this instance's leases no
+// longer count.
 func (c *Coordinator) Close() error {
 	c.wg.Wait()
+	c.liveMu.Lock()
+	defer c.liveMu.Unlock()
+	if c.live != nil {
+		c.live.Close()
+		c.live = nil
+	}
 	return nil
 }
 
