@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/control"
 )
@@ -40,7 +42,13 @@ type Coordinator struct {
 
 	liveMu sync.Mutex
 	live   *os.File // the flock that says this instance runs (see admit.go)
+
+	busyMu sync.Mutex
+	busy   map[string]busySpan // per GPU: another tenant has been deciding
 }
+
+// busySpan is a run of proposals that found another tenant deciding.
+type busySpan struct{ since, last time.Time }
 
 // New returns a Coordinator. Nothing is touched until it is used.
 func New(o Options) *Coordinator {
@@ -53,7 +61,7 @@ func New(o Options) *Coordinator {
 	if o.PeerTimeout <= 0 {
 		o.PeerTimeout = PeerTimeout
 	}
-	return &Coordinator{o: o}
+	return &Coordinator{o: o, busy: map[string]busySpan{}}
 }
 
 // Close waits for the announcements still being sent (each is bounded by
@@ -128,6 +136,27 @@ func (c *Coordinator) Decide(ctx context.Context, p Proposal) Outcome {
 	if err != nil {
 		return Outcome{Kind: Failed, Err: err}
 	}
+	// The log first: while a decision is in flight or its cadence runs,
+	// the answer is Hold and no other tenant need be asked. (Every tenant
+	// that sees a crossing proposes; only the first pays for discovery.)
+	if entries, err := readDecisions(dir); err == nil {
+		if st := Evaluate(entries, c.o.Now()); st.Hold {
+			out := Outcome{Kind: Hold}
+			if st.Record != nil {
+				out.Record = *st.Record
+			}
+			return out
+		}
+	}
+	// One decider at a time: every tenant sees the crossing at about the
+	// same moment, and if each asked all the others the herd would slow
+	// the decision down. A decider that holds the lock for longer than
+	// ClaimTTL (hung, stopped) is ignored; the claims keep this correct.
+	unlock, busy := c.decideLock(dir, p.GPU)
+	if busy {
+		return Outcome{Kind: Hold}
+	}
+	defer unlock()
 	self := p.Self
 	self.Name = c.o.Name
 	cands := []Candidate{{TenantInfo: self, Socket: c.socket(c.o.Name)}}
@@ -199,6 +228,32 @@ func (c *Coordinator) Decide(ctx context.Context, p Proposal) Outcome {
 	}
 	out.Kind = Hold
 	return out
+}
+
+// decideLock takes the GPU's decide.lock without waiting. busy: another
+// tenant holds it, and has for less than ClaimTTL as far as this instance
+// has seen. Past that the decision goes ahead without the lock (unlock is
+// then a no-op).
+func (c *Coordinator) decideLock(dir, gpu string) (unlock func(), busy bool) {
+	f, err := os.OpenFile(filepath.Join(dir, decideLock), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return func() {}, false
+	}
+	c.busyMu.Lock()
+	defer c.busyMu.Unlock()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		now := c.o.Now()
+		b := c.busy[gpu]
+		if now.Sub(b.last) > ClaimTTL { // a new run: the last one ended
+			b.since = now
+		}
+		b.last = now
+		c.busy[gpu] = b
+		return func() {}, now.Sub(b.since) < ClaimTTL
+	}
+	delete(c.busy, gpu)
+	return func() { f.Close() }, false
 }
 
 // sendStep asks the chosen tenant to execute step, within PeerTimeout.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -369,4 +370,43 @@ func TestAdmit(t *testing.T) {
 		t.Errorf("others %v, want none", adm.Others)
 	}
 	adm.Release()
+}
+
+// TestOneDeciderAtATime: while another tenant holds the GPU's decide lock
+// a proposal holds at once, without asking anybody; a holder that keeps
+// it for ClaimTTL (hung, stopped) is ignored.
+func TestOneDeciderAtATime(t *testing.T) {
+	w := newWorld(t)
+	a := w.tenant("a", 0, 3, 1)
+	dir, _ := GPUDir(w.dir, gpuA)
+	f, err := os.OpenFile(filepath.Join(dir, decideLock), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []time.Duration{0, 600 * time.Millisecond, 399 * time.Millisecond} {
+		w.clock.add(step)
+		if o := a.propose(api.KindDown); o.Kind != Hold || o.Shared {
+			t.Fatalf("another tenant deciding (busy %v): %+v, want Hold", step, o)
+		}
+	}
+	w.clock.add(time.Millisecond) // busy for ClaimTTL
+	if o := a.propose(api.KindDown); o.Kind != Step {
+		t.Fatalf("a decider stuck for ClaimTTL: %+v, want a decision without it", o)
+	}
+	f.Close()
+	w.clock.add(time.Hour)
+	if o := a.propose(api.KindDown); o.Kind != Step || o.Claim.Seq != 2 {
+		t.Fatalf("lock free again: %+v", o)
+	}
+	// A new run of busy proposals starts its own count.
+	w.clock.add(time.Hour)
+	f2, _ := os.OpenFile(filepath.Join(dir, decideLock), os.O_RDWR, 0)
+	defer f2.Close()
+	syscall.Flock(int(f2.Fd()), syscall.LOCK_EX)
+	if o := a.propose(api.KindDown); o.Kind != Hold {
+		t.Fatalf("a new decider: %+v, want Hold", o)
+	}
 }

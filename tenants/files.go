@@ -1,6 +1,7 @@
 package tenants
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,6 +26,7 @@ const (
 	endSuffix      = ".ok"
 	tmpPrefix      = ".tmp-"
 	admitLock      = "admit.lock"
+	decideLock     = "decide.lock"
 	gpusDir        = "gpus"
 )
 
@@ -111,43 +114,59 @@ func parseName(name string) (prefix string, seq int64, end, ok bool) {
 	return "", 0, false, false
 }
 
-// readDecisions reads the decision log in seq order. A file that cannot be
-// read or parsed (removed by a collection meanwhile) is skipped.
+// readDecisions reads what the log's rules need, in seq order: every claim
+// that has not ended, the ends above the newest confirmed decision (voids)
+// and that decision, with their claims. Older entries cannot matter, so
+// they are not read: a decision costs a few small reads however long the
+// log. A file that cannot be read or parsed (collected meanwhile) is
+// skipped.
 func readDecisions(dir string) ([]Entry, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	bySeq := map[int64]*Entry{}
+	ends := map[int64]bool{}
+	var claims []int64
 	for _, de := range ents {
 		p, seq, end, ok := parseName(de.Name())
 		if !ok || p != decisionPrefix {
 			continue
 		}
-		e := bySeq[seq]
-		if e == nil {
-			e = &Entry{Seq: seq}
-			bySeq[seq] = e
-		}
 		if end {
+			ends[seq] = true
+		} else {
+			claims = append(claims, seq)
+		}
+	}
+	var out []Entry
+	read := func(seq int64, withEnd bool) {
+		e := Entry{Seq: seq}
+		var c Claim
+		if readJSON(filepath.Join(dir, decisionName(seq)), &c) {
+			e.Claim = &c
+		}
+		if withEnd {
 			var v End
-			if readJSON(filepath.Join(dir, de.Name()), &v) {
+			if readJSON(filepath.Join(dir, endName(seq)), &v) {
 				e.End = &v
 			}
-		} else {
-			var v Claim
-			if readJSON(filepath.Join(dir, de.Name()), &v) {
-				e.Claim = &v
-			}
 		}
-	}
-	out := make([]Entry, 0, len(bySeq))
-	for _, e := range bySeq {
 		if e.Claim != nil || e.End != nil {
-			out = append(out, *e)
+			out = append(out, e)
 		}
 	}
-	slices.SortFunc(out, func(a, b Entry) int { return int(a.Seq - b.Seq) })
+	for _, seq := range slices.Backward(slices.Sorted(maps.Keys(ends))) {
+		read(seq, true)
+		if n := len(out); n > 0 && out[n-1].Seq == seq && out[n-1].confirmed() {
+			break // the newest confirmed decision: older ones do not matter
+		}
+	}
+	for _, seq := range claims {
+		if !ends[seq] {
+			read(seq, false)
+		}
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, nil
 }
 
@@ -166,7 +185,7 @@ func readStarts(dir string) ([]StartClaim, error) {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b StartClaim) int { return int(a.Seq - b.Seq) })
+	slices.SortFunc(out, func(a, b StartClaim) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, nil
 }
 
