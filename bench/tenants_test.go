@@ -13,7 +13,8 @@ import (
 
 var (
 	sharedSamples  = flag.Int("shared.samples", 100, "shared GPU: crossings measured per tenant count")
-	sharedInterval = flag.Duration("shared.interval", 20*time.Millisecond, "shared GPU: every tenant's polling interval")
+	sharedInterval = flag.Duration("shared.interval", 20*time.Millisecond, "shared GPU: the measured tenant's polling interval")
+	sharedIdle     = flag.Duration("shared.idle-interval", 0, "shared GPU: the other tenants' polling interval (default: -shared.interval)")
 	sharedReserves = flag.Int("shared.reserves", 1000, "shared GPU: reservations measured per tenant count")
 	sharedCounts   = flag.String("shared.tenants", "1,8", "shared GPU: the tenant counts measured, comma-separated")
 )
@@ -23,7 +24,7 @@ var (
 // on the first sample above high, a 200 ms cadence between decisions (so
 // one crossing is one decision however many tenants see it), and a ladder
 // of n live profiles.
-func sharedPolicy(n int) string {
+func sharedPolicy(n int, interval time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `[watch]
 interval = %q
@@ -38,7 +39,7 @@ grace = "200ms"
 recover_after = "0s"
 [notify]
 signal = "SIGUSR1"
-`, *sharedInterval)
+`, interval)
 	for i := range n {
 		fmt.Fprintf(&b, "[[profile]]\nname = \"p%d\"\nlive = true\n", i)
 	}
@@ -65,7 +66,11 @@ func startIdleTenants(b *testing.B, s *sandbox, sim string, n int) []*guard {
 	b.Helper()
 	var gs []*guard
 	for i := range n {
-		g := s.start(fmt.Sprintf("idle%d", i), s.policy("idle", sharedPolicy(2)),
+		idle := *sharedIdle
+		if idle == 0 {
+			idle = *sharedInterval
+		}
+		g := s.start(fmt.Sprintf("idle%d", i), s.policy("idle", sharedPolicy(2, idle)),
 			[]string{"--sim-dir", sim, "--priority", strconv.Itoa(i + 1)}, childBin, "idle")
 		gs = append(gs, g)
 	}
@@ -84,6 +89,10 @@ func startIdleTenants(b *testing.B, s *sandbox, sim string, n int) []*guard {
 // the sampling phase adds little noise) and proposes when it sees the
 // crossing; with N = 8, seven of them are idle instances. The child pauses
 // 300-600 ms between crossings, past the 200 ms cadence after each step.
+// With more tenants sampling, one of them sees the crossing sooner; to see
+// the coordination's own cost, let the others poll slowly
+// (-shared.idle-interval 1s): the measured tenant then proposes itself
+// and asks the seven others before it steps.
 // decide- is crossing -> the stepdown event (sampling + coordination),
 // notify- the event -> the signal. The cost of coordination is the
 // difference to the same run of a gpuguard without it
@@ -124,7 +133,7 @@ func sharedDetectRun(b *testing.B, run, tenants, n int) ([]detectSample, int) {
 	startIdleTenants(b, s, sim, tenants-1)
 	const total = 16 << 30
 	high, low := strconv.FormatUint(total*8/10, 10), strconv.FormatUint(total/10, 10)
-	g := s.start(fmt.Sprintf("detect%d", run), s.policy("detect", sharedPolicy(2*n+1)),
+	g := s.start(fmt.Sprintf("detect%d", run), s.policy("detect", sharedPolicy(2*n+1, *sharedInterval)),
 		[]string{"--sim-dir", sim, "--priority", "0"},
 		childBin, "detect", strconv.Itoa(n), high, low, (300 * time.Millisecond).String())
 	var out []detectSample

@@ -27,6 +27,9 @@ type Coordinator interface {
 	// SetLeases publishes this instance's outstanding leases to the other
 	// tenants of gpus; calls are serialised, each with the current figure.
 	SetLeases(gpus []string, bytes uint64) error
+	// Publish tells the other tenants what this instance is (its ranking
+	// facts). It must return at once: the loop calls it after each event.
+	Publish(info api.TenantInfo)
 }
 
 // sharedState is the loop's side of the agreement between tenants.

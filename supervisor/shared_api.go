@@ -145,4 +145,7 @@ func (l *loop) tenantInfo() api.TenantInfo {
 func (l *loop) publishTenant() {
 	info := l.tenantInfo()
 	l.s.tenant.Store(&info)
+	if c := l.deps.Coordinator; c != nil {
+		c.Publish(info)
+	}
 }

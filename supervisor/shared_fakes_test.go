@@ -116,6 +116,8 @@ func (f *fakeCoord) SetLeases(gpus []string, bytes uint64) error {
 	return nil
 }
 
+func (f *fakeCoord) Publish(info api.TenantInfo) {}
+
 func (f *fakeCoord) published() []uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()

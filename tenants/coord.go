@@ -45,6 +45,15 @@ type Coordinator struct {
 
 	busyMu sync.Mutex
 	busy   map[string]busySpan // per GPU: another tenant has been deciding
+
+	silentMu sync.Mutex
+	silent   map[string]time.Time // tenants passed over until then
+
+	pubMu     sync.Mutex
+	pubNext   *api.TenantInfo // the newest info to publish
+	pubWake   chan struct{}
+	pubDone   chan struct{}
+	pubClosed bool
 }
 
 // busySpan is a run of proposals that found another tenant deciding.
@@ -61,20 +70,36 @@ func New(o Options) *Coordinator {
 	if o.PeerTimeout <= 0 {
 		o.PeerTimeout = PeerTimeout
 	}
-	return &Coordinator{o: o, busy: map[string]busySpan{}}
+	return &Coordinator{o: o, busy: map[string]busySpan{}, silent: map[string]time.Time{}}
 }
 
 // Close waits for the announcements still being sent (each is bounded by
-// PeerTimeout) and lets go of the live lock: this instance's leases no
-// longer count.
+// PeerTimeout), stops publishing, removes what it published and lets go of
+// the live lock: this instance is no tenant any more.
 func (c *Coordinator) Close() error {
 	c.wg.Wait()
+	c.pubMu.Lock()
+	c.pubClosed = true
+	wake, done, last := c.pubWake, c.pubDone, c.pubNext
+	c.pubMu.Unlock()
+	if wake != nil {
+		close(wake)
+		<-done
+	}
 	c.liveMu.Lock()
 	defer c.liveMu.Unlock()
-	if c.live != nil {
-		c.live.Close()
-		c.live = nil
+	if c.live == nil {
+		return nil
 	}
+	if last != nil {
+		for _, g := range last.GPUs {
+			dir := filepath.Join(c.o.RuntimeDir, gpusDir, Key(g.UUID))
+			os.Remove(filepath.Join(dir, infoPrefix+c.o.Name))
+			os.Remove(filepath.Join(dir, leasePrefix+c.o.Name))
+		}
+	}
+	c.live.Close()
+	c.live = nil
 	return nil
 }
 
@@ -161,10 +186,10 @@ func (c *Coordinator) Decide(ctx context.Context, p Proposal) Outcome {
 	self.Name = c.o.Name
 	cands := []Candidate{{TenantInfo: self, Socket: c.socket(c.o.Name)}}
 	var peers []string
-	for _, pr := range c.discover(ctx) {
-		if pr.answered() && pr.Watches(p.GPU) {
-			cands = append(cands, pr.Candidate)
-			peers = append(peers, pr.Socket)
+	for _, t := range c.tenants(dir) {
+		if t.Watches(p.GPU) {
+			cands = append(cands, t)
+			peers = append(peers, t.Socket)
 		}
 	}
 	ranked := Rank(p.Kind, p.GPU, cands)
@@ -216,6 +241,9 @@ func (c *Coordinator) Decide(ctx context.Context, p Proposal) Outcome {
 			// never run late; if it was confirmed meanwhile, it did run.
 			end, voided := c.end(dir, claim.Seq, End{Void: true, By: c.o.Name, At: c.o.Now().UnixNano()})
 			if voided {
+				if errors.Is(err, context.DeadlineExceeded) {
+					c.passOver(w.Name)
+				}
 				c.o.Logf("shared GPU %s: %s did not take the step (%v); asking the next tenant", p.GPU, w.Name, err)
 				ranked = ranked[1:]
 				continue

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -50,7 +51,7 @@ func TestDecidePeer(t *testing.T) {
 	if s := low.steps(); len(s) != 1 || s[0].By != "prop" || s[0].Watermark != 0.95 {
 		t.Fatalf("low executed %+v, want one step decided by prop", s)
 	}
-	prop.coord.Close() // the announcement has been sent
+	prop.coord.wg.Wait() // the announcement has been sent
 	if n := mid.notes(); len(n) != 1 || n[0].To != "low" || n[0].Seq != 1 {
 		t.Errorf("mid noted %+v, want low's decision", n)
 	}
@@ -143,26 +144,31 @@ func TestDecideExecutorStopsAfterConfirming(t *testing.T) {
 	}
 }
 
-// TestDeadAndStoppedTenantsDropOut: a SIGKILLed instance (its socket
-// refuses) and a SIGSTOPped one (accepts, never answers) are no candidates,
-// even when they would rank first.
+// TestDeadAndStoppedTenantsDropOut: a SIGKILLed tenant (its live lock is
+// gone) is no candidate, even if it would rank first. A SIGSTOPped one
+// (its lock held, its socket accepting but never answering) is chosen,
+// passed over after PeerTimeout, and not waited for again soon.
 func TestDeadAndStoppedTenantsDropOut(t *testing.T) {
 	w := newWorld(t)
 	prop, live := w.tenant("prop", 9, 3, 1), w.tenant("live", 5, 3, 1)
-	w.dead("killed")
+	w.publishedBy("killed", -10, false)
+	w.publishedBy("stopped", -9, true)
 	w.stopped("stopped")
-	got := map[string]string{}
-	for _, p := range prop.coord.discover(context.Background()) {
-		got[p.Name] = map[bool]string{true: "answered", false: map[bool]string{true: "dead", false: "silent"}[p.dead]}[p.answered()]
+	o := prop.propose(api.KindDown)
+	if o.Kind != Yield || o.Record.To != "live" || o.Record.Seq != 2 {
+		t.Fatalf("outcome %+v, want Yield to live after passing over stopped", o)
 	}
-	want := map[string]string{"live": "answered", "killed": "dead", "stopped": "silent"}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("discover: %v, want %v", got, want)
+	w.clock.add(2 * time.Hour)
+	start := time.Now()
+	if o := prop.propose(api.KindDown); o.Kind != Yield || o.Record.To != "live" || o.Record.Seq != 3 {
+		t.Fatalf("second decision %+v, want live again at once", o)
 	}
-	if o := prop.propose(api.KindDown); o.Kind != Yield || o.Record.To != "live" {
-		t.Fatalf("outcome %+v, want Yield to live", o)
+	if d := time.Since(start); d >= prop.coord.o.PeerTimeout {
+		t.Errorf("the second decision waited %v for the stopped tenant again", d)
 	}
-	_ = live
+	if n := len(live.steps()); n != 2 {
+		t.Errorf("live stepped %d times, want 2", n)
+	}
 }
 
 // TestStaleClaim: a decider that died (or was stopped) right after
@@ -210,7 +216,7 @@ func TestConcurrentDecisions(t *testing.T) {
 		}
 		wg.Wait()
 		for _, f := range fs {
-			f.coord.Close()
+			f.coord.wg.Wait()
 		}
 		var stepped []string
 		for i, f := range fs {
@@ -409,4 +415,79 @@ func TestOneDeciderAtATime(t *testing.T) {
 	if o := a.propose(api.KindDown); o.Kind != Hold {
 		t.Fatalf("a new decider: %+v, want Hold", o)
 	}
+}
+
+func TestWorthWriting(t *testing.T) {
+	base := api.TenantInfo{Name: "a", Priority: 1, Scope: "device", State: api.StateRunning, Level: 1, Levels: 3,
+		GPUs: []api.TenantGPU{{UUID: gpuA, UsedBytes: 1 << 30}}, GraceSeconds: 10, SettleSeconds: 5}
+	with := func(mod func(*api.TenantInfo)) *api.TenantInfo {
+		i := base
+		i.GPUs = slices.Clone(base.GPUs)
+		mod(&i)
+		return &i
+	}
+	for _, tc := range []struct {
+		name  string
+		next  *api.TenantInfo
+		since time.Duration
+		want  bool
+	}{
+		{"nothing changed", with(func(*api.TenantInfo) {}), time.Hour, false},
+		{"live figures are not published", with(func(i *api.TenantInfo) { i.Starting, i.LeasesBytes = true, 9 }), time.Hour, false},
+		{"level", with(func(i *api.TenantInfo) { i.Level = 2 }), 0, true},
+		{"state", with(func(i *api.TenantInfo) { i.State = api.StateStepping }), 0, true},
+		{"priority (a reload)", with(func(i *api.TenantInfo) { i.Priority = -1 }), 0, true},
+		{"another GPU", with(func(i *api.TenantInfo) { i.GPUs[0].UUID = gpuB }), 0, true},
+		{"usage within the tolerance", with(func(i *api.TenantInfo) { i.GPUs[0].UsedBytes += 60 << 20 }), time.Hour, false},
+		{"usage beyond it", with(func(i *api.TenantInfo) { i.GPUs[0].UsedBytes += 100 << 20 }), time.Second, true},
+		{"usage beyond it, but written within the second", with(func(i *api.TenantInfo) { i.GPUs[0].UsedBytes -= 100 << 20 }), 999 * time.Millisecond, false},
+	} {
+		if got := worthWriting(&base, tc.next, tc.since); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if !worthWriting(nil, &base, 0) {
+		t.Error("the first info must be written")
+	}
+}
+
+// TestPublishAndClose: published info reaches the GPU's directory (where
+// the others read it); Close takes it away with the leases and the live
+// lock, so the instance is no tenant any more.
+func TestPublishAndClose(t *testing.T) {
+	w := newWorld(t)
+	c, other := w.coordinator("me"), w.coordinator("other")
+	defer other.Close()
+	info := api.TenantInfo{Name: "me", Priority: 3, Scope: "device", State: api.StateRunning, Levels: 2, GPUs: []api.TenantGPU{{UUID: gpuA}}}
+	c.Publish(info)
+	info.Level = 1
+	c.Publish(info)
+	dir, _ := GPUDir(w.dir, gpuA)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ts := other.tenants(dir)
+		if len(ts) == 1 && ts[0].Name == "me" && ts[0].Level == 1 && ts[0].Priority == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the other tenant sees %+v", ts)
+		}
+		time.Sleep(time.Millisecond) // polling the file, not synchronising
+	}
+	if err := c.SetLeases([]string{gpuA}, 5); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if ts := other.tenants(dir); len(ts) != 0 {
+		t.Errorf("after Close the other sees %+v", ts)
+	}
+	for _, f := range []string{infoPrefix + "me", leasePrefix + "me"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); !os.IsNotExist(err) {
+			t.Errorf("%s left behind", f)
+		}
+	}
+	if c.alive("me") {
+		t.Error("still alive after Close")
+	}
+	c.Publish(info) // harmless after Close
 }

@@ -101,13 +101,24 @@ func (w *world) tenant(name string, prio, levels int, used uint64) *fakeTenant {
 		<-done
 		f.coord.Close()
 	})
+	f.publish()
 	return f
+}
+
+// publish writes the tenant's info for the others, as its supervisor
+// would after each change.
+func (f *fakeTenant) publish() {
+	f.w.t.Helper()
+	if err := f.coord.writeInfo(f.self()); err != nil {
+		f.w.t.Fatal(err)
+	}
 }
 
 func (f *fakeTenant) set(mod func(*api.TenantInfo)) {
 	f.mu.Lock()
 	mod(&f.info)
 	f.mu.Unlock()
+	f.publish()
 }
 
 func (f *fakeTenant) unhang() {
@@ -165,6 +176,9 @@ func (f *fakeTenant) execute(st api.TenantStep) (api.TenantDecision, error) {
 	}
 	f.executed = append(f.executed, st)
 	d.Kind = st.Kind
+	if err := f.coord.writeInfo(f.info); err != nil {
+		return d, err
+	}
 	return d, nil
 }
 
@@ -237,6 +251,24 @@ func (w *world) stopped(name string) {
 		}
 		mu.Unlock()
 	})
+}
+
+// publishedBy writes the info a tenant of gpuA named name published;
+// holding says whether its live lock stays held (false: it was SIGKILLed
+// after publishing).
+func (w *world) publishedBy(name string, prio int, holding bool) {
+	w.t.Helper()
+	c := w.coordinator(name)
+	info := api.TenantInfo{Name: name, Priority: prio, Scope: "device", State: api.StateRunning, Levels: 3,
+		GPUs: []api.TenantGPU{{UUID: gpuA}}}
+	if err := c.writeInfo(info); err != nil {
+		w.t.Fatal(err)
+	}
+	if !holding {
+		c.live.Close() // as the kernel does when it dies; its files stay
+		c.live = nil
+	}
+	w.t.Cleanup(func() { c.Close() })
 }
 
 // dead is the socket file a SIGKILLed instance leaves: it refuses.

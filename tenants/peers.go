@@ -2,10 +2,10 @@ package tenants
 
 import (
 	"context"
-	"errors"
-	"io/fs"
-	"sync"
-	"syscall"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
@@ -18,44 +18,152 @@ import (
 // decision.
 const PeerTimeout = 500 * time.Millisecond
 
-// peer is one other instance of the runtime dir and how it answered.
-type peer struct {
-	Candidate
-	// dead: its socket refused (or is gone): the instance is not running.
-	dead bool
-	// silent: no answer within PeerTimeout.
-	silent bool
+// silentFor is how long a tenant that did not answer a step in time is
+// passed over: while it stays stopped, each decision need not wait for it.
+const silentFor = 10 * PeerTimeout
+
+// infoPrefix names a tenant's published TenantInfo in a GPU's directory.
+const infoPrefix = "t."
+
+// Who the tenants of a GPU are, and what they can do, is read from the
+// files they publish in its directory (t.<name>), each counting while its
+// tenant holds its live lock, as the leases do. Asking every tenant over
+// its socket at the moment of a decision would wake them all, and a
+// decision on a busy GPU must be quick; only the chosen tenant is asked.
+// A tenant that died drops out at once (its lock is gone); one that hangs
+// or is stopped is chosen, does not answer within PeerTimeout, and is
+// passed over for silentFor.
+
+// tenants reads the other tenants of the GPU whose directory is dir: those
+// whose live lock is held and that have not been silent lately.
+func (c *Coordinator) tenants(dir string) []Candidate {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	now := time.Now()
+	var out []Candidate
+	for _, de := range ents {
+		name, ok := strings.CutPrefix(de.Name(), infoPrefix)
+		if !ok || name == c.o.Name || paths.ValidName(name) != nil || c.isSilent(name, now) {
+			continue
+		}
+		var info api.TenantInfo
+		if !readJSON(filepath.Join(dir, de.Name()), &info) || !c.alive(name) {
+			continue
+		}
+		info.Name = name // the file's name is the identity
+		out = append(out, Candidate{TenantInfo: info, Socket: c.socket(name)})
+	}
+	return out
 }
 
-func (p peer) answered() bool { return !p.dead && !p.silent }
+func (c *Coordinator) isSilent(name string, now time.Time) bool {
+	c.silentMu.Lock()
+	defer c.silentMu.Unlock()
+	until, ok := c.silent[name]
+	if ok && !now.Before(until) {
+		delete(c.silent, name)
+		return false
+	}
+	return ok
+}
 
-// discover asks every other instance of the runtime dir, at once, what it
-// watches.
-func (c *Coordinator) discover(ctx context.Context) []peer {
-	ins, _ := control.Discover([]string{c.o.RuntimeDir}) // an unreadable dir has no peers
-	out := make([]peer, 0, len(ins))
-	for _, in := range ins {
-		if in.Name != c.o.Name {
-			out = append(out, peer{Candidate: Candidate{TenantInfo: api.TenantInfo{Name: in.Name}, Socket: in.Socket}})
+// passOver records that name did not answer in time.
+func (c *Coordinator) passOver(name string) {
+	c.silentMu.Lock()
+	c.silent[name] = time.Now().Add(silentFor)
+	c.silentMu.Unlock()
+}
+
+// Publish makes info this instance's published TenantInfo, in the
+// directory of every GPU it lists. It returns at once: a goroutine writes
+// the newest info, when it changed in a way that matters (anything but the
+// own usage, or that by more than settleTolerance, at most once a second).
+func (c *Coordinator) Publish(info api.TenantInfo) {
+	c.pubMu.Lock()
+	defer c.pubMu.Unlock()
+	if c.pubClosed {
+		return
+	}
+	c.pubNext = &info
+	if c.pubWake == nil {
+		c.pubWake = make(chan struct{}, 1)
+		c.pubDone = make(chan struct{})
+		go c.publisher()
+	}
+	select {
+	case c.pubWake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Coordinator) publisher() {
+	defer close(c.pubDone)
+	var last *api.TenantInfo
+	var lastAt time.Time
+	for range c.pubWake {
+		c.pubMu.Lock()
+		info := c.pubNext
+		c.pubMu.Unlock()
+		if info == nil || !worthWriting(last, info, time.Since(lastAt)) {
+			continue
+		}
+		if err := c.writeInfo(*info); err != nil {
+			c.o.Logf("%v", err)
+			continue
+		}
+		last, lastAt = info, time.Now()
+	}
+}
+
+// usedTolerance is the least change of a tenant's own usage worth
+// publishing (it only breaks ties in the ranking).
+const usedTolerance = 64 << 20
+
+// worthWriting says whether next differs from the last written info in a
+// way the other tenants' rankings can use.
+func worthWriting(last, next *api.TenantInfo, since time.Duration) bool {
+	if last == nil {
+		return true
+	}
+	a, b := last, next
+	if a.PID != b.PID || a.Priority != b.Priority || a.Scope != b.Scope || a.Observe != b.Observe || a.State != b.State ||
+		a.Level != b.Level || a.Levels != b.Levels || a.GraceSeconds != b.GraceSeconds || a.SettleSeconds != b.SettleSeconds ||
+		len(a.GPUs) != len(b.GPUs) {
+		return true
+	}
+	moved := false
+	for i := range last.GPUs {
+		if last.GPUs[i].UUID != next.GPUs[i].UUID {
+			return true
+		}
+		d := int64(next.GPUs[i].UsedBytes) - int64(last.GPUs[i].UsedBytes)
+		moved = moved || d > usedTolerance || d < -usedTolerance
+	}
+	return moved && since >= time.Second
+}
+
+// writeInfo writes info into the directory of each GPU it lists.
+func (c *Coordinator) writeInfo(info api.TenantInfo) error {
+	if err := c.holdLive(); err != nil {
+		return err
+	}
+	info.Name = c.o.Name
+	b, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	for _, g := range info.GPUs {
+		dir, err := GPUDir(c.o.RuntimeDir, g.UUID)
+		if err == nil {
+			err = writeReplace(dir, infoPrefix+c.o.Name, b)
+		}
+		if err != nil {
+			return err
 		}
 	}
-	var wg sync.WaitGroup
-	for i := range out {
-		wg.Go(func() {
-			info, err := c.ask(ctx, out[i].Socket)
-			switch {
-			case err == nil:
-				info.Name = out[i].Name // the socket's name is the identity
-				out[i].TenantInfo = info
-			case refused(err):
-				out[i].dead = true
-			default:
-				out[i].silent = true
-			}
-		})
-	}
-	wg.Wait()
-	return out
+	return nil
 }
 
 // ask sends `tenant` to one socket, within PeerTimeout.
@@ -72,10 +180,3 @@ func (c *Coordinator) ask(ctx context.Context, socket string) (api.TenantInfo, e
 
 // socket is the control socket of the instance name in the runtime dir.
 func (c *Coordinator) socket(name string) string { return paths.Socket(c.o.RuntimeDir, name) }
-
-// refused reports an error that means the instance is not running: its
-// socket refuses connections (a SIGKILLed instance leaves the file) or is
-// gone.
-func refused(err error) bool {
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist)
-}
