@@ -229,7 +229,9 @@ func (c *Coordinator) Decide(ctx context.Context, p Proposal) Outcome {
 			out.Kind = Hold
 			return out
 		}
-		collect(dir, decisionPrefix, claim.Seq)
+		if claim.Seq%Keep == 0 {
+			collect(dir, decisionPrefix, claim.Seq)
+		}
 		step := api.TenantStep{GPU: p.GPU, Seq: claim.Seq, Kind: p.Kind, By: c.o.Name, At: claim.At, Watermark: p.Watermark}
 		if w.Name == c.o.Name {
 			out.Kind, out.Claim = Step, step

@@ -12,7 +12,8 @@ import (
 // it named refuses to execute it.
 const ClaimTTL = time.Second
 
-// Keep is how many of the newest seqs a log keeps; older files are removed.
+// Keep is how many of the newest seqs a log keeps; older files are removed
+// every Keep seqs, so between 8 and 16 are on disk.
 const Keep = 8
 
 // Claim is d.<seq>: tenant By decided, at At (unix ns, wall clock), that

@@ -63,7 +63,9 @@ func (c *Coordinator) claimStart(ctx context.Context, gpu string, settle time.Du
 		if newest(dir, startPrefix) != next {
 			continue // a stale view re-created a collected seq: look again
 		}
-		collect(dir, startPrefix, next)
+		if next%Keep == 0 {
+			collect(dir, startPrefix, next)
+		}
 		return StartOutcome{GPU: gpu, Granted: true}
 	}
 	return StartOutcome{GPU: gpu, Holder: "another tenant (claims keep racing)"}
