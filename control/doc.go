@@ -1,8 +1,10 @@
 // Package control is gpuguard's control socket: a Unix socket in the
 // runtime dir that speaks newline-delimited JSON, one object a line. The
-// server side answers status, subscribe, oom, reserve, release and step
-// requests by calling a Backend (the supervisor) and fans profile events out
-// to subscribers; the client side is what `gpuguard status` and `step` use.
+// server side answers status, subscribe, oom, reserve, release, step and
+// ready requests by calling a Backend (the supervisor) and fans profile
+// events out to subscribers; the client side is what `gpuguard status` and
+// `step` use. The tenants of a shared GPU (package tenants) talk to each
+// other through it too, with internal requests (tenant.go).
 //
 // The socket is the only way in, so it carries the security and liveness
 // rules: the directory is private, the socket is 0600, peers of another uid
