@@ -53,6 +53,8 @@ type sharedState struct {
 	seen map[string]map[int64]bool
 	// failNoted: a coordination failure was logged (once per run of them).
 	failNoted bool
+	// leasesPublished: the leases were published once the GPUs were known.
+	leasesPublished bool
 
 	start startState
 }

@@ -147,5 +147,11 @@ func (l *loop) publishTenant() {
 	l.s.tenant.Store(&info)
 	if c := l.deps.Coordinator; c != nil {
 		c.Publish(info)
+		if !l.shared.leasesPublished && len(info.GPUs) > 0 {
+			// Once the GPUs are known: a file left by an earlier instance of
+			// this name (killed) must not count as this one's leases.
+			l.shared.leasesPublished = true
+			l.leasesChanged()
+		}
 	}
 }

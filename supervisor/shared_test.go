@@ -605,8 +605,8 @@ func TestReserveCountsOtherTenants(t *testing.T) {
 		if err != nil || d.Decision != admission.DecisionGPU || !strings.Contains(d.Reason, "8 GiB leased") {
 			t.Fatalf("4 + 8 + 2 <= 14.4: %+v %v", d, err)
 		}
-		if p := fc.published(); !slices.Equal(p, []uint64{2 * gib}) {
-			t.Fatalf("published leases %v, want the 2 GiB lease as soon as it is granted", p)
+		if p := fc.published(); !slices.Equal(p, []uint64{0, 2 * gib}) {
+			t.Fatalf("published leases %v, want none once the GPU is known, then the 2 GiB lease as soon as it is granted", p)
 		}
 		d, _ = h.sup.Reserve(ctx, admission.Request{Bytes: 2 * gib, Priority: "P2", TTL: time.Minute})
 		if d.Decision != admission.DecisionDefer || !strings.Contains(d.Reason, "10 GiB leased") {
@@ -627,7 +627,7 @@ func TestReserveCountsOtherTenants(t *testing.T) {
 		if err := h.sup.Release(ctx, d0.Lease); err != nil {
 			t.Fatal(err)
 		}
-		if p := fc.published(); !slices.Equal(p, []uint64{2 * gib, 0}) {
+		if p := fc.published(); !slices.Equal(p, []uint64{0, 2 * gib, 0}) {
 			t.Fatalf("published leases %v, want 0 after the release", p)
 		}
 		// A lease the others cannot see is not granted.
