@@ -59,6 +59,14 @@ func BenchmarkDetectionLatency(b *testing.B) {
 			samples, extra = append(samples, s...), extra+e
 		}
 	}
+	reportDetection(b, samples, extra)
+	stats(b, "signal-baseline-", "ms", signalBaseline(b, 50))
+}
+
+// reportDetection reports crossing -> signal, its decide and notify parts,
+// the sample count and the extra steps.
+func reportDetection(b *testing.B, samples []detectSample, extra int) {
+	b.Helper()
 	var lat, decide, notify []time.Duration
 	for _, s := range samples {
 		lat = append(lat, s.t1.Sub(s.t0))
@@ -70,7 +78,6 @@ func BenchmarkDetectionLatency(b *testing.B) {
 	stats(b, "", "ms", lat)
 	stats(b, "decide-", "ms", decide)
 	stats(b, "notify-", "ms", notify)
-	stats(b, "signal-baseline-", "ms", signalBaseline(b, 50))
 	b.ReportMetric(float64(len(lat)), "samples")
 	b.ReportMetric(float64(extra), "extra-steps")
 }
@@ -93,8 +100,17 @@ signal = "SIGUSR1"
 	for i := range min(2*n+1, 256) {
 		fmt.Fprintf(&pol, "[[profile]]\nname = \"p%d\"\nlive = true\n", i)
 	}
+	return detectWith(b, s, fmt.Sprintf("detect%d", run), pol.String(), nil, n, total, interval)
+}
+
+// detectWith runs one gpuguard (name, policy, flags) around `benchchild
+// detect` for n crossings of total*0.8 bytes, pausing interval to
+// 2*interval between them, and returns the samples (decided from the
+// journal) and the extra steps.
+func detectWith(b *testing.B, s *sandbox, name, policy string, flags []string, n int, total uint64, interval time.Duration) ([]detectSample, int) {
+	b.Helper()
 	high, low := strconv.FormatUint(total*8/10, 10), strconv.FormatUint(total/10, 10)
-	g := s.start(fmt.Sprintf("detect%d", run), s.policy("detect", pol.String()), nil,
+	g := s.start(name, s.policy("detect", policy), flags,
 		childBin, "detect", strconv.Itoa(n), high, low, interval.String())
 	var out []detectSample
 	extra := 0

@@ -110,19 +110,7 @@ func BenchmarkSharedDetection(b *testing.B) {
 					samples, extra = append(samples, s...), extra+e
 				}
 			}
-			var lat, decide, notify []time.Duration
-			for _, s := range samples {
-				lat = append(lat, s.t1.Sub(s.t0))
-				if !s.decided.IsZero() {
-					decide = append(decide, s.decided.Sub(s.t0))
-					notify = append(notify, s.t1.Sub(s.decided))
-				}
-			}
-			stats(b, "", "ms", lat)
-			stats(b, "decide-", "ms", decide)
-			stats(b, "notify-", "ms", notify)
-			b.ReportMetric(float64(len(lat)), "samples")
-			b.ReportMetric(float64(extra), "extra-steps")
+			reportDetection(b, samples, extra)
 		})
 	}
 }
@@ -131,21 +119,8 @@ func sharedDetectRun(b *testing.B, run, tenants, n int) ([]detectSample, int) {
 	s := newSandbox(b)
 	sim := filepath.Join(s.dir, "sim")
 	startIdleTenants(b, s, sim, tenants-1)
-	const total = 16 << 30
-	high, low := strconv.FormatUint(total*8/10, 10), strconv.FormatUint(total/10, 10)
-	g := s.start(fmt.Sprintf("detect%d", run), s.policy("detect", sharedPolicy(2*n+1, *sharedInterval)),
-		[]string{"--sim-dir", sim, "--priority", "0"},
-		childBin, "detect", strconv.Itoa(n), high, low, (300 * time.Millisecond).String())
-	var out []detectSample
-	extra := 0
-	for range n {
-		f := fields(b, g.line(time.Minute), "detect", 3)
-		out = append(out, detectSample{t0: unixNano(b, f[0]), t1: unixNano(b, f[1])})
-		extra += atoi(b, f[2])
-	}
-	g.wait(30 * time.Second)
-	matchDecisions(b, g.stateDir, out)
-	return out, extra
+	return detectWith(b, s, fmt.Sprintf("detect%d", run), sharedPolicy(2*n+1, *sharedInterval),
+		[]string{"--sim-dir", sim, "--priority", "0"}, n, 16<<30, 300*time.Millisecond)
 }
 
 // BenchmarkSharedReserve is the reserve round trip on one instance of a

@@ -165,16 +165,22 @@ func (e *env) setOther(bytes uint64) {
 	}
 }
 
-// statusOf asks an instance for its status over its socket.
-func (e *env) statusOf(name string) (api.Status, error) {
+// ask sends one request to an instance's socket, within 5s.
+func ask[T any](e *env, name string, req func(*control.Client, context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := control.Dial(ctx, filepath.Join(e.runDir, name+".sock"))
 	if err != nil {
-		return api.Status{}, err
+		var zero T
+		return zero, err
 	}
 	defer c.Close()
-	return c.Status(ctx)
+	return req(c, ctx)
+}
+
+// statusOf asks an instance for its status over its socket.
+func (e *env) statusOf(name string) (api.Status, error) {
+	return ask(e, name, (*control.Client).Status)
 }
 
 // waitRunning waits until every named instance runs its child and has
@@ -198,12 +204,5 @@ func (e *env) waitRunning(names ...string) {
 }
 
 func (e *env) tenantInfo(name string) (api.TenantInfo, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := control.Dial(ctx, filepath.Join(e.runDir, name+".sock"))
-	if err != nil {
-		return api.TenantInfo{}, err
-	}
-	defer c.Close()
-	return c.Tenant(ctx)
+	return ask(e, name, (*control.Client).Tenant)
 }

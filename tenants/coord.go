@@ -288,14 +288,9 @@ func (c *Coordinator) decideLock(dir, gpu string) (unlock func(), busy bool) {
 
 // sendStep asks the chosen tenant to execute step, within PeerTimeout.
 func (c *Coordinator) sendStep(ctx context.Context, socket string, step api.TenantStep) (api.TenantDecision, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.o.PeerTimeout)
-	defer cancel()
-	cl, err := control.Dial(ctx, socket)
-	if err != nil {
-		return api.TenantDecision{}, err
-	}
-	defer cl.Close()
-	return cl.TenantStep(ctx, step)
+	return request(ctx, c.o.PeerTimeout, socket, func(cl *control.Client, ctx context.Context) (api.TenantDecision, error) {
+		return cl.TenantStep(ctx, step)
+	})
 }
 
 // Confirm records that this instance executes decision seq of gpu, with
@@ -358,14 +353,9 @@ func (c *Coordinator) voidAll(dir string, seqs []int64) bool {
 func (c *Coordinator) Announce(d api.TenantDecision, sockets []string) {
 	for _, s := range sockets {
 		c.wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), c.o.PeerTimeout)
-			defer cancel()
-			cl, err := control.Dial(ctx, s)
-			if err != nil {
-				return
-			}
-			defer cl.Close()
-			_ = cl.TenantDecision(ctx, d)
+			request(context.Background(), c.o.PeerTimeout, s, func(cl *control.Client, ctx context.Context) (struct{}, error) {
+				return struct{}{}, cl.TenantDecision(ctx, d)
+			})
 		})
 	}
 }

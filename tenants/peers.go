@@ -168,14 +168,21 @@ func (c *Coordinator) writeInfo(info api.TenantInfo) error {
 
 // ask sends `tenant` to one socket, within PeerTimeout.
 func (c *Coordinator) ask(ctx context.Context, socket string) (api.TenantInfo, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.o.PeerTimeout)
+	return request(ctx, c.o.PeerTimeout, socket, (*control.Client).Tenant)
+}
+
+// request makes one request on its own connection to socket, within
+// timeout: every question to another tenant is bounded.
+func request[T any](ctx context.Context, timeout time.Duration, socket string, do func(*control.Client, context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cl, err := control.Dial(ctx, socket)
 	if err != nil {
-		return api.TenantInfo{}, err
+		var zero T
+		return zero, err
 	}
 	defer cl.Close()
-	return cl.Tenant(ctx)
+	return do(cl, ctx)
 }
 
 // socket is the control socket of the instance name in the runtime dir.
