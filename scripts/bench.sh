@@ -2,7 +2,7 @@
 # The performance check: gpuguard's end-to-end benchmarks (package bench:
 # the real binary on the simulated GPU) and the package benchmarks (probe,
 # control socket, metrics, journal, process tree), then a summary of the
-# figures next to their targets (docs/performance.md). About 5 minutes.
+# figures next to their targets (docs/performance.md). About 9 minutes.
 # Benchmarks measure; nothing here fails on a figure. On a shared or busy
 # machine the tails (p99, max) mostly measure the neighbours: see load1.
 #
@@ -37,6 +37,7 @@ run() { # title, go test args...
 run "end-to-end (real binary)" ./bench -run '^$' -benchtime 1x -timeout 20m \
   -bench '^Benchmark(DetectionLatency|Idle|RestartLatency|RestartBreakdown|Socket|StatusMany)$' \
   ${GPUGUARD_BENCH_COMPARE:+-idle.compare "$GPUGUARD_BENCH_COMPARE"}
+run "shared GPU (real binary)" ./bench -run '^$' -benchtime 1x -timeout 20m -bench '^BenchmarkShared(Detection|Reserve)$'
 run "micro (bench)" ./bench -run '^$' -benchtime 1s -timeout 10m -bench '^Benchmark(StateFileWrite|TickParts)$'
 run "probe: 8 mocked H200s, 64 processes" ./nvml -run '^$' -bench '^BenchmarkProbeTick$' -benchmem
 run "control socket (in process)" ./control -run '^$' -bench '^Benchmark(StatusRoundTrip|PublishToSubscriber)$'
@@ -105,4 +106,8 @@ row "7 tick lateness, idle: p99" "$(metric BenchmarkTickJitter idle-p99-µs)" us
 row "  tick lateness, scraped 10/s: p99" "$(metric BenchmarkTickJitter scraped-p99-µs)" us ""
 row "  journal on disk after 1e6 events" "$(metric BenchmarkMillionEvents MiB-on-disk)" MiB 64
 row "  journal events dropped" "$(metric BenchmarkMillionEvents dropped)" "" ""
+B=BenchmarkSharedDetection
+row "8 shared GPU, crossing -> signal, 1 tenant: median" "$(metric $B/tenants-1 median-ms)" ms ""
+row "  8 tenants: median" "$(metric $B/tenants-8 median-ms)" ms ""
+row "  reserve round trip, 8 tenants: median" "$(metric BenchmarkSharedReserve/tenants-8 reserve-median-us)" ms 2 0.001
 echo "load1 at the start of each end-to-end benchmark: $(grep -o '[0-9.]* load1' "$raw" | cut -d' ' -f1 | tr '\n' ' ')"
