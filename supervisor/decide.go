@@ -10,14 +10,18 @@ import (
 // onSample takes one probe result: it records it, then lets the state
 // decide (start a waiting child, or apply the watermark rules).
 func (l *loop) onSample(r sampleResult) {
-	l.sampling = false
 	hung := l.probeHung // already counted as a failure
 	l.probeHung = false
 	now := time.Now()
+	defer l.schedule(now) // the result is in: arm the next sample
+	if n := l.ledger.Expire(now); len(n) > 0 {
+		l.deps.Logf("%d admission lease(s) expired", len(n))
+	}
 	if l.deps.Meter != nil && !hung {
 		l.deps.Meter.ObserveProbe(r.took, r.err)
 	}
 	if r.err != nil {
+		l.setPeriod(0)
 		l.probeFailed(now, now, r.err.Error(), !hung)
 		l.checkLost(now)
 		switch {
@@ -42,6 +46,7 @@ func (l *loop) onSample(r sampleResult) {
 	} else {
 		l.ratio = deviceRatio(r.sample.Devices, l.pol)
 	}
+	l.forecast(now)
 	// Publish the sample before a start it may lead to, so that anyone who
 	// sees the new child also sees the GPUs it was started against. (The
 	// loop publishes after every event anyway.)
@@ -64,12 +69,14 @@ func (l *loop) onSample(r sampleResult) {
 // (or, in observe mode, only reports) their verdict.
 func (l *loop) applyWatermark(now time.Time) {
 	wm := l.pol.Watermark
-	v := l.rules.observe(now, l.ratio, wm, l.level, len(l.pol.Profiles))
+	v := l.rules.observe(now, l.ratio, l.fc.Predicted, wm, l.level, len(l.pol.Profiles))
 	if v == holdSteady {
 		return
 	}
 	why := fmt.Sprintf("watermark %.2f > %.2f", l.ratio, wm.High)
 	switch v {
+	case stepDownPredicted:
+		why = fmt.Sprintf("watermark %.2f rising: critical %.2f in %.1fs (lead %s)", l.ratio, wm.Critical, l.fc.ETA.Seconds(), wm.Lead)
 	case restartLower:
 		why = fmt.Sprintf("watermark %.2f >= critical %.2f %s after a step", l.ratio, wm.Critical, wm.Grace)
 	case stepUpOne:
@@ -95,6 +102,8 @@ func (l *loop) applyWatermark(now time.Time) {
 	switch v {
 	case stepDownLive:
 		l.changeProfile(l.level+1, api.ReasonWatermark, why, nil)
+	case stepDownPredicted:
+		l.changeProfile(l.level+1, api.ReasonPredicted, why, nil)
 	case restartLower:
 		l.emitStep(api.EventStepDown, l.level+1, api.ReasonCritical, why)
 		l.beginRestart(l.level+1, api.ReasonCritical, nil)
@@ -204,7 +213,7 @@ func (l *loop) publishSnapshot() {
 	st := api.Status{
 		Name: l.cfg.Name, PID: l.s.snap.Load().status.PID, State: l.state,
 		Profile: l.pol.Profiles[l.level].Name, Level: l.level, Levels: len(l.pol.Profiles),
-		Priority: l.pol.Priority, Watermark: l.ratio, IntervalSeconds: l.pol.Watch.Interval.Seconds(),
+		Priority: l.pol.Priority, Watermark: l.ratio, IntervalSeconds: l.period.Seconds(), ETASeconds: l.etaSeconds(),
 		Restarts: l.restarts, Observe: l.cfg.Observe,
 		UptimeSeconds: now.Sub(l.s.started).Seconds(), Leases: l.ledger.Count(),
 		LastEvent: l.lastEvent, GPUs: []api.GPU{},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/trend"
 )
 
 var (
@@ -20,14 +21,14 @@ var (
 // enterWaiting prepares the next start at level: it waits (on samples) for
 // the dead child's processes to free their GPU memory, then for a profile
 // that fits. An immediate sample is taken so a restart need not wait for
-// the next tick.
+// the next period.
 func (l *loop) enterWaiting(level int, release map[int]bool) {
 	l.state = api.StateWaiting
 	l.target = level
 	l.release = release
 	l.waitSince = time.Now()
 	l.waitNoted = false
-	l.startSample()
+	l.sampleNow()
 }
 
 // tryStart runs on every sample while waiting.
@@ -176,6 +177,9 @@ func (l *loop) launch(level int) {
 	l.childTree = map[int]bool{child.PID(): true}
 	l.state = api.StateStarting
 	l.rules.reset()
+	l.sense.Reset()
+	l.fc = trend.Forecast{}
+	l.setTarget()
 	ev := api.Event{Event: api.EventStart, PID: child.PID(), Restarts: l.restarts, Reason: l.lastExit}
 	if from != level {
 		ev.From, ev.To = l.pol.Profiles[from].Name, l.pol.Profiles[level].Name
@@ -193,8 +197,8 @@ func (l *loop) launch(level int) {
 		}
 		l.plan = nil
 	}
-	// The first sample of the new child is due now, not a tick away.
-	l.startSample()
+	// The first sample of the new child is due now, not a period away.
+	l.sampleNow()
 }
 
 // onExit handles the child's end: finish, or plan the next start.
@@ -204,6 +208,7 @@ func (l *loop) onExit() {
 	ran := now.Sub(l.childStart)
 	release := l.childTree
 	l.child = nil
+	l.setTarget()
 	l.stopWait.stop()
 	l.ledger.Clear()
 	told := ""

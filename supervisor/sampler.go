@@ -1,0 +1,86 @@
+package supervisor
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpuguard/gpuguard/gpu"
+)
+
+// sampleResult is one probe call, made off the loop goroutine.
+type sampleResult struct {
+	sample gpu.Sample
+	err    error
+	took   time.Duration
+	tree   []int
+	forPID int
+}
+
+// sampleTarget is the child whose processes a sample looks for.
+type sampleTarget struct {
+	pid   int               // the child's main process
+	owned func([]int) []int // which GPU processes are the child's; nil: unknown
+}
+
+// sampler makes the probe calls, one at a time, on one goroutine for the
+// whole run, so a hung driver call blocks it and never the loop. It waits
+// on next, a timer that only the loop arms (after taking each result), so
+// a sample costs one wake-up of the sampler by the runtime's timer and one
+// hand-off, the result, to the loop: no tick wakes the loop for nothing.
+// out holds one result, so the sampler never waits for the loop to take it.
+type sampler struct {
+	probe   gpu.Probe
+	timeout time.Duration
+	next    *time.Timer
+	target  atomic.Pointer[sampleTarget] // nil: no child
+	out     chan sampleResult
+}
+
+func newSampler(probe gpu.Probe, timeout time.Duration) *sampler {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &sampler{probe: probe, timeout: timeout, next: t, out: make(chan sampleResult, 1)}
+}
+
+func (s *sampler) run(ctx context.Context, done <-chan struct{}) {
+	for {
+		select {
+		case <-s.next.C:
+		case <-done:
+			return
+		}
+		r := s.sample(ctx)
+		select {
+		case s.out <- r:
+		case <-done:
+			return
+		}
+	}
+}
+
+func (s *sampler) sample(ctx context.Context) sampleResult {
+	// The deadline is for backends that can honour it (npu-smi is a
+	// command); the loop notices a call that ignores it on its own.
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	t0 := time.Now()
+	smp, err := s.probe.Sample(cctx)
+	cancel()
+	r := sampleResult{sample: smp, err: err, took: time.Since(t0)}
+	if tg := s.target.Load(); tg != nil {
+		r.forPID = tg.pid
+		// Only processes that hold GPU memory can matter, so only they
+		// are checked: no scan of every process on the host.
+		r.tree = []int{tg.pid}
+		if tg.owned != nil && len(smp.Processes) > 0 {
+			pids := make([]int, 0, len(smp.Processes))
+			for _, p := range smp.Processes {
+				if p.PID != tg.pid {
+					pids = append(pids, p.PID)
+				}
+			}
+			r.tree = append(r.tree, tg.owned(pids)...)
+		}
+	}
+	return r
+}
