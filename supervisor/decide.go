@@ -69,7 +69,11 @@ func (l *loop) onSample(r sampleResult) {
 // (or, in observe mode, only reports) their verdict.
 func (l *loop) applyWatermark(now time.Time) {
 	wm := l.pol.Watermark
-	v := l.rules.observe(now, l.ratio, l.fc.Predicted, wm, l.level, len(l.pol.Profiles))
+	// A server's own start-up (weights, cache, CUDA graphs) is growth
+	// toward its budget, not toward an OOM: no predicted step until it has
+	// run for grace, the time a step is given to take effect.
+	predicted := l.fc.Predicted && now.Sub(l.childStart) >= wm.Grace
+	v := l.rules.observe(now, l.ratio, predicted, wm, l.level, len(l.pol.Profiles))
 	if v == holdSteady {
 		return
 	}

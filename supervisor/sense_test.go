@@ -202,6 +202,25 @@ func TestPredictedStepBeforeHigh(t *testing.T) {
 	}
 }
 
+// TestNoPredictedStepWithinGraceOfTheStart: a child's own start-up growth
+// does not predict; here the ramp crosses high first, and the step is a
+// watermark one.
+func TestNoPredictedStepWithinGraceOfTheStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newCurveProbe(func(d time.Duration) float64 { return 0.55 + 0.03*d.Seconds() }, 0)
+		pol := sensePolicy(5 * time.Second)
+		pol.Watermark.Grace = 20 * time.Second
+		h := curveHarness(t, pol, p)
+		c := h.child()
+		sleep(14 * time.Second)
+		ev := h.rec.named(api.EventStepDown)
+		if len(ev) != 1 || ev[0].Reason != api.ReasonWatermark {
+			t.Fatalf("stepdowns %+v, want one watermark step after high", ev)
+		}
+		stop(h, c)
+	})
+}
+
 // TestNoPredictedWithoutLead: lead 0 never predicts, however steep.
 func TestNoPredictedWithoutLead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
