@@ -13,7 +13,7 @@ func (l *loop) onSample(r sampleResult) {
 	hung := l.probeHung // already counted as a failure
 	l.probeHung = false
 	now := time.Now()
-	defer l.schedule(now) // the result is in: arm the next sample
+	defer l.reschedule(r, now) // after the period this result sets
 	if n := l.ledger.Expire(now); len(n) > 0 {
 		l.deps.Logf("%d admission lease(s) expired", len(n))
 	}

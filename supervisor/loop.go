@@ -50,11 +50,11 @@ type loop struct {
 	release   map[int]bool // dead child's processes whose memory must go
 	waitNoted bool
 
-	// Sampling (sense.go): the sampler's timer is armed for due, then
-	// every period; hung fires when a call has not returned by
-	// ProbeTimeout after it was due. soon: the next sample is wanted now.
+	// Sampling (sense.go): the next call is due at next, then every
+	// period; hung fires when a call has not returned by ProbeTimeout
+	// after it was due. soon: the next sample is wanted at once.
 	smp        *sampler
-	due        time.Time
+	next       time.Time
 	period     time.Duration
 	soon       bool
 	hung       *time.Timer
@@ -123,7 +123,7 @@ func newLoop(s *Supervisor) *loop {
 		s: s, cfg: s.cfg, deps: s.deps, pol: s.cfg.Policy,
 		state: api.StateStarting, level: s.cfg.StartLevel, target: s.cfg.StartLevel,
 		lastExit: "none", ledger: admission.NewLedger(),
-		smp: newSampler(s.deps.Probe, s.cfg.ProbeTimeout), hung: stoppedTimer(),
+		smp: newSampler(s.deps.Probe, s.cfg.ProbeTimeout, s.cfg.Policy.Watch.Interval), hung: stoppedTimer(),
 		period: s.cfg.Policy.Watch.Interval, sense: new(trend.Tracker),
 	}
 }
@@ -140,7 +140,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	go l.smp.run(ctx, l.s.done)
 	defer l.smp.next.Stop()
 	defer l.hung.Stop()
-	l.schedule(time.Now()) // the first sample is due at once
+	l.armNow() // the first sample is due at once
 	var watchdog <-chan time.Time
 	if n := l.deps.Notifier; n != nil && n.WatchdogInterval() > 0 {
 		t := time.NewTicker(n.WatchdogInterval() / 2)

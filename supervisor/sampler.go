@@ -15,6 +15,9 @@ type sampleResult struct {
 	took   time.Duration
 	tree   []int
 	forPID int
+	// due is when the call was due; next when the sampler armed the next
+	// one (due + the period the loop last asked for).
+	due, next time.Time
 }
 
 // sampleTarget is the child whose processes a sample looks for.
@@ -24,33 +27,46 @@ type sampleTarget struct {
 }
 
 // sampler makes the probe calls, one at a time, on one goroutine for the
-// whole run, so a hung driver call blocks it and never the loop. It waits
-// on next, a timer that only the loop arms (after taking each result), so
-// a sample costs one wake-up of the sampler by the runtime's timer and one
-// hand-off, the result, to the loop: no tick wakes the loop for nothing.
-// out holds one result, so the sampler never waits for the loop to take it.
+// whole run, so a hung driver call blocks it and never the loop. It sleeps
+// on its own timer, next, and re-arms it itself after each call with the
+// period the loop last published, before it hands the result over: a
+// sample costs the timer's wake-up of the sampler and one hand-off, the
+// result, to the loop, and nothing wakes the loop between samples. The
+// loop re-arms next only when the period it computes from the result
+// differs, or when it wants a sample at once. out holds one result, so the
+// sampler never waits for the loop to take it.
 type sampler struct {
 	probe   gpu.Probe
 	timeout time.Duration
 	next    *time.Timer
+	period  atomic.Int64                 // nanoseconds
 	target  atomic.Pointer[sampleTarget] // nil: no child
 	out     chan sampleResult
 }
 
-func newSampler(probe gpu.Probe, timeout time.Duration) *sampler {
+func newSampler(probe gpu.Probe, timeout, period time.Duration) *sampler {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return &sampler{probe: probe, timeout: timeout, next: t, out: make(chan sampleResult, 1)}
+	s := &sampler{probe: probe, timeout: timeout, next: t, out: make(chan sampleResult, 1)}
+	s.period.Store(int64(period))
+	return s
 }
 
 func (s *sampler) run(ctx context.Context, done <-chan struct{}) {
 	for {
+		var due time.Time
 		select {
-		case <-s.next.C:
+		case due = <-s.next.C:
 		case <-done:
 			return
 		}
 		r := s.sample(ctx)
+		now := time.Now()
+		r.due, r.next = due, due.Add(time.Duration(s.period.Load()))
+		if r.next.Before(now) {
+			r.next = now
+		}
+		s.next.Reset(r.next.Sub(now))
 		select {
 		case s.out <- r:
 		case <-done:

@@ -24,31 +24,47 @@ func trendSettings(p *policy.Policy) trend.Settings {
 		MaxInterval: w.MaxInterval, High: wm.High, Critical: wm.Critical, Low: wm.Low, Lead: wm.Lead}
 }
 
-// The sampling schedule. The loop arms the sampler's timer once per
-// result, `period` after the last sample was due, and a deadline timer
-// (hung) by which that call must have returned. Neither wakes the loop
-// while things go well: the sampler's result comes first and re-arms both.
+// The sampling schedule. The sampler re-arms its own timer after each
+// call; the loop corrects it when the period changed (or a sample is
+// wanted now), and keeps a deadline timer (hung) by which the next call
+// must have returned. Neither wakes the loop while things go well: each
+// result comes first and moves the deadline on.
 
-// schedule arms the next sample after a result (or at the start).
-func (l *loop) schedule(now time.Time) {
-	due := l.due.Add(l.period)
-	if l.soon || due.Before(now) {
-		due = now
+// reschedule runs after every result: the next sample is due period after
+// this one was, or now when one is wanted at once.
+func (l *loop) reschedule(r sampleResult, now time.Time) {
+	l.smp.period.Store(int64(l.period))
+	want := r.due.Add(l.period)
+	if l.soon || want.Before(now) {
+		want = now
 	}
 	l.soon = false
-	l.due = due
-	l.smp.next.Reset(due.Sub(now))
-	l.hung.Reset(due.Sub(now) + l.cfg.ProbeTimeout)
+	l.next = r.next
+	// Stop fails when the timer has fired: that call is under way, and
+	// its result will re-arm it.
+	if !want.Equal(r.next) && l.smp.next.Stop() {
+		l.smp.next.Reset(want.Sub(now))
+		l.next = want
+	}
+	l.hung.Reset(l.next.Sub(now) + l.cfg.ProbeTimeout)
 }
 
 // sampleNow asks for a sample at once (a start is waiting for one, or a
 // new child's first sample). When a call is already under way, its result
 // serves, and the one after it is due at once.
 func (l *loop) sampleNow() {
-	l.soon = true
-	if l.smp.next.Stop() { // not fired: the sampler is idle
-		l.schedule(time.Now())
+	if !l.smp.next.Stop() { // fired: a call is under way
+		l.soon = true
+		return
 	}
+	l.armNow()
+}
+
+// armNow makes the next call due now; the sampler's timer is stopped.
+func (l *loop) armNow() {
+	l.smp.next.Reset(0)
+	l.next = time.Now()
+	l.hung.Reset(l.cfg.ProbeTimeout)
 }
 
 // setPeriod takes the period the trend asks for after a sample; failures
@@ -68,9 +84,9 @@ func (l *loop) onHung(now time.Time) {
 	first := !l.probeHung
 	l.probeHung = true
 	if first && l.deps.Meter != nil {
-		l.deps.Meter.ObserveProbe(now.Sub(l.due), errProbeHung)
+		l.deps.Meter.ObserveProbe(now.Sub(l.next), errProbeHung)
 	}
-	l.probeFailed(now, l.due, fmt.Sprintf("%v: a call has not returned within %s", errProbeHung, l.cfg.ProbeTimeout), first)
+	l.probeFailed(now, l.next, fmt.Sprintf("%v: a call has not returned within %s", errProbeHung, l.cfg.ProbeTimeout), first)
 	switch {
 	case l.finished:
 	case l.state == api.StateWaiting:
