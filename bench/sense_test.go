@@ -55,9 +55,10 @@ signal = "SIGUSR1"
 // backend, the default policy (adaptive polling, 200 ms base interval)
 // with sustain = 0 and grace = 0. The child (benchchild ramp) rewrites its
 // sim usage every millisecond from 0.50 rising 0.1/s and computes when it
-// passed high (0.90, 4 s in); t1 is when the signal arrives. Between ramps
-// it sits at 0.50 for a random 1-2 s. decide- is crossing -> the
-// stepdown's time in the journal. Target: median <= 25 ms.
+// passed high (0.90, 4 s in); t1 is when the signal arrives. The first
+// ramp starts from calm (0.50 for 8 s: polled every 1 s); between ramps it
+// sits at 0.50 for a random 1-2 s. decide- is crossing -> the stepdown's
+// time in the journal. Target: median <= 25 ms.
 //
 // With -ramp.trace FILE it also polls the status socket every 2 ms during
 // the first ramp and writes what it saw (docs/sensing.md's picture).
@@ -70,7 +71,7 @@ func BenchmarkRampDetection(b *testing.B) {
 		s := newSandbox(b)
 		n := *rampSamples
 		g := s.start("ramp", s.policy("ramp", sensePolicy(2*n+1)), nil, childBin, "ramp", strconv.Itoa(n),
-			fmt.Sprint(rampFrom), fmt.Sprint(rampRate), fmt.Sprint(defHigh), fmt.Sprint(simTotal), "1s")
+			fmt.Sprint(rampFrom), fmt.Sprint(rampRate), fmt.Sprint(defHigh), fmt.Sprint(simTotal), "1s", "8s")
 		var tr *tracer
 		if *rampTrace != "" {
 			tr = startTracer(b, g, 2*time.Millisecond)

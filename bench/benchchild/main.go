@@ -22,9 +22,10 @@
 //	                              2*INTERVAL; then exit 0. stale counts signals
 //	                              that were already pending before t0 (a second
 //	                              step on one crossing), which are discarded.
-//	benchchild ramp N FROM RATE HIGH TOTAL PAUSE
-//	                              N times: after a random pause of PAUSE to
-//	                              2*PAUSE at FROM, raise its own sim usage from
+//	benchchild ramp N FROM RATE HIGH TOTAL PAUSE FIRST
+//	                              write FROM and wait FIRST; then N times: after
+//	                              a random pause of PAUSE to 2*PAUSE at FROM
+//	                              (none before the first), raise its own sim usage from
 //	                              FROM (a ratio of TOTAL bytes) at RATE per
 //	                              second, rewriting it every millisecond, until
 //	                              the notify signal; print "ramp <start ns>
@@ -76,7 +77,7 @@ func main() {
 	case "detect":
 		detect(atoi(arg(2)), arg(3), arg(4), duration(arg(5)))
 	case "ramp":
-		ramp(atoi(arg(2)), float(arg(3)), float(arg(4)), float(arg(5)), float(arg(6)), duration(arg(7)))
+		ramp(atoi(arg(2)), float(arg(3)), float(arg(4)), float(arg(5)), float(arg(6)), duration(arg(7)), duration(arg(8)))
 	case "jump":
 		jump(atoi(arg(2)), arg(3), arg(4), duration(arg(5)))
 	default:
@@ -146,15 +147,18 @@ func detect(n int, high, low string, interval time.Duration) {
 	}
 }
 
-func ramp(n int, from, rate, high, total float64, pause time.Duration) {
+func ramp(n int, from, rate, high, total float64, pause, first time.Duration) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGUSR1)
 	write := simWriter()
 	bytes := func(r float64) string { return strconv.FormatUint(uint64(min(r, 1)*total), 10) }
 	write(bytes(from))
 	toHigh := time.Duration((high - from) / rate * float64(time.Second))
-	for range n {
-		time.Sleep(pause + rand.N(pause))
+	time.Sleep(first)
+	for i := range n {
+		if i > 0 {
+			time.Sleep(pause + rand.N(pause))
+		}
 		stale := drain(sig)
 		start := time.Now()
 		var t1 time.Time
