@@ -16,7 +16,7 @@ type sampleResult struct {
 	tree   []int
 	forPID int
 	// due is when the call was due; next when the sampler armed the next
-	// one (due + the period the loop last asked for).
+	// one for (due + the period the loop last asked for), before the call.
 	due, next time.Time
 }
 
@@ -28,13 +28,15 @@ type sampleTarget struct {
 
 // sampler makes the probe calls, one at a time, on one goroutine for the
 // whole run, so a hung driver call blocks it and never the loop. It sleeps
-// on its own timer, next, and re-arms it itself after each call with the
-// period the loop last published, before it hands the result over: a
-// sample costs the timer's wake-up of the sampler and one hand-off, the
-// result, to the loop, and nothing wakes the loop between samples. The
-// loop re-arms next only when the period it computes from the result
-// differs, or when it wants a sample at once. out holds one result, so the
-// sampler never waits for the loop to take it.
+// on its own timer, next, and as soon as it wakes re-arms it for the
+// following call with the period the loop last published, before it calls
+// the probe: a sample costs the timer's wake-up of the sampler and one
+// hand-off, the result, to the loop, and nothing wakes the loop between
+// samples. (Re-arming first matters: a timer moved earlier than the one a
+// sleeping thread waits for wakes that thread.) The loop re-arms next only
+// when the period it computes from the result differs, or when it wants a
+// sample at once. out holds one result, so the sampler never waits for the
+// loop to take it.
 type sampler struct {
 	probe   gpu.Probe
 	timeout time.Duration
@@ -60,13 +62,14 @@ func (s *sampler) run(ctx context.Context, done <-chan struct{}) {
 		case <-done:
 			return
 		}
-		r := s.sample(ctx)
 		now := time.Now()
-		r.due, r.next = due, due.Add(time.Duration(s.period.Load()))
-		if r.next.Before(now) {
-			r.next = now
+		next := due.Add(time.Duration(s.period.Load()))
+		if next.Before(now) {
+			next = now
 		}
-		s.next.Reset(r.next.Sub(now))
+		s.next.Reset(next.Sub(now))
+		r := s.sample(ctx)
+		r.due, r.next = due, next
 		select {
 		case s.out <- r:
 		case <-done:

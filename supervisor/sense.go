@@ -24,11 +24,12 @@ func trendSettings(p *policy.Policy) trend.Settings {
 		MaxInterval: w.MaxInterval, High: wm.High, Critical: wm.Critical, Low: wm.Low, Lead: wm.Lead}
 }
 
-// The sampling schedule. The sampler re-arms its own timer after each
-// call; the loop corrects it when the period changed (or a sample is
+// The sampling schedule. The sampler re-arms its own timer as each call
+// begins; the loop corrects it when the period changed (or a sample is
 // wanted now), and keeps a deadline timer (hung) by which the next call
 // must have returned. Neither wakes the loop while things go well: each
-// result comes first and moves the deadline on.
+// result comes first and moves the deadline on. l.next is when the next
+// call is (or was) due: at or before now, a call is under way.
 
 // reschedule runs after every result: the next sample is due period after
 // this one was, or now when one is wanted at once.
@@ -41,23 +42,31 @@ func (l *loop) reschedule(r sampleResult, now time.Time) {
 	l.soon = false
 	l.next = r.next
 	// Stop fails when the timer has fired: that call is under way, and
-	// its result will re-arm it.
+	// its result comes next.
 	if !want.Equal(r.next) && l.smp.next.Stop() {
 		l.smp.next.Reset(want.Sub(now))
 		l.next = want
 	}
+	l.next = later(l.next, now)
 	l.hung.Reset(l.next.Sub(now) + l.cfg.ProbeTimeout)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // sampleNow asks for a sample at once (a start is waiting for one, or a
 // new child's first sample). When a call is already under way, its result
 // serves, and the one after it is due at once.
 func (l *loop) sampleNow() {
-	if !l.smp.next.Stop() { // fired: a call is under way
-		l.soon = true
+	if time.Now().Before(l.next) && l.smp.next.Stop() { // the sampler waits
+		l.armNow()
 		return
 	}
-	l.armNow()
+	l.soon = true
 }
 
 // armNow makes the next call due now; the sampler's timer is stopped.
