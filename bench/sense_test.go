@@ -245,13 +245,17 @@ type traceRamp struct {
 }
 
 // write saves the trace: the ramp's parameters and times, and the status
-// changes seen from 2 s before the ramp to the signal.
+// changes seen from 2 s before the ramp to the signal, with the last one
+// before that (the state the window opens in).
 func (t *tracer) write(b *testing.B, path string, r traceRamp) {
 	b.Helper()
+	from, to := r.Start.Add(-2*time.Second), r.Signal.Add(300*time.Millisecond)
 	t.mu.Lock()
 	var pts []tracePoint
-	for _, p := range t.seen {
-		if !p.Time.Before(r.Start.Add(-2*time.Second)) && !p.Time.After(r.Signal.Add(300*time.Millisecond)) {
+	for i, p := range t.seen {
+		inside := !p.Time.Before(from) && !p.Time.After(to)
+		opens := p.Time.Before(from) && (i+1 == len(t.seen) || !t.seen[i+1].Time.Before(from))
+		if inside || opens {
 			pts = append(pts, p)
 		}
 	}
@@ -265,7 +269,7 @@ func (t *tracer) write(b *testing.B, path string, r traceRamp) {
 		Critical float64      `json:"critical"`
 		Ramp     traceRamp    `json:"ramp"`
 		Status   []tracePoint `json:"status"`
-	}{"BenchmarkRampDetection -ramp.trace: the first ramp; status polled every 2 ms, one point per change",
+	}{"BenchmarkRampDetection -ramp.trace: the first ramp; status polled every 2 ms, one point per change (the first: the state before the window)",
 		rampFrom, rampRate, 0.70, defHigh, 0.97, r, pts}
 	raw, err := json.MarshalIndent(out, "", " ")
 	if err != nil {

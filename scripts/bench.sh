@@ -35,7 +35,7 @@ run() { # title, go test args...
 }
 
 run "end-to-end (real binary)" ./bench -run '^$' -benchtime 1x -timeout 20m \
-  -bench '^Benchmark(DetectionLatency|Idle|RestartLatency|RestartBreakdown|Socket|StatusMany)$' \
+  -bench '^Benchmark(DetectionLatency|RampDetection|JumpFromCalm|Idle|RestartLatency|RestartBreakdown|Socket|StatusMany)$' \
   ${GPUGUARD_BENCH_COMPARE:+-idle.compare "$GPUGUARD_BENCH_COMPARE"}
 run "micro (bench)" ./bench -run '^$' -benchtime 1s -timeout 10m -bench '^Benchmark(StateFileWrite|TickParts)$'
 run "probe: 8 mocked H200s, 64 processes" ./nvml -run '^$' -bench '^BenchmarkProbeTick$' -benchmem
@@ -75,12 +75,21 @@ row "  max" "$(metric $B max-ms)" ms 110
 row "  split: wait for tick+probe / notify (medians)" "$(metric $B decide-median-ms)" ms ""
 row "  notify (state file + signal): median" "$(metric $B notify-median-ms)" ms ""
 row "  of which signal delivery alone (median)" "$(metric $B signal-baseline-median-ms)" ms ""
+B=BenchmarkRampDetection
+row "1b ramp 0.1/s, high -> SIGUSR1, default policy: median" "$(metric $B median-ms)" ms 25
+row "  max" "$(metric $B max-ms)" ms ""
+B=BenchmarkJumpFromCalm
+row "1c jump from calm -> SIGUSR1: max" "$(metric $B max-ms)" ms 1010
+row "  median" "$(metric $B median-ms)" ms ""
 B=BenchmarkIdle
-row "2 idle CPU at 200ms (real binary)" "$(metric $B cpu-%)" "%" 0.2
-row "  per tick" "$(metric $B cpu-us/tick)" us ""
-row "  wakeups (thread timeslices) per tick" "$(metric $B wakeups/tick)" "" ""
+row "2 idle CPU, default policy (calm: 1s period)" "$(metric $B cpu-%)" "%" 0.2
+row "  per 200ms" "$(metric $B cpu-us/tick)" us ""
+row "  wakeups (thread timeslices) per 200ms" "$(metric $B wakeups/tick)" "" ""
 row "  bare Go 200ms ticker, same window" "$(metric $B floor-cpu-%)" "%" ""
-row "  gpuguard / bare ticker" "$(metric $B x-floor)" x ""
+row "  bare ticker wakeups per tick" "$(metric $B floor-wakeups/tick)" "" ""
+row "  gpuguard / bare ticker" "$(metric $B x-floor)" x 0.5
+row "  earlyoom (dry run), same window" "$(metric $B earlyoom-cpu-%)" "%" ""
+row "  gpuguard / earlyoom" "$(metric $B x-earlyoom)" x 3
 if [ -n "${GPUGUARD_BENCH_COMPARE:-}" ]; then
   row "  compared binary, same window" "$(metric $B compare-cpu-%)" "%" 0.2
   row "  compared binary, wakeups per tick" "$(metric $B compare-wakeups/tick)" "" ""

@@ -218,15 +218,21 @@ func draw(tr trace) string {
 	over.vline(start, "#555", "ramp starts", false, 0)
 
 	period.frame()
+	// A step line; a point before the window (the state it opens in)
+	// starts at the window's edge.
 	var pts []string
 	for i, s := range samples {
-		if !period.in(s.t) {
-			continue
+		t := math.Max(s.t, period.t0)
+		if t > period.t1 {
+			break
 		}
 		if i > 0 && len(pts) > 0 {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", period.px(s.t), period.py(samples[i-1].period)))
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", period.px(t), period.py(samples[i-1].period)))
 		}
-		pts = append(pts, fmt.Sprintf("%.1f,%.1f", period.px(s.t), period.py(s.period)))
+		pts = append(pts, fmt.Sprintf("%.1f,%.1f", period.px(t), period.py(s.period)))
+	}
+	if n := len(samples); n > 0 {
+		pts = append(pts, fmt.Sprintf("%.1f,%.1f", period.px(period.t1), period.py(samples[n-1].period)))
 	}
 	fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="#1e8449" stroke-width="1.5"/>`+"\n", strings.Join(pts, " "))
 	period.vline(signal, "#c0392b", "", false, 0)
