@@ -26,10 +26,11 @@ type pkg struct {
 	deb, version, root, control string
 }
 
-// buildPackage runs scripts/package.sh (or takes GPUGUARD_DEB, the package
-// scripts/test.sh has just built) and unpacks it with dpkg-deb. The build
-// runs with -buildvcs=false, as some Go environments do, so that only the
-// stamp can give the binary its version.
+// buildPackage runs scripts/package.sh (or takes the package GPUGUARD_DEB
+// names, to check one built before: `GPUGUARD_DEB=dist/gpuguard_..._amd64.deb
+// go test ./scripts/deb`) and unpacks it with dpkg-deb. The build runs with
+// -buildvcs=false, as some Go environments do, so that only the stamp can
+// give the binary its version.
 func buildPackage(t *testing.T) pkg {
 	t.Helper()
 	for _, tool := range []string{"git", "dpkg-deb", "dpkg-shlibdeps", "dpkg-buildflags", "strip", "gzip"} {
