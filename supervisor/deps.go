@@ -64,7 +64,8 @@ type Owner interface {
 	Owned(pids []int) []int
 }
 
-// Launcher starts children.
+// Launcher starts children. Its errors name the command: the supervisor
+// returns them from Run as they are.
 type Launcher interface {
 	Launch(spec LaunchSpec) (Child, error)
 }
