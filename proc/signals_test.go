@@ -107,3 +107,14 @@ func TestCatchesNoSuchProcess(t *testing.T) {
 		t.Fatalf("got %v, want a not-exist error", err)
 	}
 }
+
+// BenchmarkCatches is what the check adds to every live change's
+// notification: one read and parse of /proc/<pid>/status.
+func BenchmarkCatches(b *testing.B) {
+	pid := os.Getpid()
+	for b.Loop() {
+		if _, err := Catches(pid, syscall.SIGUSR1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
