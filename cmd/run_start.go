@@ -123,7 +123,7 @@ func runRun(o *RunOptions) error {
 
 	code, runErr := sup.Run(ctx, signals)
 	if runErr != nil {
-		return &ExitError{Code: code, Err: runErr}
+		return &ExitError{Code: commandExit(runErr, code), Err: runErr}
 	}
 	if code != 0 {
 		return &ExitError{Code: code}
@@ -176,7 +176,14 @@ func (l procLauncher) Launch(spec supervisor.LaunchSpec) (supervisor.Child, erro
 	return procChild{c}, nil
 }
 
-// procChild adapts *proc.Child to supervisor.Child (the Exit types match).
+// Check finds out, before the supervisor writes anything for a start,
+// whether spec's command can run (proc.Check: a *proc.RunError if not).
+func (l procLauncher) Check(spec supervisor.LaunchSpec) error {
+	return proc.Check(proc.Spec{Argv: spec.Argv, Env: spec.Env})
+}
+
+// procChild adapts *proc.Child to supervisor.Child (the Exit types match)
+// and to supervisor.SignalChecker (Catches reads /proc/<pid>/status).
 type procChild struct{ *proc.Child }
 
 func (c procChild) Exit() supervisor.Exit { return supervisor.Exit(c.Child.Exit()) }
