@@ -344,3 +344,36 @@ func BenchmarkMillionEvents(b *testing.B) {
 }
 
 var _ supervisor.Observer = (*Journal)(nil)
+
+// BenchmarkAdmissions compares granted admissions, which the journal
+// summarises into a line a second, with the same admissions written one
+// line each (decision cpu is never summarised: it stands for what every
+// grant cost before). Nothing rotates away, so disk-B/event is what each
+// admission costs the journal:
+// go test ./journal -run '^$' -bench Admissions -benchtime 200000x
+func BenchmarkAdmissions(b *testing.B) {
+	for _, decision := range []string{"gpu", "cpu"} {
+		name := map[string]string{"gpu": "summarised", "cpu": "line-each"}[decision]
+		b.Run(name, func(b *testing.B) {
+			dir := b.TempDir()
+			j, err := Open(filepath.Join(dir, "events.jsonl"), Options{MaxFiles: MaxRetained, Logf: b.Logf})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ev := api.Event{Time: time.Now(), Name: "llama", Event: api.EventAdmission, Profile: "fp16",
+				Decision: decision, Bytes: 2 << 30, Priority: "P1", Tool: "embedder", Lease: "0869ccf112af281297ac824c4966d784"}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				ev.Time = time.Now()
+				j.Observe(ev)
+				if i%512 == 0 {
+					j.Flush()
+				}
+			}
+			j.Close()
+			b.StopTimer()
+			b.ReportMetric(float64(journalSize(b, dir))/float64(b.N), "disk-B/event")
+			b.ReportMetric(float64(j.Dropped()), "dropped")
+		})
+	}
+}
