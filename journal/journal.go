@@ -271,6 +271,9 @@ func (j *Journal) tick(now time.Time) {
 // line follows every other line timed within its second and precedes every
 // line timed after it (among events observed in time order).
 func (j *Journal) handle(ev api.Event) {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now() // a line without a time is no event to a reader
+	}
 	if granted(ev) {
 		sec := ev.Time.Truncate(time.Second)
 		if !j.lastSec.IsZero() && !sec.After(j.lastSec) {
