@@ -32,6 +32,9 @@ func (l *loop) enterWaiting(level int, release map[int]bool) {
 
 // tryStart runs on every sample while waiting.
 func (l *loop) tryStart(r sampleResult) {
+	if l.holdForGPU(r) {
+		return
+	}
 	now := time.Now()
 	rw := l.pol.Restart
 	if r.err != nil {
@@ -236,6 +239,10 @@ func (l *loop) onExit() {
 		l.emit(api.Event{Event: api.EventRestart, Reason: api.ReasonWatermark, From: from,
 			To: l.pol.Profiles[plan.level].Name, Restarts: l.restarts, Status: ptr(e.Status())})
 		l.enterWaiting(plan.level, release)
+		return
+	}
+	if f, ok := l.faultCause(now); ok && e.Status() != 0 {
+		l.onGPUFaultExit(e, ran, f, release)
 		return
 	}
 	kind, evidence := classifyExit(e, l.pol.OOM, told)
