@@ -99,6 +99,10 @@ func runRun(o *RunOptions) error {
 		SocketPath: paths.Socket(r.runtimeDir, r.name), SimDir: simDir,
 		BaseEnv: sdnotify.CleanEnv(os.Environ()),
 	}
+	var faults <-chan gpu.Fault
+	if fs, ok := probe.(gpu.FaultSource); ok {
+		faults = fs.Faults()
+	}
 	var sup *supervisor.Supervisor
 	m := metrics.New(r.name, func() api.Status { return sup.Status() })
 	m.CountJournalLosses(jr.Dropped)
@@ -106,6 +110,7 @@ func runRun(o *RunOptions) error {
 		Probe: probe, Launcher: launcher, Owned: proc.Descendants,
 		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
+		Faults: faults,
 	})
 	if err != nil {
 		return err
