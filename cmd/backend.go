@@ -16,6 +16,9 @@ type probeOptions struct {
 	SimDir     string   // sim: the directory of per-device usage files
 	SimDevices int
 	SimMemory  uint64
+	// NVMLLib is $GPUGUARD_NVML_LIB: the NVML driver library to load
+	// instead of searching for it.
+	NVMLLib string
 }
 
 // npuSMIOpenTimeout bounds the first `npu-smi info` run at open.
@@ -29,7 +32,7 @@ func openProbe(o probeOptions) (gpu.Probe, error) {
 	case "", "auto", "nvml":
 		// auto is NVML: it is the only backend that can be detected
 		// without side effects, and its error says how to pick another.
-		return nvml.Open(nvml.Options{Devices: o.Devices})
+		return nvml.Open(nvml.Options{Devices: o.Devices, LibraryPath: o.NVMLLib})
 	case "sim":
 		sel, err := gpu.IndexOnly(o.Devices)
 		if err != nil {

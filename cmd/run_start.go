@@ -18,6 +18,7 @@ import (
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/journal"
 	"github.com/gpuguard/gpuguard/metrics"
+	"github.com/gpuguard/gpuguard/nvml"
 	"github.com/gpuguard/gpuguard/paths"
 	"github.com/gpuguard/gpuguard/proc"
 	"github.com/gpuguard/gpuguard/sdnotify"
@@ -70,7 +71,7 @@ func runRun(o *RunOptions) error {
 		}
 	}
 	probe, err := openProbe(probeOptions{Backend: r.pol.Watch.Backend, Devices: r.devices,
-		SimDir: simDir, SimDevices: o.SimDevices, SimMemory: r.simMemory})
+		SimDir: simDir, SimDevices: o.SimDevices, SimMemory: r.simMemory, NVMLLib: o.IO.Getenv(nvml.EnvLibrary)})
 	if err != nil {
 		if errors.Is(err, gpu.ErrUnavailable) {
 			return &ExitError{Code: ExitUnavailable, Err: err}

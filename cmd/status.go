@@ -20,6 +20,7 @@ import (
 	"github.com/gpuguard/gpuguard/control"
 	"github.com/gpuguard/gpuguard/control/statusview"
 	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/nvml"
 	"github.com/gpuguard/gpuguard/paths"
 	"github.com/gpuguard/gpuguard/policy"
 )
@@ -105,6 +106,7 @@ func statusResolveProbe(p *probeOptions, devicesSet bool, devices, simMemory str
 	if !devicesSet && p.Backend != "sim" {
 		devices = getenv("CUDA_VISIBLE_DEVICES") // names real GPUs only
 	}
+	p.NVMLLib = getenv(nvml.EnvLibrary)
 	var err error
 	if p.Devices, err = gpu.ParseDeviceList(devices); err != nil {
 		return exitf(ExitUsage, "--devices: %v", err)

@@ -14,8 +14,9 @@ type Options struct {
 	Devices []string
 	// ProcessInterval is the least time between per-process refreshes.
 	ProcessInterval time.Duration
-	// LibraryPath overrides the driver library to load
-	// (default libnvidia-ml.so.1, found by the dynamic loader).
+	// LibraryPath is the driver library to load ($GPUGUARD_NVML_LIB); ""
+	// loads libnvidia-ml.so.1 found by the dynamic loader, else by a
+	// search of the usual driver directories (libraryDirs).
 	LibraryPath string
 	// Lib is the NVML implementation; nil loads the real library. Tests
 	// pass go-nvml's mock DGX H200 server (pkg/nvml/mock/dgxh200).
