@@ -5,6 +5,10 @@
 // reports gpu.ErrUnavailable there. go-nvml needs cgo; a build without cgo
 // gets a stub whose Open always reports gpu.ErrUnavailable.
 //
+// A MIG instance is watched as a GPU of its own, on its own device handle:
+// its UUID, name, memory and processes (on the parent GPU's handle NVML
+// gives aggregates, and only to privileged callers).
+//
 // Device memory is read on every Sample. The per-process query takes the
 // driver lock, so it runs at most once per Options.ProcessInterval and the
 // samples in between carry the cached processes and their ProcessesAt.

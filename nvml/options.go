@@ -9,8 +9,10 @@ const DefaultProcessInterval = time.Second
 // Options configures Open.
 type Options struct {
 	// Devices selects the watched GPUs by NVML index ("0") or UUID
-	// ("GPU-8932f937-..." or a unique prefix of one, as CUDA accepts); nil
-	// watches all. An entry that names no GPU is an error.
+	// ("GPU-8932f937-..." or a unique prefix of one, as CUDA accepts), or
+	// MIG instances by UUID ("MIG-...", "MIG-GPU-<uuid>/<gi>/<ci>") or by
+	// their index after the whole GPUs'; nil watches all (a GPU with MIG
+	// enabled as its instances). An entry that names no GPU is an error.
 	Devices []string
 	// ProcessInterval is the least time between per-process refreshes.
 	ProcessInterval time.Duration

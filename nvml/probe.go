@@ -32,7 +32,7 @@ type probe struct {
 }
 
 func newProbe(lib Library, o Options) (*probe, error) {
-	hs, err := selectHandles(lib, o.Devices)
+	ts, err := selectTargets(lib, o.Devices)
 	if err != nil {
 		return nil, err
 	}
@@ -40,8 +40,8 @@ func newProbe(lib Library, o Options) (*probe, error) {
 	// would kill the process; ask the loader first.
 	v1 := lib.Extensions().LookupSymbol("nvmlDeviceGetMemoryInfo_v2") != nil
 	p := &probe{lib: lib, interval: o.processInterval(), busy: make(chan struct{}, 1)}
-	for _, h := range hs {
-		d, err := newDevice(h, v1)
+	for _, t := range ts {
+		d, err := newDevice(t, v1)
 		if err != nil {
 			return nil, err
 		}
