@@ -19,6 +19,8 @@ type probeOptions struct {
 	// NVMLLib is $GPUGUARD_NVML_LIB: the NVML driver library to load
 	// instead of searching for it.
 	NVMLLib string
+	// Logf reports what a backend cannot return as an error; nil discards.
+	Logf func(format string, args ...any)
 }
 
 // npuSMIOpenTimeout bounds the first `npu-smi info` run at open.
@@ -32,7 +34,7 @@ func openProbe(o probeOptions) (gpu.Probe, error) {
 	case "", "auto", "nvml":
 		// auto is NVML: it is the only backend that can be detected
 		// without side effects, and its error says how to pick another.
-		return nvml.Open(nvml.Options{Devices: o.Devices, LibraryPath: o.NVMLLib})
+		return nvml.Open(nvml.Options{Devices: o.Devices, LibraryPath: o.NVMLLib, Logf: o.Logf})
 	case "sim":
 		sel, err := gpu.IndexOnly(o.Devices)
 		if err != nil {

@@ -71,7 +71,7 @@ func runRun(o *RunOptions) error {
 		}
 	}
 	probe, err := openProbe(probeOptions{Backend: r.pol.Watch.Backend, Devices: r.devices,
-		SimDir: simDir, SimDevices: o.SimDevices, SimMemory: r.simMemory, NVMLLib: o.IO.Getenv(nvml.EnvLibrary)})
+		SimDir: simDir, SimDevices: o.SimDevices, SimMemory: r.simMemory, NVMLLib: o.IO.Getenv(nvml.EnvLibrary), Logf: logf})
 	if err != nil {
 		if errors.Is(err, gpu.ErrUnavailable) {
 			return &ExitError{Code: ExitUnavailable, Err: err}

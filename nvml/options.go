@@ -20,9 +20,29 @@ type Options struct {
 	// loads libnvidia-ml.so.1 found by the dynamic loader, else by a
 	// search of the usual driver directories (libraryDirs).
 	LibraryPath string
+	// EventTimeout is how long one wait for fault events lasts; 0 means
+	// DefaultEventTimeout.
+	EventTimeout time.Duration
+	// Logf reports what the probe cannot return as an error (fault events
+	// that cannot be listened to); nil discards.
+	Logf func(format string, args ...any)
 	// Lib is the NVML implementation; nil loads the real library. Tests
 	// pass go-nvml's mock DGX H200 server (pkg/nvml/mock/dgxh200).
 	Lib Library
+}
+
+func (o Options) eventTimeout() time.Duration {
+	if o.EventTimeout > 0 {
+		return o.EventTimeout
+	}
+	return DefaultEventTimeout
+}
+
+func (o Options) logf() func(string, ...any) {
+	if o.Logf != nil {
+		return o.Logf
+	}
+	return func(string, ...any) {}
 }
 
 func (o Options) processInterval() time.Duration {
