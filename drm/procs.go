@@ -24,9 +24,9 @@ type clientKey struct{ pdev, client string }
 // keeps its buffers between scans.
 type scanner struct {
 	procfs, sysfs string
-	byPCI         map[string]int    // watched device's PCI address -> Index
-	byGPUID       map[uint32]int    // watched device's KFD gpu_id -> Index
-	buf           []byte            // fdinfo read buffer
+	byPCI         map[string]int // watched device's PCI address -> Index
+	byGPUID       map[uint32]int // watched device's KFD gpu_id -> Index
+	buf           []byte         // fdinfo read buffer
 	fdinfo, kfd   map[procKey]uint64
 	seen          map[clientKey]bool
 }
