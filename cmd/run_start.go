@@ -70,8 +70,9 @@ func runRun(o *RunOptions) error {
 			return fmt.Errorf("creating the state dir: %w", err)
 		}
 	}
-	probe, err := openProbe(probeOptions{Backend: r.pol.Watch.Backend, Devices: r.devices,
-		SimDir: simDir, SimDevices: o.SimDevices, SimMemory: r.simMemory, NVMLLib: o.IO.Getenv(nvml.EnvLibrary), Logf: logf})
+	probe, err := openProbe(probeOptions{Backend: r.pol.Watch.Backend, Devices: r.devices, DRMDevices: r.drmDevices,
+		SimDir: simDir, SimDevices: o.SimDevices, SimMemory: r.simMemory, NVMLLib: o.IO.Getenv(nvml.EnvLibrary),
+		Sysfs: o.IO.Getenv(envSysfs), Procfs: o.IO.Getenv(envProcfs), Logf: logf})
 	if err != nil {
 		if errors.Is(err, gpu.ErrUnavailable) {
 			return &ExitError{Code: ExitUnavailable, Err: err}
