@@ -134,7 +134,7 @@ func (s *Sim) Sample(ctx context.Context) (Sample, error) {
 	now := time.Now()
 	var lost error
 	for _, i := range s.devices {
-		if err := s.faults.poll(s.dir, i, now); err != nil && lost == nil {
+		if err := s.faults.poll(i, now); err != nil && lost == nil {
 			lost = err
 		}
 	}

@@ -86,6 +86,7 @@ func parseSimXid(b []byte) (events []simXidEvent, used int) {
 // file was read up to, and until when a device is lost.
 type simFaults struct {
 	out       chan Fault
+	path      map[int]string // each watched device's event file
 	offset    map[int]int64
 	lostUntil map[int]time.Time
 }
@@ -93,9 +94,10 @@ type simFaults struct {
 // newSimFaults starts reading each device's event file at its current end:
 // faults from before the instance started are not its own.
 func newSimFaults(dir string, devices []int) *simFaults {
-	f := &simFaults{out: make(chan Fault, 64), offset: map[int]int64{}, lostUntil: map[int]time.Time{}}
+	f := &simFaults{out: make(chan Fault, 64), path: map[int]string{}, offset: map[int]int64{}, lostUntil: map[int]time.Time{}}
 	for _, i := range devices {
-		if st, err := os.Stat(filepath.Join(simDeviceDir(dir, i), SimXidFile)); err == nil {
+		f.path[i] = filepath.Join(simDeviceDir(dir, i), SimXidFile)
+		if st, err := os.Stat(f.path[i]); err == nil {
 			f.offset[i] = st.Size()
 		}
 	}
@@ -105,8 +107,8 @@ func newSimFaults(dir string, devices []int) *simFaults {
 // poll reads device i's new events, delivers them, and reports whether
 // the device is lost at now. A fault that finds the channel full (the
 // reader stopped reading) is dropped rather than blocking the sample.
-func (f *simFaults) poll(dir string, i int, now time.Time) error {
-	events, err := f.read(filepath.Join(simDeviceDir(dir, i), SimXidFile), i)
+func (f *simFaults) poll(i int, now time.Time) error {
+	events, err := f.read(f.path[i], i)
 	if err != nil {
 		return err
 	}
