@@ -49,10 +49,10 @@ func benchTick(b *testing.B, p *Probe) {
 	}
 }
 
-// BenchmarkProbeTick is one Sample of 8 GPUs / 64 processes on a fake
+// BenchmarkDRMProbeTick is one Sample of 8 GPUs / 64 processes on a fake
 // tree: the usual tick (processes cached, refreshed once a second) and a
 // tick that rescans every process.
-func BenchmarkProbeTick(b *testing.B) {
+func BenchmarkDRMProbeTick(b *testing.B) {
 	b.Run("cached", func(b *testing.B) { benchTick(b, benchProbe(b, time.Hour)) })
 	b.Run("refresh", func(b *testing.B) { benchTick(b, benchProbe(b, time.Nanosecond)) })
 }
