@@ -49,11 +49,12 @@ func TestOpenProbeErrors(t *testing.T) {
 	}
 }
 
-// TestOpenProbeUnavailable: without a driver (this machine), auto and nvml
-// fail with ErrUnavailable (exit 69); so does npu-smi without npu-smi.
+// TestOpenProbeUnavailable: without a driver (this machine) and without an
+// amdgpu device, auto and nvml fail with ErrUnavailable (exit 69); so does
+// npu-smi without npu-smi.
 func TestOpenProbeUnavailable(t *testing.T) {
 	for _, b := range []string{"auto", "nvml", ""} {
-		p, err := openProbe(probeOptions{Backend: b})
+		p, err := openProbe(probeOptions{Backend: b, Sysfs: t.TempDir()}) // no amdgpu either
 		if err == nil {
 			p.Close()
 			t.Skip("NVML works on this machine")

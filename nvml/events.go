@@ -12,12 +12,6 @@ import (
 	"github.com/gpuguard/gpuguard/gpu"
 )
 
-// DefaultEventTimeout is how long one wait on the event set lasts when
-// Options.EventTimeout is 0: NVIDIA's device plugin waits 5000 ms. It is
-// the event goroutine's only wake-up while nothing happens, and bounds how
-// long stopping it takes.
-const DefaultEventTimeout = 5 * time.Second
-
 // faultEvents are the event types listened to: critical Xids, and
 // double-bit ECC errors (reported as Xid 48, which they are) where the GPU
 // supports them.

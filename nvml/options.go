@@ -6,6 +6,12 @@ import "time"
 // Options.ProcessInterval is 0.
 const DefaultProcessInterval = time.Second
 
+// DefaultEventTimeout is how long one wait on the event set lasts when
+// Options.EventTimeout is 0: NVIDIA's device plugin waits 5000 ms. It is
+// the event goroutine's only wake-up while nothing happens, and bounds how
+// long stopping it takes.
+const DefaultEventTimeout = 5 * time.Second
+
 // Options configures Open.
 type Options struct {
 	// Devices selects the watched GPUs by NVML index ("0") or UUID
