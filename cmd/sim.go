@@ -34,10 +34,30 @@ while that process lives; any other name is another tenant.`,
 	return c
 }
 
+// simTarget is the simulated GPU a `sim` subcommand acts on.
+type simTarget struct {
+	Dir string
+	GPU int
+}
+
+func (t *simTarget) addFlags(c *cobra.Command) {
+	c.Flags().StringVar(&t.Dir, "dir", "", "sim dir (default $GPUGUARD_SIM_DIR, else the only instance's <state-dir>/sim)")
+	c.Flags().IntVar(&t.GPU, "gpu", 0, "simulated GPU index")
+}
+
+// resolve checks --gpu and finds the sim dir.
+func (t *simTarget) resolve(stdio *IO) error {
+	if t.GPU < 0 {
+		return exitf(ExitUsage, "--gpu %d: want a non-negative index", t.GPU)
+	}
+	var err error
+	t.Dir, err = simDir(stdio, t.Dir)
+	return err
+}
+
 // simSetOptions is what `sim set` was asked to do.
 type simSetOptions struct {
-	Dir  string
-	GPU  int
+	simTarget
 	Name string
 	Size uint64
 }
@@ -66,17 +86,13 @@ else the sim dir of the only instance under the default state root.`,
 			if o.Size, err = policy.ParseSize(args[1]); err != nil {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("SIZE: %w", err)}
 			}
-			if o.GPU < 0 {
-				return exitf(ExitUsage, "--gpu %d: want a non-negative index", o.GPU)
-			}
-			if o.Dir, err = simDir(stdio, o.Dir); err != nil {
+			if err := o.resolve(stdio); err != nil {
 				return err
 			}
 			return runSimSet(stdio, o)
 		},
 	}
-	c.Flags().StringVar(&o.Dir, "dir", "", "sim dir (default $GPUGUARD_SIM_DIR, else the only instance's <state-dir>/sim)")
-	c.Flags().IntVar(&o.GPU, "gpu", 0, "simulated GPU index")
+	o.addFlags(c)
 	return c
 }
 
@@ -96,8 +112,7 @@ func runSimSet(stdio *IO, o simSetOptions) error {
 
 // simXidOptions is what `sim xid` was asked to do.
 type simXidOptions struct {
-	Dir string
-	GPU int
+	simTarget
 	Xid uint64
 }
 
@@ -122,17 +137,13 @@ else the sim dir of the only instance under the default state root.`,
 			if o.Xid, err = strconv.ParseUint(args[0], 10, 32); err != nil {
 				return exitf(ExitUsage, "XID %q: want a non-negative number such as 79", args[0])
 			}
-			if o.GPU < 0 {
-				return exitf(ExitUsage, "--gpu %d: want a non-negative index", o.GPU)
-			}
-			if o.Dir, err = simDir(stdio, o.Dir); err != nil {
+			if err := o.resolve(stdio); err != nil {
 				return err
 			}
 			return runSimXid(stdio, o)
 		},
 	}
-	c.Flags().StringVar(&o.Dir, "dir", "", "sim dir (default $GPUGUARD_SIM_DIR, else the only instance's <state-dir>/sim)")
-	c.Flags().IntVar(&o.GPU, "gpu", 0, "simulated GPU index")
+	o.addFlags(c)
 	return c
 }
 
