@@ -19,6 +19,7 @@ import (
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/journal"
 	"github.com/gpuguard/gpuguard/metrics"
+	"github.com/gpuguard/gpuguard/nvml"
 	"github.com/gpuguard/gpuguard/paths"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/proc"
@@ -72,8 +73,9 @@ func runRun(o *RunOptions) error {
 			return fmt.Errorf("creating the state dir: %w", err)
 		}
 	}
-	probe, err := openProbe(probeOptions{Backend: r.pol.Watch.Backend, Devices: r.devices,
-		SimDir: simDir, SimDevices: o.SimDevices, SimMemory: r.simMemory})
+	probe, err := openProbe(probeOptions{Backend: r.pol.Watch.Backend, Devices: r.devices, DRMDevices: r.drmDevices,
+		SimDir: simDir, SimDevices: o.SimDevices, SimMemory: r.simMemory, NVMLLib: o.IO.Getenv(nvml.EnvLibrary),
+		Sysfs: o.IO.Getenv(envSysfs), Procfs: o.IO.Getenv(envProcfs), Logf: logf})
 	if err != nil {
 		if errors.Is(err, gpu.ErrUnavailable) {
 			return &ExitError{Code: ExitUnavailable, Err: err}
@@ -102,6 +104,10 @@ func runRun(o *RunOptions) error {
 		SocketPath: paths.Socket(r.runtimeDir, r.name), SimDir: simDir,
 		BaseEnv: sdnotify.CleanEnv(os.Environ()),
 	}
+	var faults <-chan gpu.Fault
+	if fs, ok := probe.(gpu.FaultSource); ok {
+		faults = fs.Faults()
+	}
 	var sup *supervisor.Supervisor
 	m := metrics.New(r.name, func() api.Status { return sup.Status() })
 	m.CountJournalLosses(jr.Dropped)
@@ -109,6 +115,7 @@ func runRun(o *RunOptions) error {
 		Probe: probe, Launcher: launcher, Owned: proc.Descendants,
 		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
+		Faults: faults,
 	})
 	if err != nil {
 		return err

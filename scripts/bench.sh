@@ -39,6 +39,7 @@ run "end-to-end (real binary)" ./bench -run '^$' -benchtime 1x -timeout 20m \
   ${GPUGUARD_BENCH_COMPARE:+-idle.compare "$GPUGUARD_BENCH_COMPARE"}
 run "micro (bench)" ./bench -run '^$' -benchtime 1s -timeout 10m -bench '^Benchmark(StateFileWrite|TickParts)$'
 run "probe: 8 mocked H200s, 64 processes" ./nvml -run '^$' -bench '^BenchmarkProbeTick$' -benchmem
+run "probe: DRM, 8 GPUs, 64 processes on a fake tree" ./drm -run '^$' -bench '^BenchmarkDRMProbeTick$' -benchmem
 run "control socket (in process)" ./control -run '^$' -bench '^Benchmark(StatusRoundTrip|PublishToSubscriber)$'
 run "process tree" ./proc -run '^$' -bench '^BenchmarkTree$' -benchmem
 run "metrics scrape vs tick jitter" ./metrics -run '^$' -bench '^BenchmarkTickJitter$' -benchtime 50x
@@ -96,6 +97,8 @@ row "  of which exec + Go start of the child (median)" "$(metric $B exec-baselin
 row "  state file write in the restart path (median)" "$(metric BenchmarkRestartBreakdown state-median-us)" us ""
 row "4 probe tick, 8 H200 / 64 procs, cached" "$(metric BenchmarkProbeTick/cached ns/op)" us "" 0.001
 row "  refreshed process list" "$(metric BenchmarkProbeTick/refresh ns/op)" us "" 0.001
+row "4 DRM probe tick, 8 GPUs / 64 procs, cached" "$(metric BenchmarkDRMProbeTick/cached ns/op)" us 200 0.001
+row "  rescanning every process (once a second)" "$(metric BenchmarkDRMProbeTick/refresh ns/op)" us "" 0.001
 row "5 status round trip (control, in process): median" "$(metric BenchmarkStatusRoundTrip median-ns/op)" ms 1 0.000001
 row "  publish -> subscriber (in process): median" "$(metric BenchmarkPublishToSubscriber median-ns/op)" ms 2 0.000001
 row "  status round trip, real binary: median" "$(metric BenchmarkSocket status-median-us)" ms 1 0.001

@@ -31,6 +31,7 @@ func (l *loop) onSample(r sampleResult) {
 		return
 	}
 	l.probeRecovered(now)
+	l.gpuAnswered(r.sample)
 	l.lastSample, l.haveSample = r.sample, true
 	if l.child != nil && r.forPID == l.child.PID() && r.tree != nil {
 		l.childTree = make(map[int]bool, len(r.tree))

@@ -32,6 +32,9 @@ func (l *loop) enterWaiting(level int, release map[int]bool) {
 
 // tryStart runs on every sample while waiting.
 func (l *loop) tryStart(r sampleResult) {
+	if l.holdForGPU(r) {
+		return
+	}
 	now := time.Now()
 	rw := l.pol.Restart
 	if r.err != nil {
@@ -255,6 +258,10 @@ func (l *loop) onExit() {
 			policy.SignalName(e.Signal), now.Sub(notifiedAt).Round(time.Millisecond), l.pol.Profiles[l.level].Name)
 		l.deps.Logf("the child was %s; restarting it in profile %s", detail, l.pol.Profiles[l.level].Name)
 		l.restartRequested(l.level, e, release, detail)
+		return
+	}
+	if f, ok := l.faultCause(now); ok && e.Status() != 0 {
+		l.onGPUFaultExit(e, ran, f, release)
 		return
 	}
 	kind, evidence := classifyExit(e, l.pol.OOM, told)

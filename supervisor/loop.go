@@ -27,7 +27,7 @@ type loop struct {
 	target   int // the level the next start aims for
 	restarts int
 	starts   int    // children launched so far
-	lastExit string // none | oom | crash | watermark
+	lastExit string // none | oom | crash | watermark | gpu_fault
 	seq      int
 	// notifiedAt is when the current child was last sent the notify
 	// signal (zero: never), to tell its death by that signal.
@@ -70,6 +70,8 @@ type loop struct {
 	unreported     int       // failed calls not journaled since then
 	streakReported bool      // this run of failures has a journal line
 	lostErr        error     // on_gpu_lost = "stop" is stopping the child
+
+	faults gpuFaults // Xid events and the GPUs they left faulted
 
 	backoff  timer
 	stopWait timer
@@ -155,6 +157,8 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 			l.onTick()
 		case r := <-l.samples:
 			l.onSample(r)
+		case f := <-l.deps.Faults:
+			l.onFault(f)
 		case <-l.childDone():
 			l.onExit()
 		case <-l.backoff.C:

@@ -52,6 +52,9 @@ type Deps struct {
 	Notifier         Notifier
 	Publisher        Publisher
 	Meter            ProbeMeter
+	// Faults delivers GPU fault events (Xids) on the watched GPUs; nil
+	// when the backend reports none.
+	Faults <-chan gpu.Fault
 	// Logf prints one human-readable line about what gpuguard does.
 	Logf func(format string, args ...any)
 }
