@@ -1,0 +1,233 @@
+package validate
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// expect is what a kustomization must contain beyond the checks that apply
+// to every one; a kustomization not listed here gets those checks alone.
+var expect = map[string]struct {
+	deployments, podMonitors, pdbs, services, hpas int
+	canary                                         bool
+	records                                        bool
+}{
+	"base":                    {deployments: 1, podMonitors: 1, pdbs: 1, services: 1},
+	"overlays/canary":         {deployments: 2, podMonitors: 1, pdbs: 1, services: 1, canary: true, records: true},
+	"overlays/hpa":            {deployments: 1, podMonitors: 1, pdbs: 1, services: 1, hpas: 1},
+	"base/common":             {podMonitors: 1, pdbs: 1, services: 1},
+	"base/workload":           {deployments: 1},
+	"overlays/canary/enforce": {deployments: 1},
+	"overlays/canary/observe": {deployments: 1},
+}
+
+// TestKustomizations builds every kustomization under deploy/kubernetes
+// (and every component on top of base/) and validates the result.
+func TestKustomizations(t *testing.T) {
+	ks, err := FindKustomizations(kubeRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := NewDecoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, k := range ks {
+		seen[k.Rel] = true
+		t.Run(k.Rel, func(t *testing.T) {
+			dir := k.Dir
+			if k.Component {
+				dir = t.TempDir()
+				if err := ComposeOverlay(dir, filepath.Join(kubeRoot, "base"), k.Dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			objs, err := Build(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !k.Entry() {
+				_, errs := dec.DecodeAll(objs)
+				report(t, "decode", errs)
+				return
+			}
+			validateBuild(t, k.Rel, dec, objs)
+		})
+	}
+	for rel := range expect {
+		if !seen[rel] {
+			t.Errorf("no kustomization at deploy/kubernetes/%s", rel)
+		}
+	}
+}
+
+// validateBuild runs every check on one build's objects.
+func validateBuild(t *testing.T, rel string, dec *Decoder, objs [][]byte) {
+	set, errs := dec.DecodeAll(objs)
+	report(t, "decode", errs)
+	want := expect[rel]
+	for _, c := range []struct {
+		kind      string
+		got, want int
+	}{
+		{"Deployment", len(set.Deployments), want.deployments},
+		{"PodMonitor", len(set.PodMonitors), want.podMonitors},
+		{"PodDisruptionBudget", len(set.PDBs), want.pdbs},
+		{"Service", len(set.Services), want.services},
+		{"HorizontalPodAutoscaler", len(set.HPAs), want.hpas},
+	} {
+		if c.want > 0 && c.got != c.want {
+			t.Errorf("%d %s, want %d", c.got, c.kind, c.want)
+		}
+	}
+	if want.podMonitors > 0 && len(set.Rules) == 0 {
+		t.Errorf("no PrometheusRule with the alerts")
+	}
+
+	for _, d := range set.Deployments {
+		report(t, "volumes", CheckVolumes(d))
+	}
+	guarded, errs := FindGuarded(set)
+	report(t, "gpuguard containers", errs)
+	pols := map[string]PolicySummary{}
+	live := map[string]string{}
+	for _, g := range guarded {
+		text, err := PolicyFile(set, g)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		p := policyCheck(t, g, text)
+		pols[g.Deployment.Name] = p
+		report(t, "workload", CheckWorkload(g, p))
+		checkDelivery(t, g)
+		live[g.String()] = runLive(t, g, set)
+	}
+	report(t, "serving", CheckServing(set, guarded, pols))
+
+	share, errs := CheckCanary(guarded)
+	report(t, "canary", errs)
+	if want.canary && share == 0 {
+		t.Errorf("no canary: want Deployments of both tracks")
+	} else if share > 0 {
+		t.Logf("canary: %.0f%% of the replicas enforce", 100*share)
+	}
+
+	c := NewChecker(exported, ScrapeLabels(set), Records(set))
+	report(t, "rules", CheckRules(set, c))
+	if want.records && len(c.Records) == 0 {
+		t.Errorf("no recording rules")
+	}
+	served := map[string]AdapterMetric{}
+	cfgs, errs := AdapterConfigs(set)
+	report(t, "adapter config", errs)
+	for name, cfg := range cfgs {
+		m, errs := CheckAdapter(cfg, c)
+		report(t, "adapter config "+name, errs)
+		for k, v := range m {
+			served[k] = v
+		}
+	}
+	series, errs := CheckHPA(set, served)
+	report(t, "hpa", errs)
+	for _, s := range series {
+		for _, g := range guarded {
+			if !strings.Contains(live[g.String()], "\n"+s) {
+				t.Errorf("the HPA scales on %s, which %s did not serve when run", s, g)
+			}
+		}
+	}
+	promtool(t, set)
+}
+
+func report(t *testing.T, what string, errs []error) {
+	t.Helper()
+	for _, err := range errs {
+		t.Errorf("%s: %v", what, err)
+	}
+}
+
+// policyCheck runs `gpuguard policy check` on the policy the container
+// reads, and returns what it resolves.
+func policyCheck(t *testing.T, g Guarded, text string) PolicySummary {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "policy.toml")
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(gpuguard, "policy", "check", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: gpuguard policy check: %v\n%s", g, err, out)
+	}
+	p, err := ParsePolicySummary(string(out))
+	if err != nil {
+		t.Fatalf("%s: %v", g, err)
+	}
+	return p
+}
+
+// checkDelivery ties the gpuguard path in the Deployment to the image
+// recipes: the init container copies the path the gpuguard image keeps the
+// binary at, and a binary built into the server's image is where
+// vllm.Dockerfile copies it.
+func checkDelivery(t *testing.T, g Guarded) {
+	t.Helper()
+	image := dockerfileCopy(t, "Dockerfile")
+	for _, ic := range g.Deployment.Spec.Template.Spec.InitContainers {
+		argv := Argv(ic)
+		if len(argv) == 3 && argv[0] == "cp" && argv[2] == g.Args.Binary && argv[1] != image {
+			t.Errorf("%s: init container %s copies %s; the gpuguard image has it at %s", g, ic.Name, argv[1], image)
+		}
+	}
+	if len(g.Deployment.Spec.Template.Spec.InitContainers) == 0 {
+		if baked := dockerfileCopy(t, "vllm.Dockerfile"); g.Args.Binary != baked {
+			t.Errorf("%s: runs %s with no init container; vllm.Dockerfile puts gpuguard at %s", g, g.Args.Binary, baked)
+		}
+	}
+}
+
+func dockerfileCopy(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "container", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dest, err := FinalCopy(ParseDockerfile(string(b)))
+	if err != nil {
+		t.Fatalf("deploy/container/%s: %v", name, err)
+	}
+	return dest
+}
+
+// promtool runs `promtool check rules` on every PrometheusRule, as a
+// subtest that skips, saying so, where promtool is not installed (.ci/run
+// installs it; apt-get install prometheus).
+func promtool(t *testing.T, set Set) {
+	if len(set.Rules) == 0 {
+		return
+	}
+	t.Run("promtool", func(t *testing.T) {
+		pt, err := exec.LookPath("promtool")
+		if err != nil {
+			t.Skip("promtool not installed (apt-get install prometheus): rule syntax checked by the PromQL parser only")
+		}
+		for _, pr := range set.Rules {
+			b, err := RuleFile(pr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(t.TempDir(), pr.Name+".yml")
+			if err := os.WriteFile(file, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(pt, "check", "rules", file).CombinedOutput()
+			if err != nil {
+				t.Errorf("promtool check rules (PrometheusRule %s): %v\n%s", pr.Name, err, out)
+			}
+		}
+	})
+}
