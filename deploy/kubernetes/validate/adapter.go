@@ -92,12 +92,13 @@ func (r AdapterRule) RenderMetricsQuery(series string) (string, error) {
 		return "", fmt.Errorf("metricsQuery: %w", err)
 	}
 	var b strings.Builder
-	err = t.Execute(&b, map[string]any{
-		"Series":        series,
-		"LabelMatchers": `namespace="default",pod=~"vllm-0|vllm-1"`,
-		"GroupBy":       "pod",
-		"GroupBySlice":  []string{"pod"},
-	})
+	// A struct, as in the adapter, so that a misspelt field is an error.
+	err = t.Execute(&b, struct {
+		Series        string
+		LabelMatchers string
+		GroupBy       string
+		GroupBySlice  []string
+	}{series, `namespace="default",pod=~"vllm-0|vllm-1"`, "pod", []string{"pod"}})
 	if err != nil {
 		return "", fmt.Errorf("metricsQuery: %w", err)
 	}

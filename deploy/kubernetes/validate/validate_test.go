@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,55 +89,22 @@ func validateBuild(t *testing.T, rel string, dec *Decoder, objs [][]byte) {
 		t.Errorf("no PrometheusRule with the alerts")
 	}
 
-	for _, d := range set.Deployments {
-		report(t, "volumes", CheckVolumes(d))
-	}
-	guarded, errs := FindGuarded(set)
-	report(t, "gpuguard containers", errs)
-	pols := map[string]PolicySummary{}
-	live := map[string]string{}
-	for _, g := range guarded {
-		text, err := PolicyFile(set, g)
-		if err != nil {
-			t.Error(err)
-			continue
-		}
-		p := policyCheck(t, g, text)
-		pols[g.Deployment.Name] = p
-		report(t, "workload", CheckWorkload(g, p))
-		checkDelivery(t, g)
-		live[g.String()] = runLive(t, g, set)
-	}
-	report(t, "serving", CheckServing(set, guarded, pols))
-
-	share, errs := CheckCanary(guarded)
-	report(t, "canary", errs)
-	if want.canary && share == 0 {
+	r, errs := CheckSet(set, exported, policyCheck)
+	report(t, "checks", errs)
+	if want.canary && r.CanaryShare == 0 {
 		t.Errorf("no canary: want Deployments of both tracks")
-	} else if share > 0 {
-		t.Logf("canary: %.0f%% of the replicas enforce", 100*share)
+	} else if r.CanaryShare > 0 {
+		t.Logf("canary: %.0f%% of the replicas enforce", 100*r.CanaryShare)
 	}
-
-	c := NewChecker(exported, ScrapeLabels(set), Records(set))
-	report(t, "rules", CheckRules(set, c))
-	if want.records && len(c.Records) == 0 {
+	if want.records && len(r.Records) == 0 {
 		t.Errorf("no recording rules")
 	}
-	served := map[string]AdapterMetric{}
-	cfgs, errs := AdapterConfigs(set)
-	report(t, "adapter config", errs)
-	for name, cfg := range cfgs {
-		m, errs := CheckAdapter(cfg, c)
-		report(t, "adapter config "+name, errs)
-		for k, v := range m {
-			served[k] = v
-		}
-	}
-	series, errs := CheckHPA(set, served)
-	report(t, "hpa", errs)
-	for _, s := range series {
-		for _, g := range guarded {
-			if !strings.Contains(live[g.String()], "\n"+s) {
+	for _, g := range r.Guarded {
+		checkDelivery(t, g)
+		live := runLive(t, g, set)
+		// The HPA's series are served, not only known to the registry.
+		for _, s := range r.HPASeries {
+			if !strings.Contains(live, "\n"+s+"{") {
 				t.Errorf("the HPA scales on %s, which %s did not serve when run", s, g)
 			}
 		}
@@ -151,23 +119,23 @@ func report(t *testing.T, what string, errs []error) {
 	}
 }
 
-// policyCheck runs `gpuguard policy check` on the policy the container
-// reads, and returns what it resolves.
-func policyCheck(t *testing.T, g Guarded, text string) PolicySummary {
-	t.Helper()
-	file := filepath.Join(t.TempDir(), "policy.toml")
+// policyCheck runs `gpuguard policy check` on a policy's text and
+// returns what it resolves; a policy it refuses is an error.
+func policyCheck(text string) (PolicySummary, error) {
+	dir, err := os.MkdirTemp("", "ggv-policy")
+	if err != nil {
+		return PolicySummary{}, err
+	}
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, "policy.toml")
 	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
+		return PolicySummary{}, err
 	}
 	out, err := exec.Command(gpuguard, "policy", "check", file).CombinedOutput()
 	if err != nil {
-		t.Fatalf("%s: gpuguard policy check: %v\n%s", g, err, out)
+		return PolicySummary{}, fmt.Errorf("gpuguard policy check: %v\n%s", err, out)
 	}
-	p, err := ParsePolicySummary(string(out))
-	if err != nil {
-		t.Fatalf("%s: %v", g, err)
-	}
-	return p
+	return ParsePolicySummary(string(out))
 }
 
 // checkDelivery ties the gpuguard path in the Deployment to the image
