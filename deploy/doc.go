@@ -2,5 +2,7 @@
 // gpuguard lives (prometheus/alerts.yml, grafana/gpuguard.json), and its
 // test checks both against the series a real metrics registry exposes, so
 // a renamed metric or a label typo fails here instead of silently never
-// alerting.
+// alerting. TestExportSeries hands the same list of series to the
+// Kubernetes validation (kubernetes/validate, a module of its own), which
+// checks the manifests' rules and autoscaling against it.
 package deploy

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command: vet, both builds, the Go tests under the race detector
 # (end-to-end tests build and run the real binary on the simulated GPU) and
-# the Python client's tests against the real binary.
+# the Python client's tests against the real binary, and the Kubernetes
+# manifests' offline validation (deploy/kubernetes/validate, a Go module of
+# its own so that gpuguard's go.mod stays free of Kubernetes modules).
 # Long soak and fuzz runs are separate: scripts/soak.sh, scripts/fuzz.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +19,8 @@ go build ./...
 CGO_ENABLED=0 go build -o /dev/null .
 echo "== go test -race"
 go test -race -count=1 -timeout 15m ./...
+echo "== kubernetes manifests (deploy/kubernetes/validate)"
+(cd deploy/kubernetes/validate && go vet ./... && go test -count=1 -timeout 10m ./...)
 if [ -d clients/python/tests ]; then
   echo "== python client"
   bin_dir=$(mktemp -d)

@@ -228,3 +228,18 @@ func TestAdapterMetricName(t *testing.T) {
 		}
 	}
 }
+
+// TestRootModuleFreeOfKubernetes: gpuguard's own go.mod requires no
+// Kubernetes module; they belong here.
+func TestRootModuleFreeOfKubernetes(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require ")); len(f) > 0 &&
+			(strings.HasPrefix(f[0], "k8s.io/") || strings.HasPrefix(f[0], "sigs.k8s.io/") || strings.Contains(f[0], "prometheus-operator")) {
+			t.Errorf("go.mod:%d: %s: Kubernetes modules belong to deploy/kubernetes/validate", i+1, f[0])
+		}
+	}
+}
