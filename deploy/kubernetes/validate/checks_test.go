@@ -54,10 +54,10 @@ func setArg(c *corev1.Container, flag, value string) {
 // each break must be reported, naming what is wrong.
 func TestChecksCatchMistakes(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		rel   string
-		break_ func(s *Set)
-		want  string
+		name   string
+		rel    string
+		mutate func(s *Set)
+		want   string
 	}{
 		{"grace equal to stop_timeout", "base", func(s *Set) {
 			s.Deployments[0].Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](60)
@@ -186,7 +186,7 @@ func TestChecksCatchMistakes(t *testing.T) {
 			if _, errs := CheckSet(s, exported, basePolicy); len(errs) > 0 {
 				t.Fatalf("the shipped %s fails already: %v", tc.rel, errs)
 			}
-			tc.break_(&s)
+			tc.mutate(&s)
 			_, errs := CheckSet(s, exported, basePolicy)
 			for _, err := range errs {
 				if strings.Contains(err.Error(), tc.want) {

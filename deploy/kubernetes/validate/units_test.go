@@ -2,6 +2,7 @@ package validate
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -241,5 +242,44 @@ func TestRootModuleFreeOfKubernetes(t *testing.T) {
 			(strings.HasPrefix(f[0], "k8s.io/") || strings.HasPrefix(f[0], "sigs.k8s.io/") || strings.Contains(f[0], "prometheus-operator")) {
 			t.Errorf("go.mod:%d: %s: Kubernetes modules belong to deploy/kubernetes/validate", i+1, f[0])
 		}
+	}
+}
+
+// TestCanaryRulesCompute runs promtool's rule unit test
+// (testdata/canary_rules_test.yml) on the canary's recording rules: they
+// compute per pod and per track what docs/kubernetes.md says they do.
+func TestCanaryRulesCompute(t *testing.T) {
+	pt, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed (apt-get install prometheus): recording rules not evaluated")
+	}
+	dec, err := NewDecoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(kubeRoot, "overlays", "canary", "recording-rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := dec.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := RuleFile(obj.(*monitoringv1.PrometheusRule))
+	if err != nil {
+		t.Fatal(err)
+	}
+	test, err := os.ReadFile(filepath.Join("testdata", "canary_rules_test.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, data := range map[string][]byte{"canary.yml": rules, "canary_test.yml": test} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command(pt, "test", "rules", filepath.Join(dir, "canary_test.yml")).CombinedOutput(); err != nil {
+		t.Errorf("promtool test rules: %v\n%s", err, out)
 	}
 }

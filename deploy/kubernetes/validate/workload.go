@@ -75,6 +75,17 @@ func mountFor(c corev1.Container, file string) (corev1.VolumeMount, string, bool
 	return best, rel, found
 }
 
+// onVolume reports whether dir is a volume mount or lies under one.
+func onVolume(c corev1.Container, dir string) bool {
+	dir = path.Clean(dir)
+	for _, m := range c.VolumeMounts {
+		if mp := path.Clean(m.MountPath); dir == mp || strings.HasPrefix(dir, mp+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 func podVolume(d *appsv1.Deployment, name string) (corev1.Volume, bool) {
 	for _, v := range d.Spec.Template.Spec.Volumes {
 		if v.Name == name {
@@ -166,7 +177,7 @@ func CheckWorkload(g Guarded, p PolicySummary) []error {
 
 	for _, e := range g.Container.Env {
 		if strings.HasPrefix(e.Name, "GPUGUARD_") && strings.HasSuffix(e.Name, "_DIR") {
-			if _, _, ok := mountFor(g.Container, e.Value+"/x"); !ok {
+			if !onVolume(g.Container, e.Value) {
 				fail("%s=%s is on the container's own filesystem; mount a volume there", e.Name, e.Value)
 			}
 		}
