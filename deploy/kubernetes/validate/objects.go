@@ -57,23 +57,19 @@ func (d *Decoder) DecodeAll(objs [][]byte) (Set, []error) {
 }
 
 // ConfigMap returns the ConfigMap called name, or nil.
-func (s Set) ConfigMap(name string) *corev1.ConfigMap {
-	for _, c := range s.ConfigMaps {
-		if c.Name == name {
-			return c
-		}
-	}
-	return nil
-}
+func (s Set) ConfigMap(name string) *corev1.ConfigMap { return byName(s.ConfigMaps, name) }
 
 // Deployment returns the Deployment called name, or nil.
-func (s Set) Deployment(name string) *appsv1.Deployment {
-	for _, d := range s.Deployments {
-		if d.Name == name {
-			return d
+func (s Set) Deployment(name string) *appsv1.Deployment { return byName(s.Deployments, name) }
+
+func byName[T interface{ GetName() string }](objs []T, name string) T {
+	for _, o := range objs {
+		if o.GetName() == name {
+			return o
 		}
 	}
-	return nil
+	var none T
+	return none
 }
 
 // Selected returns the Deployments whose pods sel selects.
