@@ -14,11 +14,18 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// shipped builds and decodes one of the shipped kustomizations, afresh for
-// each caller to change.
+// shipped builds and decodes one of the shipped kustomizations (a
+// component on top of base/), afresh for each caller to change.
 func shipped(t *testing.T, rel string) Set {
 	t.Helper()
-	objs, err := Build(filepath.Join(kubeRoot, rel))
+	dir := filepath.Join(kubeRoot, rel)
+	if strings.HasPrefix(rel, "components/") {
+		dir = t.TempDir()
+		if err := ComposeOverlay(dir, filepath.Join(kubeRoot, "base"), filepath.Join(kubeRoot, rel)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objs, err := Build(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +116,10 @@ func TestChecksCatchMistakes(t *testing.T) {
 		{"PDB selects nothing", "base", func(s *Set) {
 			s.PDBs[0].Spec.Selector.MatchLabels = map[string]string{"app": "vllm"}
 		}, "PodDisruptionBudget vllm: selector app=vllm selects no Deployment's pods"},
+		{"NetworkPolicy on a missing port", "components/metrics-network-policy", func(s *Set) {
+			p := intstr.FromString("prometheus")
+			s.NetPols[0].Spec.Ingress[1].Ports[0].Port = &p
+		}, `NetworkPolicy vllm-metrics: port prometheus is no container port`},
 		{"canary enforcing 25%", "overlays/canary", func(s *Set) {
 			s.Deployment("vllm-observe").Spec.Replicas = ptr.To[int32](3)
 		}, "1 of 4 replicas enforce (25%); want 5-20%"},

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
@@ -22,12 +23,12 @@ type Decoder struct {
 }
 
 // NewDecoder knows the kinds the manifests may use: core/v1, apps/v1,
-// policy/v1, autoscaling/v2 and prometheus-operator's monitoring.coreos.com/v1.
+// policy/v1, autoscaling/v2, networking/v1 and prometheus-operator's monitoring.coreos.com/v1.
 func NewDecoder() (*Decoder, error) {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, appsv1.AddToScheme, policyv1.AddToScheme,
-		autoscalingv2.AddToScheme, monitoringv1.AddToScheme,
+		autoscalingv2.AddToScheme, networkingv1.AddToScheme, monitoringv1.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {
 			return nil, err

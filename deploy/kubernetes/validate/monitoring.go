@@ -41,9 +41,9 @@ func selectedBy(s Set, kind, name string, ls *metav1.LabelSelector) ([]*appsv1.D
 	return ds, nil
 }
 
-// CheckServing checks the Services, PodDisruptionBudgets and PodMonitors
-// against the Deployments: each selects some pods, the ports they name
-// exist, and every gpuguard metrics port is scraped with job="gpuguard".
+// CheckServing checks the Services, PodDisruptionBudgets, PodMonitors and
+// NetworkPolicies against the Deployments: each selects some pods, the
+// ports they name exist, and every gpuguard metrics port is scraped with job="gpuguard".
 func CheckServing(s Set, guarded []Guarded, pols map[string]PolicySummary) []error {
 	var errs []error
 	for _, svc := range s.Services {
@@ -79,6 +79,22 @@ func CheckServing(s Set, guarded []Guarded, pols map[string]PolicySummary) []err
 			for _, d := range ds {
 				if !hasPort(d, intstr.FromString(*ep.Port)) {
 					errs = append(errs, fmt.Errorf("PodMonitor %s: port %q is no container port of Deployment %s", pm.Name, *ep.Port, d.Name))
+				}
+			}
+		}
+	}
+	for _, np := range s.NetPols {
+		ds, err := selectedBy(s, "NetworkPolicy", np.Name, &np.Spec.PodSelector)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, rule := range np.Spec.Ingress {
+			for _, p := range rule.Ports {
+				for _, d := range ds {
+					if p.Port != nil && !hasPort(d, *p.Port) {
+						errs = append(errs, fmt.Errorf("NetworkPolicy %s: port %s is no container port of Deployment %s", np.Name, p.Port.String(), d.Name))
+					}
 				}
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -20,6 +21,7 @@ type Set struct {
 	PodMonitors []*monitoringv1.PodMonitor
 	Rules       []*monitoringv1.PrometheusRule
 	HPAs        []*autoscalingv2.HorizontalPodAutoscaler
+	NetPols     []*networkingv1.NetworkPolicy
 }
 
 // DecodeAll decodes every object strictly. A kind that decodes but that no
@@ -48,6 +50,8 @@ func (d *Decoder) DecodeAll(objs [][]byte) (Set, []error) {
 			s.Rules = append(s.Rules, o)
 		case *autoscalingv2.HorizontalPodAutoscaler:
 			s.HPAs = append(s.HPAs, o)
+		case *networkingv1.NetworkPolicy:
+			s.NetPols = append(s.NetPols, o)
 		default:
 			errs = append(errs, fmt.Errorf("%s %s: no check here knows this kind; add its checks to package validate",
 				obj.GetObjectKind().GroupVersionKind().Kind, objectName(obj)))
