@@ -88,6 +88,19 @@ func isKustomizationFile(name string) bool {
 	return false
 }
 
+// Build builds k as a user would apply it: a component on top of the
+// base/ beside its components/ directory, through an overlay written into
+// tmp.
+func (k Kustomization) Build(root, tmp string) ([][]byte, error) {
+	if !k.Component {
+		return Build(k.Dir)
+	}
+	if err := ComposeOverlay(tmp, filepath.Join(root, "base"), k.Dir); err != nil {
+		return nil, err
+	}
+	return Build(tmp)
+}
+
 // ComposeOverlay writes, into dir, a kustomization that puts component on
 // top of base, for building a component the way a user's overlay would.
 // kustomize takes only relative paths to other kustomizations.

@@ -18,14 +18,8 @@ import (
 // component on top of base/), afresh for each caller to change.
 func shipped(t *testing.T, rel string) Set {
 	t.Helper()
-	dir := filepath.Join(kubeRoot, rel)
-	if strings.HasPrefix(rel, "components/") {
-		dir = t.TempDir()
-		if err := ComposeOverlay(dir, filepath.Join(kubeRoot, "base"), filepath.Join(kubeRoot, rel)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	objs, err := Build(dir)
+	k := Kustomization{Dir: filepath.Join(kubeRoot, rel), Rel: rel, Component: strings.HasPrefix(rel, "components/")}
+	objs, err := k.Build(kubeRoot, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,14 +40,7 @@ func TestKustomizations(t *testing.T) {
 	for _, k := range ks {
 		seen[k.Rel] = true
 		t.Run(k.Rel, func(t *testing.T) {
-			dir := k.Dir
-			if k.Component {
-				dir = t.TempDir()
-				if err := ComposeOverlay(dir, filepath.Join(kubeRoot, "base"), k.Dir); err != nil {
-					t.Fatal(err)
-				}
-			}
-			objs, err := Build(dir)
+			objs, err := k.Build(kubeRoot, t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}
