@@ -39,21 +39,28 @@ const (
 // Status is the status object of one instance: the control socket's
 // `status` reply and each element of `instances` in `status --json`.
 type Status struct {
-	Name               string  `json:"name"`
-	PID                int     `json:"pid"`
-	ChildPID           int     `json:"child_pid"`
-	State              string  `json:"state"`
-	Profile            string  `json:"profile"`
-	Level              int     `json:"level"`
-	Levels             int     `json:"levels"`
-	Watermark          float64 `json:"watermark"`
-	Restarts           int     `json:"restarts"`
-	UptimeSeconds      float64 `json:"uptime_seconds"`
-	ChildUptimeSeconds float64 `json:"child_uptime_seconds"`
-	Observe            bool    `json:"observe"`
-	GPUs               []GPU   `json:"gpus"`
-	Leases             int     `json:"leases"`
-	LastEvent          *Event  `json:"last_event"`
+	Name      string  `json:"name"`
+	PID       int     `json:"pid"`
+	ChildPID  int     `json:"child_pid"`
+	State     string  `json:"state"`
+	Profile   string  `json:"profile"`
+	Level     int     `json:"level"`
+	Levels    int     `json:"levels"`
+	Priority  int     `json:"priority"`
+	Watermark float64 `json:"watermark"`
+	// IntervalSeconds is the current polling period (adaptive polling
+	// changes it).
+	IntervalSeconds float64 `json:"interval_seconds"`
+	// ETASeconds is the projected time until the watermark reaches
+	// critical at the current trend; nil (JSON null) when not rising.
+	ETASeconds         *float64 `json:"eta_seconds"`
+	Restarts           int      `json:"restarts"`
+	UptimeSeconds      float64  `json:"uptime_seconds"`
+	ChildUptimeSeconds float64  `json:"child_uptime_seconds"`
+	Observe            bool     `json:"observe"`
+	GPUs               []GPU    `json:"gpus"`
+	Leases             int      `json:"leases"`
+	LastEvent          *Event   `json:"last_event"`
 	// Error explains an unreachable instance; empty otherwise.
 	Error string `json:"error,omitempty"`
 }
@@ -88,6 +95,20 @@ const (
 	EventObserve = "observe"
 	// EventWaiting records that no profile fits and the start waits.
 	EventWaiting = "waiting"
+	// EventYield records that another tenant of a shared GPU (To) steps
+	// for this pressure, so this instance does not.
+	EventYield = "yield"
+	// EventReload records an applied policy reload (Changed lists keys).
+	EventReload = "reload"
+	// EventGPUFault records a GPU fault event (an Xid) on a watched GPU.
+	EventGPUFault = "gpu_fault"
+	// EventNotifySkipped records a live change whose notify signal was
+	// not sent because the child does not catch it yet.
+	EventNotifySkipped = "notify_skipped"
+	// EventTotals is a cumulative record the journal writes (Totals): as
+	// the first line of a run, of every file after a rotation, and every
+	// few minutes, so a report need not read a run's first lines.
+	EventTotals = "totals"
 )
 
 // Reasons used by step-down, restart and step-up events and metric labels.
@@ -99,6 +120,13 @@ const (
 	ReasonOOM       = "oom"
 	ReasonCrash     = "crash"
 	ReasonRecovered = "recovered"
+	// ReasonPredicted is a step-down taken before high because the trend
+	// reaches critical within [watermark] lead.
+	ReasonPredicted = "predicted"
+	// ReasonGPUFault is a restart after a child exit caused by a GPU fault.
+	ReasonGPUFault = "gpu_fault"
+	// ReasonReload is a restart because a reload removed the profile.
+	ReasonReload = "reload"
 )
 
 // Event is one line of the event journal (<state-dir>/events.jsonl).
@@ -123,10 +151,55 @@ type Event struct {
 	Detail    string   `json:"detail,omitempty"`
 	Restarts  int      `json:"restarts,omitempty"`
 
+	// GPU is the UUID of the GPU an event is about (yield, gpu_fault).
+	GPU string `json:"gpu,omitempty"`
+	// GPUIndex is that GPU's index, where known.
+	GPUIndex *int `json:"gpu_index,omitempty"`
+	// Xid is a GPU fault's Xid (gpu_fault).
+	Xid int `json:"xid,omitempty"`
+	// Changed lists the policy keys a reload changed (reload).
+	Changed []string `json:"changed,omitempty"`
+
 	// Admission fields.
 	Decision string `json:"decision,omitempty"`
 	Bytes    uint64 `json:"bytes,omitempty"`
 	Priority string `json:"priority,omitempty"`
 	Tool     string `json:"tool,omitempty"`
 	Lease    string `json:"lease,omitempty"`
+	// Count, on an admission line, says it summarises that many granted
+	// (decision gpu) admissions of the second before Time; Bytes is then
+	// their sum. A line for a single decision has no count.
+	Count int `json:"count,omitempty"`
+	// ByPriority and ByTool split a summary's Count.
+	ByPriority map[string]int `json:"by_priority,omitempty"`
+	ByTool     map[string]int `json:"by_tool,omitempty"`
+
+	// Totals is the content of a totals record.
+	Totals *Totals `json:"totals,omitempty"`
+}
+
+// Totals is what one gpuguard run has done since it opened the journal,
+// cumulative, as of the record's time. A run's records share RunStart.
+type Totals struct {
+	// RunStart is when this run opened the journal: its records share it,
+	// and a new value marks a new run.
+	RunStart time.Time `json:"run_start"`
+	// FirstProfile and FirstLevel are the profile of the run's first start.
+	FirstProfile string `json:"first_profile,omitempty"`
+	FirstLevel   int    `json:"first_level"`
+	// Running says a child was running at the record's time, in the line's
+	// profile and level.
+	Running bool `json:"running"`
+	// SecondsInProfile is supervised (child running) time by profile;
+	// ProfileLevels is each such profile's level.
+	SecondsInProfile map[string]float64 `json:"seconds_in_profile"`
+	ProfileLevels    map[string]int     `json:"profile_levels"`
+	// Events counts events by name; an admission summary counts as its
+	// Count, totals records do not count.
+	Events map[string]int `json:"events"`
+	// Stepdowns and Restarts are by reason, Admissions by decision.
+	Stepdowns    map[string]int `json:"stepdowns"`
+	Restarts     map[string]int `json:"restarts"`
+	Admissions   map[string]int `json:"admissions"`
+	OOMFallbacks int            `json:"oom_fallbacks"`
 }

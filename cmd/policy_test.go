@@ -43,6 +43,7 @@ env = { DTYPE = "int8" }
 		f + ": valid\n",
 		"name        llama\n",
 		"watermark   low=0.7 high=0.9 critical=0.97",
+		"watch       backend=auto interval=200ms, adaptive 20ms..1s scope=device quota=none settle=5s\n",
 		"LEVEL  PROFILE  NEEDS   LIVE          ENV\n",
 		"0      fp16     40 GiB  no (restart)  DTYPE=float16 MAX_BATCH=32\n",
 		"1      int8     -       yes           DTYPE=int8\n",
@@ -63,7 +64,7 @@ high = 0.99
 	if code != ExitConfig || out != "" {
 		t.Fatalf("exit %d, stdout %q", code, out)
 	}
-	want := f + `:2: watch.interval: invalid duration "fast": use Go syntax such as "10s", "1m30s" or "200ms"
+	want := f + `:2: watch.interval: invalid duration "fast": use Go syntax such as "10s", "1m30s" or "200ms", or days such as "180d"
 ` + f + `:4: watermark.high: must be below watermark.critical (0.97), got 0.99
 gpuguard: ` + f + `: invalid policy (2 problems)
 `

@@ -26,6 +26,7 @@ type RunOptions struct {
 	StateDir    string
 	RuntimeDir  string
 	MetricsAddr *string
+	Priority    *int
 	Profile     string
 	Observe     bool
 	SimDevices  int
@@ -40,6 +41,7 @@ func NewCmdRun(stdio *IO, runF func(*RunOptions) error) *cobra.Command {
 	opts := &RunOptions{IO: stdio}
 	var backend, devices, metricsAddr string
 	var interval time.Duration
+	var priority int
 	c := &cobra.Command{
 		Use:   "run [flags] [-- CMD [ARG...]]",
 		Short: "Supervise one model server (the main job)",
@@ -64,6 +66,9 @@ replaced from the current profile's env and the GPUGUARD_* variables.`,
 			if f.Changed("metrics-addr") {
 				opts.MetricsAddr = &metricsAddr
 			}
+			if f.Changed("priority") {
+				opts.Priority = &priority
+			}
 			opts.Command = args
 			if runF != nil {
 				return runF(opts)
@@ -83,6 +88,7 @@ replaced from the current profile's env and the GPUGUARD_* variables.`,
 	f.StringVar(&opts.RuntimeDir, "runtime-dir", "", "directory of control sockets")
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics at HOST:PORT (empty disables)")
 	f.StringVar(&opts.Profile, "profile", "", "start in this profile")
+	f.IntVar(&priority, "priority", 0, "priority among the instances sharing a GPU, -1000..1000: the lowest steps down first (default: the policy's)")
 	f.BoolVar(&opts.Observe, "observe", false, "decide and log, but never step down or restart because of the watermark")
 	f.IntVar(&opts.SimDevices, "sim-devices", 1, "simulated GPUs (sim backend)")
 	f.StringVar(&opts.SimMemory, "sim-memory", "16GiB", "memory of each simulated GPU (sim backend)")
@@ -133,7 +139,13 @@ func resolveRun(o *RunOptions) (*resolvedRun, error) {
 		if *o.Interval <= 0 {
 			return nil, exitf(ExitUsage, "--interval must be positive, got %s", *o.Interval)
 		}
-		pol.Watch.Interval = *o.Interval
+		pol.SetInterval(*o.Interval)
+	}
+	if o.Priority != nil {
+		if p := *o.Priority; p < -policy.MaxPriority || p > policy.MaxPriority {
+			return nil, exitf(ExitUsage, "--priority must be between %d and %d, got %d", -policy.MaxPriority, policy.MaxPriority, p)
+		}
+		pol.Priority = *o.Priority
 	}
 	if o.MetricsAddr != nil {
 		pol.Metrics.Listen = *o.MetricsAddr

@@ -94,6 +94,7 @@ env = { MAX_BATCH = "16" }
 		"bad sim memory":  {IO: io, Backend: &sim, Command: []string{"x"}, SimMemory: "lots", SimDevices: 1},
 		"no command":      {IO: io, Backend: &sim, SimMemory: "1GiB", SimDevices: 1},
 		"invalid name":    {IO: io, Backend: &sim, Name: "a/b", Command: []string{"x"}, SimMemory: "1GiB", SimDevices: 1},
+		"priority range":  {IO: io, Backend: &sim, Priority: ptrTo(1001), Command: []string{"x"}, SimMemory: "1GiB", SimDevices: 1},
 	} {
 		if _, err := resolveRun(o); exitCode(err) != ExitUsage {
 			t.Errorf("%s: %v (exit %d), want 64", name, err, exitCode(err))
@@ -101,5 +102,32 @@ env = { MAX_BATCH = "16" }
 	}
 	if _, err := resolveRun(&RunOptions{IO: io, Backend: &sim, Command: []string{"x", "${NOPE}"}, SimMemory: "1GiB", SimDevices: 1}); exitCode(err) != ExitConfig {
 		t.Errorf("unknown ${VAR}: exit %d, want 78", exitCode(err))
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// TestResolveRunFlagsWin: --priority and --interval override the policy,
+// and the adaptive period's bounds widen to hold the flag's interval.
+func TestResolveRunFlagsWin(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "p.toml")
+	os.WriteFile(pol, []byte("priority = 5\n[watch]\nbackend = \"sim\"\n"), 0o644)
+	io := &IO{Getenv: func(k string) string { return map[string]string{"GPUGUARD_STATE_DIR": dir}[k] }}
+	r, err := resolveRun(&RunOptions{IO: io, PolicyFile: pol, Command: []string{"x"}, SimMemory: "1GiB", SimDevices: 1})
+	if err != nil || r.pol.Priority != 5 {
+		t.Fatalf("policy priority: %v %+v", err, r)
+	}
+	iv := 5 * time.Millisecond
+	r, err = resolveRun(&RunOptions{IO: io, PolicyFile: pol, Priority: ptrTo(-7), Interval: &iv, Command: []string{"x"}, SimMemory: "1GiB", SimDevices: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := r.pol.Watch; r.pol.Priority != -7 || w.Interval != iv || w.MinInterval != iv {
+		t.Errorf("flags: priority %d, watch %+v", r.pol.Priority, w)
+	}
+	o, code := runOpts(t, nil, "--priority", "90", "--", "x")
+	if code != 0 || o.Priority == nil || *o.Priority != 90 {
+		t.Errorf("--priority 90: exit %d, %+v", code, o)
 	}
 }

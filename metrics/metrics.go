@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -17,9 +18,17 @@ const namespace = "gpuguard"
 // Label values that exist from the start, so that rate() and dashboards see
 // a 0 rather than no series until the first event.
 var (
-	stepdownReasons = []string{api.ReasonWatermark, api.ReasonCritical, api.ReasonManual, api.ReasonObserve}
-	restartReasons  = []string{api.ReasonOOM, api.ReasonCrash, api.ReasonWatermark}
+	stepdownReasons = []string{api.ReasonWatermark, api.ReasonCritical, api.ReasonPredicted, api.ReasonManual, api.ReasonObserve}
+	restartReasons  = []string{api.ReasonOOM, api.ReasonCrash, api.ReasonWatermark, api.ReasonGPUFault, api.ReasonReload}
 	decisions       = []string{"gpu", "cpu", "defer", "deny"}
+	reloadResults   = []string{ReloadOK, ReloadError}
+)
+
+// Reload results: the reason of a reload event, and the result label of
+// gpuguard_reloads_total.
+const (
+	ReloadOK    = "ok"
+	ReloadError = "error"
 )
 
 // probeBuckets span 10µs (a sim directory read) to 1s (a stuck driver call);
@@ -41,6 +50,10 @@ type Metrics struct {
 	admissions    *prometheus.CounterVec
 	probeErrors   prometheus.Counter
 	probeDuration prometheus.Histogram
+	yields        prometheus.Counter
+	gpuFaults     *prometheus.CounterVec
+	reloads       *prometheus.CounterVec
+	notifySkipped prometheus.Counter
 
 	// metered is set by the first ObserveProbe call. From then on probe
 	// errors are counted there (every failed tick) and probe_error events,
@@ -82,6 +95,22 @@ func New(name string, snapshot func() api.Status) *Metrics {
 			Help:    "Duration of one GPU probe tick, failed ones included.",
 			Buckets: probeBuckets,
 		}),
+		yields: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "yields_total", ConstLabels: cl,
+			Help: "Decisions on a shared GPU where another tenant stepped instead of this instance.",
+		}),
+		gpuFaults: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "gpu_faults_total", ConstLabels: cl,
+			Help: "GPU fault events (Xid) on watched GPUs, by GPU index and Xid.",
+		}, []string{"gpu", "xid"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "reloads_total", ConstLabels: cl,
+			Help: "Policy reloads by result (error: refused, nothing changed).",
+		}, []string{"result"}),
+		notifySkipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "notify_skipped_total", ConstLabels: cl,
+			Help: "Live changes whose notify signal was not sent because the child did not catch it yet (it reads the state file).",
+		}),
 	}
 	for _, r := range stepdownReasons {
 		m.stepdowns.WithLabelValues(r)
@@ -92,8 +121,12 @@ func New(name string, snapshot func() api.Status) *Metrics {
 	for _, d := range decisions {
 		m.admissions.WithLabelValues(d)
 	}
+	for _, r := range reloadResults {
+		m.reloads.WithLabelValues(r)
+	}
 	m.reg.MustRegister(m.stepdowns, m.oomFallbacks, m.restarts, m.admissions,
-		m.probeErrors, m.probeDuration, newSnapshotCollector(cl, snapshot))
+		m.probeErrors, m.probeDuration, m.yields, m.gpuFaults, m.reloads, m.notifySkipped,
+		newSnapshotCollector(cl, snapshot))
 	// The runtime collectors take no const labels of their own; wrapping
 	// the registerer gives their series the instance name too.
 	prometheus.WrapRegistererWith(cl, m.reg).MustRegister(
@@ -131,6 +164,22 @@ func (m *Metrics) Observe(ev api.Event) {
 		if !m.metered.Load() {
 			m.probeErrors.Inc()
 		}
+	case api.EventYield:
+		m.yields.Inc()
+	case api.EventGPUFault:
+		gpu := ev.GPU
+		if ev.GPUIndex != nil {
+			gpu = strconv.Itoa(*ev.GPUIndex)
+		}
+		m.gpuFaults.WithLabelValues(orUnknown(gpu), strconv.Itoa(ev.Xid)).Inc()
+	case api.EventReload:
+		result := ev.Reason
+		if result == "" {
+			result = ReloadOK
+		}
+		m.reloads.WithLabelValues(result).Inc()
+	case api.EventNotifySkipped:
+		m.notifySkipped.Inc()
 	}
 }
 

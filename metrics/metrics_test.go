@@ -16,6 +16,7 @@ func testStatus() api.Status {
 	return api.Status{
 		Name: "llama", ChildPID: 4242, State: api.StateRunning,
 		Profile: "int8", Level: 1, Levels: 3, Watermark: 0.93,
+		IntervalSeconds: 0.05, ETASeconds: ptr(12.5),
 		GPUs: []api.GPU{
 			{Index: 0, UUID: "GPU-aaaa", UsedBytes: 70 << 30, TotalBytes: 80 << 30},
 			{Index: 1, UUID: "GPU-bbbb", UsedBytes: 10 << 30, TotalBytes: 80 << 30},
@@ -38,6 +39,16 @@ func TestExposition(t *testing.T) {
 		{Event: api.EventAdmission, Decision: "defer"},
 		{Event: api.EventAdmission, Decision: "defer"},
 		{Event: api.EventProbeError},
+		{Event: api.EventStepDown, Reason: api.ReasonPredicted},
+		{Event: api.EventRestart, Reason: api.ReasonGPUFault},
+		{Event: api.EventYield, To: "batch", GPU: "GPU-aaaa"},
+		{Event: api.EventYield, To: "batch", GPU: "GPU-aaaa"},
+		{Event: api.EventGPUFault, GPU: "GPU-aaaa", GPUIndex: ptr(0), Xid: 79},
+		{Event: api.EventGPUFault, GPU: "GPU-bbbb", Xid: 13},
+		{Event: api.EventReload, Changed: []string{"watermark.high"}},
+		{Event: api.EventReload, Reason: ReloadError},
+		{Event: api.EventReload, Reason: ReloadError},
+		{Event: api.EventNotifySkipped},
 		{Event: "some_future_event"},
 	}
 	for _, ev := range events {
@@ -53,6 +64,10 @@ gpuguard_admission_decisions_total{decision="gpu",name="llama"} 1
 # HELP gpuguard_child_up 1 while a child process runs, else 0.
 # TYPE gpuguard_child_up gauge
 gpuguard_child_up{name="llama"} 1
+# HELP gpuguard_gpu_faults_total GPU fault events (Xid) on watched GPUs, by GPU index and Xid.
+# TYPE gpuguard_gpu_faults_total counter
+gpuguard_gpu_faults_total{gpu="0",name="llama",xid="79"} 1
+gpuguard_gpu_faults_total{gpu="GPU-bbbb",name="llama",xid="13"} 1
 # HELP gpuguard_gpu_memory_total_bytes GPU memory of a watched GPU.
 # TYPE gpuguard_gpu_memory_total_bytes gauge
 gpuguard_gpu_memory_total_bytes{gpu="0",name="llama",uuid="GPU-aaaa"} 8.589934592e+10
@@ -61,10 +76,16 @@ gpuguard_gpu_memory_total_bytes{gpu="1",name="llama",uuid="GPU-bbbb"} 8.58993459
 # TYPE gpuguard_gpu_memory_used_bytes gauge
 gpuguard_gpu_memory_used_bytes{gpu="0",name="llama",uuid="GPU-aaaa"} 7.516192768e+10
 gpuguard_gpu_memory_used_bytes{gpu="1",name="llama",uuid="GPU-bbbb"} 1.073741824e+10
+# HELP gpuguard_notify_skipped_total Live changes whose notify signal was not sent because the child did not catch it yet (it reads the state file).
+# TYPE gpuguard_notify_skipped_total counter
+gpuguard_notify_skipped_total{name="llama"} 1
 # HELP gpuguard_oom_fallback_total Restarts after an out-of-memory exit, by profile before and after (equal at the last profile).
 # TYPE gpuguard_oom_fallback_total counter
 gpuguard_oom_fallback_total{from="int4",name="llama",to="int4"} 1
 gpuguard_oom_fallback_total{from="int8",name="llama",to="int4"} 1
+# HELP gpuguard_poll_interval_seconds The current GPU polling period (adaptive polling shortens it while memory rises).
+# TYPE gpuguard_poll_interval_seconds gauge
+gpuguard_poll_interval_seconds{name="llama"} 0.05
 # HELP gpuguard_probe_errors_total GPU probe ticks that failed.
 # TYPE gpuguard_probe_errors_total counter
 gpuguard_probe_errors_total{name="llama"} 1
@@ -77,17 +98,30 @@ gpuguard_profile_levels{name="llama"} 3
 # HELP gpuguard_restarts_total Child restarts by reason.
 # TYPE gpuguard_restarts_total counter
 gpuguard_restarts_total{name="llama",reason="crash"} 1
+gpuguard_restarts_total{name="llama",reason="gpu_fault"} 1
 gpuguard_restarts_total{name="llama",reason="oom"} 2
+gpuguard_restarts_total{name="llama",reason="reload"} 0
 gpuguard_restarts_total{name="llama",reason="watermark"} 0
+# HELP gpuguard_reloads_total Policy reloads by result (error: refused, nothing changed).
+# TYPE gpuguard_reloads_total counter
+gpuguard_reloads_total{name="llama",result="error"} 2
+gpuguard_reloads_total{name="llama",result="ok"} 1
 # HELP gpuguard_stepdowns_total Profile step-downs by reason (observe: what observe mode would have done).
 # TYPE gpuguard_stepdowns_total counter
 gpuguard_stepdowns_total{name="llama",reason="critical"} 1
 gpuguard_stepdowns_total{name="llama",reason="manual"} 1
 gpuguard_stepdowns_total{name="llama",reason="observe"} 1
+gpuguard_stepdowns_total{name="llama",reason="predicted"} 1
 gpuguard_stepdowns_total{name="llama",reason="watermark"} 1
+# HELP gpuguard_watermark_eta_seconds Projected seconds until the watermark reaches critical at the current trend; absent when not rising.
+# TYPE gpuguard_watermark_eta_seconds gauge
+gpuguard_watermark_eta_seconds{name="llama"} 12.5
 # HELP gpuguard_watermark_ratio Last watermark sample: used/(quota or total), the worst watched GPU (0..1).
 # TYPE gpuguard_watermark_ratio gauge
 gpuguard_watermark_ratio{name="llama"} 0.93
+# HELP gpuguard_yields_total Decisions on a shared GPU where another tenant stepped instead of this instance.
+# TYPE gpuguard_yields_total counter
+gpuguard_yields_total{name="llama"} 2
 `
 	names := []string{
 		"gpuguard_admission_decisions_total", "gpuguard_child_up",
@@ -95,6 +129,8 @@ gpuguard_watermark_ratio{name="llama"} 0.93
 		"gpuguard_oom_fallback_total", "gpuguard_probe_errors_total",
 		"gpuguard_profile_level", "gpuguard_profile_levels", "gpuguard_restarts_total",
 		"gpuguard_stepdowns_total", "gpuguard_watermark_ratio",
+		"gpuguard_gpu_faults_total", "gpuguard_notify_skipped_total", "gpuguard_poll_interval_seconds",
+		"gpuguard_reloads_total", "gpuguard_watermark_eta_seconds", "gpuguard_yields_total",
 	}
 	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
@@ -207,5 +243,18 @@ gpuguard_journal_dropped_total{name="llama"} 3
 `
 	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(want), "gpuguard_journal_dropped_total"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestETAAbsentWhenNotRising: with no projection the ETA gauge is not
+// exposed at all, so `gpuguard_watermark_eta_seconds < 60` alerts only on
+// a real trend.
+func TestETAAbsentWhenNotRising(t *testing.T) {
+	m := New("x", func() api.Status { return api.Status{IntervalSeconds: 1} })
+	n, err := testutil.GatherAndCount(m.Gatherer(), "gpuguard_watermark_eta_seconds")
+	if err != nil || n != 0 {
+		t.Fatalf("eta series: %d (%v), want none", n, err)
 	}
 }

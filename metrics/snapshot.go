@@ -14,7 +14,7 @@ import (
 type snapshotCollector struct {
 	snapshot func() api.Status
 
-	used, total, watermark, level, levels, childUp *prometheus.Desc
+	used, total, watermark, level, levels, childUp, interval, eta *prometheus.Desc
 }
 
 func newSnapshotCollector(cl prometheus.Labels, snapshot func() api.Status) *snapshotCollector {
@@ -29,11 +29,13 @@ func newSnapshotCollector(cl prometheus.Labels, snapshot func() api.Status) *sna
 		level:     desc("profile_level", "0-based index of the current profile (0 = best quality)."),
 		levels:    desc("profile_levels", "Number of profiles in the ladder; profile_level = profile_levels-1 is the last."),
 		childUp:   desc("child_up", "1 while a child process runs, else 0."),
+		interval:  desc("poll_interval_seconds", "The current GPU polling period (adaptive polling shortens it while memory rises)."),
+		eta:       desc("watermark_eta_seconds", "Projected seconds until the watermark reaches critical at the current trend; absent when not rising."),
 	}
 }
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.used, c.total, c.watermark, c.level, c.levels, c.childUp} {
+	for _, d := range []*prometheus.Desc{c.used, c.total, c.watermark, c.level, c.levels, c.childUp, c.interval, c.eta} {
 		ch <- d
 	}
 }
@@ -56,4 +58,8 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.level, prometheus.GaugeValue, float64(st.Level))
 	ch <- prometheus.MustNewConstMetric(c.levels, prometheus.GaugeValue, float64(st.Levels))
 	ch <- prometheus.MustNewConstMetric(c.childUp, prometheus.GaugeValue, up)
+	ch <- prometheus.MustNewConstMetric(c.interval, prometheus.GaugeValue, st.IntervalSeconds)
+	if st.ETASeconds != nil {
+		ch <- prometheus.MustNewConstMetric(c.eta, prometheus.GaugeValue, *st.ETASeconds)
+	}
 }

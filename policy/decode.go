@@ -232,23 +232,29 @@ func (d *decoder) integer(p path, v any, lo, hi int64) (int64, bool) {
 	return n, true
 }
 
-// duration reads a Go duration string, at least lo and at most MaxDuration.
+// duration reads a duration string (Go syntax, plus d for days), at least
+// lo and at most MaxDuration.
 func (d *decoder) duration(p path, v any, lo time.Duration) (time.Duration, bool) {
+	return d.durationUpTo(p, v, lo, MaxDuration)
+}
+
+// durationUpTo is duration with another upper bound.
+func (d *decoder) durationUpTo(p path, v any, lo, hi time.Duration) (time.Duration, bool) {
 	s, ok := v.(string)
 	if !ok {
 		d.errorf(p, "must be a duration string such as \"10s\" or \"200ms\", got %s", describe(v))
 		return 0, false
 	}
-	dur, err := time.ParseDuration(strings.TrimSpace(s))
+	dur, err := ParseDuration(s)
 	switch {
 	case err != nil:
-		d.errorf(p, "invalid duration %q: use Go syntax such as \"10s\", \"1m30s\" or \"200ms\"", s)
+		d.errorf(p, "invalid duration %q: use Go syntax such as \"10s\", \"1m30s\" or \"200ms\", or days such as \"180d\"", s)
 	case dur < lo && lo > 0:
 		d.errorf(p, "must be at least %s, got %q", fmtDuration(lo), s)
 	case dur < lo:
 		d.errorf(p, "must not be negative, got %q", s)
-	case dur > MaxDuration:
-		d.errorf(p, "must be at most %s, got %q", fmtDuration(MaxDuration), s)
+	case dur > hi:
+		d.errorf(p, "must be at most %s, got %q", fmtDuration(hi), s)
 	default:
 		return dur, true
 	}
@@ -359,8 +365,11 @@ func (d *decoder) stringList(p path, v any) ([]string, bool) {
 }
 
 // fmtDuration drops the zero units time.Duration.String leaves: "10m", not
-// "10m0s".
+// "10m0s"; whole days print as days ("180d"), as they were likely written.
 func fmtDuration(t time.Duration) string {
+	if t >= Day && t%Day == 0 {
+		return fmt.Sprintf("%dd", t/Day)
+	}
 	s := t.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")

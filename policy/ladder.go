@@ -145,15 +145,29 @@ func (p *Policy) WriteSummary(w io.Writer) error {
 	builtin := len(BuiltinOOMPatterns())
 	r, wm := p.Restart, p.Watermark
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	pw := p.Watch
+	polling := fmtDuration(pw.Interval) + " (fixed)"
+	if pw.Adaptive {
+		polling = fmt.Sprintf("%s, adaptive %s..%s", fmtDuration(pw.Interval), fmtDuration(pw.MinInterval), fmtDuration(pw.MaxInterval))
+	}
+	lead := "0 (no predicted step-down)"
+	if wm.Lead > 0 {
+		lead = fmtDuration(wm.Lead)
+	}
+	maxAge := "0 (by count only)"
+	if p.Journal.MaxAge > 0 {
+		maxAge = fmtDuration(p.Journal.MaxAge)
+	}
 	fmt.Fprintf(tw, "name\t%s\n", name)
+	fmt.Fprintf(tw, "priority\t%d\n", p.Priority)
 	fmt.Fprintf(tw, "command\t%s\n", command)
-	fmt.Fprintf(tw, "watch\tbackend=%s interval=%s scope=%s quota=%s\n",
-		p.Watch.Backend, fmtDuration(p.Watch.Interval), p.Watch.Scope, quota)
-	fmt.Fprintf(tw, "watermark\tlow=%v high=%v critical=%v sustain=%s grace=%s recover_after=%s\n",
-		wm.Low, wm.High, wm.Critical, fmtDuration(wm.Sustain), fmtDuration(wm.Grace), recoverAfter)
-	fmt.Fprintf(tw, "restart\ton_crash=%v backoff=%s..%s reset_after=%s max_restarts=%d window=%s when_full=%s\n",
+	fmt.Fprintf(tw, "watch\tbackend=%s interval=%s scope=%s quota=%s settle=%s\n",
+		pw.Backend, polling, pw.Scope, quota, fmtDuration(pw.Settle))
+	fmt.Fprintf(tw, "watermark\tlow=%v high=%v critical=%v sustain=%s grace=%s recover_after=%s lead=%s\n",
+		wm.Low, wm.High, wm.Critical, fmtDuration(wm.Sustain), fmtDuration(wm.Grace), recoverAfter, lead)
+	fmt.Fprintf(tw, "restart\ton_crash=%v backoff=%s..%s reset_after=%s max_restarts=%d window=%s when_full=%s on_gpu_fault=%s\n",
 		r.OnCrash, fmtDuration(r.Backoff), fmtDuration(r.BackoffMax), fmtDuration(r.ResetAfter),
-		r.MaxRestarts, fmtDuration(r.Window), r.WhenFull)
+		r.MaxRestarts, fmtDuration(r.Window), r.WhenFull, r.OnGPUFault)
 	fmt.Fprintf(tw, "stop\tsignal=%s timeout=%s release_timeout=%s\n",
 		SignalName(r.StopSignal), fmtDuration(r.StopTimeout), fmtDuration(r.ReleaseTimeout))
 	fmt.Fprintf(tw, "notify\tsignal=%s\n", SignalName(p.Notify.Signal))
@@ -161,6 +175,7 @@ func (p *Policy) WriteSummary(w io.Writer) error {
 		builtin, max(0, len(p.OOM.Patterns)-builtin), formatInts(p.OOM.ExitCodes), p.OOM.ScanStderr)
 	fmt.Fprintf(tw, "checkpoint\tpath=%s keep=%d\n", ckpt, p.Checkpoint.Keep)
 	fmt.Fprintf(tw, "metrics\t%s\n", listen)
+	fmt.Fprintf(tw, "journal\tmax_size=%s max_files=%d max_age=%s\n", FormatSize(p.Journal.MaxSize), p.Journal.MaxFiles, maxAge)
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -123,15 +123,17 @@ func TestWriteSummary(t *testing.T) {
 	}
 	for _, want := range []string{
 		"name        llama\n",
+		"priority    -20\n",
 		"command     python3 serve.py --batch ${MAX_BATCH}\n",
-		"watch       backend=sim interval=50ms scope=process quota=20 GiB\n",
-		"watermark   low=0.5 high=0.85 critical=0.95 sustain=2s grace=5s recover_after=1m\n",
-		"max_restarts=0 window=1h when_full=exit",
+		"watch       backend=sim interval=50ms (fixed) scope=process quota=20 GiB settle=8s\n",
+		"watermark   low=0.5 high=0.85 critical=0.95 sustain=2s grace=5s recover_after=1m lead=30s\n",
+		"max_restarts=0 window=1h when_full=exit on_gpu_fault=restart\n",
 		"stop        signal=SIGINT timeout=10s release_timeout=0s\n",
 		"notify      signal=none\n",
 		fmt.Sprintf("patterns=%d built-in + 1 own, exit_codes=42, scan_stderr=false", len(BuiltinOOMPatterns())),
 		"checkpoint  path=/data/ckpt.pt keep=0\n",
 		"metrics     127.0.0.1:9464\n",
+		"journal     max_size=1 MiB max_files=10 max_age=180d\n",
 		"ladder (2 profiles, first = best quality):\n",
 		"1      int8     20 GiB  yes           DTYPE=int8 MAX_BATCH=16\n",
 	} {

@@ -21,6 +21,7 @@ const DefaultFile = "policy.toml"
 const (
 	BackendAuto   = "auto"
 	BackendNVML   = "nvml"
+	BackendDRM    = "drm"
 	BackendSim    = "sim"
 	BackendNPUSMI = "npu-smi"
 )
@@ -35,6 +36,11 @@ const (
 	MaxKeep        = 100
 	MaxRestarts    = 1_000_000
 	MaxOOMPatterns = 256
+	// MaxRetention bounds journal.max_age, which is in days (180d is the
+	// regulatory case), not in the minutes and hours of the timers.
+	MaxRetention = 10 * 366 * Day
+	MaxPriority  = 1000
+	MaxJournal   = 1000 // journal.max_files
 )
 
 // Default returns the built-in policy: the contract's defaults and one
@@ -42,6 +48,8 @@ const (
 func Default() *Policy {
 	return &Policy{
 		Watch: Watch{Backend: BackendAuto, Interval: 200 * time.Millisecond, Scope: ScopeDevice,
+			Adaptive: true, MinInterval: 20 * time.Millisecond, MaxInterval: time.Second,
+			Settle:    5 * time.Second,
 			OnGPULost: OnGPULostKeep, LostAfter: 30 * time.Second},
 		Watermark: Watermark{
 			High: 0.90, Critical: 0.97, Low: 0.70,
@@ -58,10 +66,12 @@ func Default() *Policy {
 			StopTimeout:    30 * time.Second,
 			ReleaseTimeout: 30 * time.Second,
 			WhenFull:       WhenFullWait,
+			OnGPUFault:     OnGPUFaultStop,
 		},
 		Notify:     Notify{Signal: syscall.SIGUSR1},
 		OOM:        OOM{Patterns: builtinOOM(), ScanStderr: true},
 		Checkpoint: Checkpoint{Keep: 3},
+		Journal:    Journal{MaxSize: 16 << 20, MaxFiles: 4},
 		Profiles:   []Profile{{Name: "default", Env: map[string]string{}}},
 	}
 }

@@ -17,16 +17,18 @@ func TestDefault(t *testing.T) {
 	p := Default()
 	want := &Policy{
 		Watch: Watch{Backend: "auto", Interval: 200 * time.Millisecond, Scope: "device",
+			Adaptive: true, MinInterval: 20 * time.Millisecond, MaxInterval: time.Second, Settle: 5 * time.Second,
 			OnGPULost: "keep", LostAfter: 30 * time.Second},
 		Watermark: Watermark{High: 0.90, Critical: 0.97, Low: 0.70,
 			Sustain: time.Second, Grace: 10 * time.Second},
 		Restart: Restart{OnCrash: true, Backoff: time.Second, BackoffMax: 60 * time.Second,
 			ResetAfter: 10 * time.Minute, MaxRestarts: 10, Window: 10 * time.Minute,
 			StopSignal: syscall.SIGTERM, StopTimeout: 30 * time.Second,
-			ReleaseTimeout: 30 * time.Second, WhenFull: "wait"},
+			ReleaseTimeout: 30 * time.Second, WhenFull: "wait", OnGPUFault: "stop"},
 		Notify:     Notify{Signal: syscall.SIGUSR1},
 		OOM:        OOM{Patterns: p.OOM.Patterns, ScanStderr: true},
 		Checkpoint: Checkpoint{Keep: 3},
+		Journal:    Journal{MaxSize: 16 << 20, MaxFiles: 4},
 		Profiles:   []Profile{{Name: "default", Env: map[string]string{}}},
 	}
 	if !reflect.DeepEqual(p, want) {
@@ -57,12 +59,17 @@ func TestParseEmptyIsDefault(t *testing.T) {
 }
 
 const full = `name = "llama"
+priority = -20
 command = ["python3", "serve.py", "--batch", "${MAX_BATCH}"]
 [watch]
 backend  = "sim"
 interval = "50ms"
 scope    = "process"
 quota    = "20GiB"
+adaptive = false
+min_interval = "10ms"
+max_interval = "2s"
+settle = "8s"
 on_gpu_lost = "stop"
 lost_after  = "10s"
 [watermark]
@@ -72,6 +79,7 @@ low           = 0.5
 sustain       = "2s"
 grace         = "5s"
 recover_after = "1m"
+lead          = "30s"
 [restart]
 on_crash        = false
 backoff         = "500ms"
@@ -83,6 +91,7 @@ stop_signal     = "INT"
 stop_timeout    = "10s"
 release_timeout = "0s"
 when_full       = "exit"
+on_gpu_fault    = "restart"
 [notify]
 signal = "none"
 [oom]
@@ -94,6 +103,10 @@ path = "/data/ckpt.pt"
 keep = 0
 [metrics]
 listen = "127.0.0.1:9464"
+[journal]
+max_size  = "1MiB"
+max_files = 10
+max_age   = "180d"
 
 [[profile]]
 name  = "fp16"
@@ -116,20 +129,23 @@ func TestParseFull(t *testing.T) {
 	got := *p
 	got.OOM.Patterns = nil
 	want := Policy{
-		Source:  "full.toml",
-		Name:    "llama",
-		Command: []string{"python3", "serve.py", "--batch", "${MAX_BATCH}"},
+		Source:   "full.toml",
+		Name:     "llama",
+		Priority: -20,
+		Command:  []string{"python3", "serve.py", "--batch", "${MAX_BATCH}"},
 		Watch: Watch{Backend: "sim", Interval: 50 * time.Millisecond, Scope: "process", Quota: 20 << 30,
+			Adaptive: false, MinInterval: 10 * time.Millisecond, MaxInterval: 2 * time.Second, Settle: 8 * time.Second,
 			OnGPULost: "stop", LostAfter: 10 * time.Second},
 		Watermark: Watermark{High: 0.85, Critical: 0.95, Low: 0.5, Sustain: 2 * time.Second,
-			Grace: 5 * time.Second, RecoverAfter: time.Minute},
+			Grace: 5 * time.Second, RecoverAfter: time.Minute, Lead: 30 * time.Second},
 		Restart: Restart{OnCrash: false, Backoff: 500 * time.Millisecond, BackoffMax: 30 * time.Second,
 			ResetAfter: 5 * time.Minute, MaxRestarts: 0, Window: time.Hour, StopSignal: syscall.SIGINT,
-			StopTimeout: 10 * time.Second, ReleaseTimeout: 0, WhenFull: "exit"},
+			StopTimeout: 10 * time.Second, ReleaseTimeout: 0, WhenFull: "exit", OnGPUFault: "restart"},
 		Notify:     Notify{Signal: 0},
 		OOM:        OOM{ExitCodes: []int{42}, ScanStderr: false},
 		Checkpoint: Checkpoint{Path: "/data/ckpt.pt", Keep: 0},
 		Metrics:    Metrics{Listen: "127.0.0.1:9464"},
+		Journal:    Journal{MaxSize: 1 << 20, MaxFiles: 10, MaxAge: 180 * Day},
 		Profiles: []Profile{
 			{Name: "fp16", Needs: 40 << 30, Env: map[string]string{"DTYPE": "float16", "MAX_BATCH": "32"}},
 			{Name: "int8", Needs: 20 << 30, Live: true, Env: map[string]string{"DTYPE": "int8", "MAX_BATCH": "16"}},
@@ -226,7 +242,7 @@ func TestParseErrors(t *testing.T) {
 		{"needs type", "[[profile]]\nname = \"a\"\nneeds = true", 3, "profile[0].needs", "must be a size"},
 		{"date", "[watch]\ninterval = 2024-01-01", 2, "watch.interval", "date/time"},
 		// enums
-		{"backend enum", "[watch]\nbackend = \"cuda\"", 2, "watch.backend", `"auto", "nvml", "sim", "npu-smi"`},
+		{"backend enum", "[watch]\nbackend = \"cuda\"", 2, "watch.backend", `"auto", "nvml", "drm", "sim", "npu-smi"`},
 		{"scope enum", "[watch]\nscope = \"host\"", 2, "watch.scope", "must be one of"},
 		{"when_full enum", "[restart]\nwhen_full = \"block\"", 2, "restart.when_full", `"wait", "lowest", "exit"`},
 		{"on_gpu_lost enum", "[watch]\n\non_gpu_lost = \"restart\"", 3, "watch.on_gpu_lost", `must be one of "keep", "stop", got "restart"`},
@@ -247,12 +263,28 @@ func TestParseErrors(t *testing.T) {
 		{"bad duration", "[watermark]\nsustain = \"1 second\"", 2, "watermark.sustain", "invalid duration"},
 		{"negative duration", "[watermark]\ngrace = \"-1s\"", 2, "watermark.grace", "must not be negative"},
 		{"zero interval", "[watch]\ninterval = \"0s\"", 2, "watch.interval", "at least 1ms"},
-		{"absurd duration", "[restart]\nreset_after = \"1000000h\"", 2, "restart.reset_after", "at most 720h"},
+		{"absurd duration", "[restart]\nreset_after = \"1000000h\"", 2, "restart.reset_after", "at most 30d"},
 		{"overflowing duration", "[restart]\nwindow = \"100000000000h\"", 2, "restart.window", "invalid duration"},
 		{"zero window", "[restart]\nwindow = \"0s\"", 2, "restart.window", "at least 1s"},
 		{"short lost_after", "[watch]\nlost_after = \"200ms\"", 2, "watch.lost_after", "at least 1s"},
-		{"absurd lost_after", "[watch]\nlost_after = \"9999h\"", 2, "watch.lost_after", "at most 720h"},
+		{"absurd lost_after", "[watch]\nlost_after = \"9999h\"", 2, "watch.lost_after", "at most 30d"},
 		{"lost_after type", "[watch]\nlost_after = 10", 2, "watch.lost_after", "duration string"},
+		{"min above interval", "[watch]\ninterval = \"100ms\"\nmin_interval = \"150ms\"", 3, "watch.min_interval", "must be at most watch.interval (100ms), got 150ms"},
+		{"max below interval", "[watch]\nmax_interval = \"100ms\"", 2, "watch.max_interval", "must be at least watch.interval (200ms), got 100ms"},
+		{"interval above written max", "[watch]\nmax_interval = \"500ms\"\n\ninterval = \"1s\"", 2, "watch.max_interval", "must be at least watch.interval (1s), got 500ms"},
+		{"interval below written min", "[watch]\nmin_interval = \"50ms\"\ninterval = \"10ms\"", 2, "watch.min_interval", "must be at most watch.interval (10ms), got 50ms"},
+		{"zero min_interval", "[watch]\nmin_interval = \"0s\"", 2, "watch.min_interval", "at least 1ms"},
+		{"short settle", "[watch]\nsettle = \"10ms\"", 2, "watch.settle", "at least 100ms"},
+		{"adaptive type", "[watch]\nadaptive = \"yes\"", 2, "watch.adaptive", "true or false"},
+		{"negative lead", "[watermark]\nlead = \"-5s\"", 2, "watermark.lead", "must not be negative"},
+		{"on_gpu_fault enum", "[restart]\non_gpu_fault = \"ignore\"", 2, "restart.on_gpu_fault", `must be one of "stop", "restart"`},
+		{"priority range", "priority = 1001", 1, "priority", "between -1000 and 1000"},
+		{"priority type", "priority = \"high\"", 1, "priority", "must be an integer"},
+		{"priority misplaced", "[watch]\npriority = 5", 2, "watch.priority", "belongs at the top"},
+		{"small journal", "[journal]\nmax_size = \"1KiB\"", 2, "journal.max_size", "at least 64 KiB"},
+		{"journal files", "[journal]\nmax_files = -1", 2, "journal.max_files", "between 0 and 1000"},
+		{"journal age", "[journal]\nmax_age = \"20000d\"", 2, "journal.max_age", "at most"},
+		{"journal age syntax", "[journal]\nmax_age = \"6 months\"", 2, "journal.max_age", "invalid duration"},
 		{"backoff above max", "[restart]\nbackoff = \"2m\"", 2, "restart.backoff", "must not exceed restart.backoff_max (1m), got 2m"},
 		{"max below backoff", "[restart]\nbackoff_max = \"500ms\"", 2, "restart.backoff_max", "must be at least restart.backoff (1s)"},
 		// integers
@@ -398,7 +430,7 @@ func TestParseHostile(t *testing.T) {
 	}{
 		{"huge ladder", ladder.String(), "profile: 257 profiles; a ladder may have at most 256"},
 		{"huge file", strings.Repeat("# padding\n", MaxFileSize/10+1), "a policy may be at most 1 MiB"},
-		{"absurd duration", "[watermark]\ngrace = \"1000000h\"", "at most 720h"},
+		{"absurd duration", "[watermark]\ngrace = \"1000000h\"", "at most 30d"},
 		{"deep arrays", "x = " + strings.Repeat("[", 5000) + strings.Repeat("]", 5000), "nested more than 32 deep"},
 	}
 	for _, tt := range tests {
@@ -472,5 +504,33 @@ func TestProfileNames(t *testing.T) {
 		if err := validName(n); err == nil {
 			t.Errorf("validName(%q) accepted", n)
 		}
+	}
+}
+
+// TestIntervalBoundsFollow: a bound the file leaves out follows a written
+// interval; --interval (SetInterval) widens the bounds the same way.
+func TestIntervalBoundsFollow(t *testing.T) {
+	p, err := Parse([]byte("[watch]\ninterval = \"10ms\"\n"), "p.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := p.Watch; w.MinInterval != 10*time.Millisecond || w.MaxInterval != time.Second {
+		t.Errorf("interval 10ms alone: bounds %s..%s, want 10ms..1s", w.MinInterval, w.MaxInterval)
+	}
+	p, err = Parse([]byte("[watch]\ninterval = \"5s\"\n"), "p.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := p.Watch; w.MinInterval != 20*time.Millisecond || w.MaxInterval != 5*time.Second {
+		t.Errorf("interval 5s alone: bounds %s..%s, want 20ms..5s", w.MinInterval, w.MaxInterval)
+	}
+	p = Default()
+	p.SetInterval(3 * time.Millisecond)
+	if w := p.Watch; w.Interval != 3*time.Millisecond || w.MinInterval != 3*time.Millisecond || w.MaxInterval != time.Second {
+		t.Errorf("SetInterval(3ms): %+v", w)
+	}
+	p.SetInterval(2 * time.Second)
+	if w := p.Watch; w.Interval != 2*time.Second || w.MinInterval != 3*time.Millisecond || w.MaxInterval != 2*time.Second {
+		t.Errorf("SetInterval(2s): %+v", w)
 	}
 }

@@ -20,11 +20,16 @@ const (
 	minInterval  = time.Millisecond
 	minWindow    = time.Second
 	minLostAfter = time.Second
+	// minSettle keeps "the child's memory has stopped growing" from being
+	// judged on one or two samples.
+	minSettle = 100 * time.Millisecond
+	// minJournalSize keeps a journal file able to hold a few events.
+	minJournalSize = 64 << 10
 )
 
 // sectionOrder lists the [section] tables in the order policy.toml documents
 // them.
-var sectionOrder = [...]string{"watch", "watermark", "restart", "notify", "oom", "checkpoint", "metrics"}
+var sectionOrder = [...]string{"watch", "watermark", "restart", "notify", "oom", "checkpoint", "metrics", "journal"}
 
 // policy decodes the whole document into pol, which holds the defaults.
 func (d *decoder) policy(pol *Policy, raw map[string]any) {
@@ -56,6 +61,10 @@ func (d *decoder) policy(pol *Policy, raw map[string]any) {
 				pol.Command = args
 			}
 		}},
+		{"priority", set(&pol.Priority, func(p path, v any) (int, bool) {
+			n, ok := d.integer(p, v, -MaxPriority, MaxPriority)
+			return int(n), ok
+		})},
 		{"profile", func(p path, v any) { d.profiles(pol, p, v, names) }},
 	}
 	for _, s := range sectionOrder {
@@ -88,7 +97,7 @@ func (d *decoder) sectionFields(pol *Policy) map[string][]field {
 	return map[string][]field{
 		"watch": {
 			{"backend", set(&w.Backend, func(p path, v any) (string, bool) {
-				return d.enum(p, v, BackendAuto, BackendNVML, BackendSim, BackendNPUSMI)
+				return d.enum(p, v, BackendAuto, BackendNVML, BackendDRM, BackendSim, BackendNPUSMI)
 			})},
 			{"interval", set(&w.Interval, func(p path, v any) (time.Duration, bool) { return d.duration(p, v, minInterval) })},
 			{"scope", set(&w.Scope, func(p path, v any) (string, bool) { return d.enum(p, v, ScopeDevice, ScopeProcess) })},
@@ -98,6 +107,10 @@ func (d *decoder) sectionFields(pol *Policy) map[string][]field {
 				}
 				return d.size(p, v)
 			})},
+			{"adaptive", set(&w.Adaptive, d.boolean)},
+			{"min_interval", set(&w.MinInterval, func(p path, v any) (time.Duration, bool) { return d.duration(p, v, minInterval) })},
+			{"max_interval", set(&w.MaxInterval, func(p path, v any) (time.Duration, bool) { return d.duration(p, v, minInterval) })},
+			{"settle", set(&w.Settle, func(p path, v any) (time.Duration, bool) { return d.duration(p, v, minSettle) })},
 			{"on_gpu_lost", set(&w.OnGPULost, func(p path, v any) (string, bool) {
 				return d.enum(p, v, OnGPULostKeep, OnGPULostStop)
 			})},
@@ -110,6 +123,7 @@ func (d *decoder) sectionFields(pol *Policy) map[string][]field {
 			{"sustain", set(&wm.Sustain, nonNeg)},
 			{"grace", set(&wm.Grace, nonNeg)},
 			{"recover_after", set(&wm.RecoverAfter, nonNeg)},
+			{"lead", set(&wm.Lead, nonNeg)},
 		},
 		"restart": {
 			{"on_crash", set(&r.OnCrash, d.boolean)},
@@ -126,6 +140,9 @@ func (d *decoder) sectionFields(pol *Policy) map[string][]field {
 			{"release_timeout", set(&r.ReleaseTimeout, nonNeg)},
 			{"when_full", set(&r.WhenFull, func(p path, v any) (string, bool) {
 				return d.enum(p, v, WhenFullWait, WhenFullLowest, WhenFullExit)
+			})},
+			{"on_gpu_fault", set(&r.OnGPUFault, func(p path, v any) (string, bool) {
+				return d.enum(p, v, OnGPUFaultStop, OnGPUFaultRestart)
 			})},
 		},
 		"notify": {
@@ -145,6 +162,23 @@ func (d *decoder) sectionFields(pol *Policy) map[string][]field {
 		},
 		"metrics": {
 			{"listen", set(&pol.Metrics.Listen, d.listenAddr)},
+		},
+		"journal": {
+			{"max_size", set(&pol.Journal.MaxSize, func(p path, v any) (uint64, bool) {
+				n, ok := d.size(p, v)
+				if ok && n < minJournalSize {
+					d.errorf(p, "must be at least %s, got %s", FormatSize(minJournalSize), FormatSize(n))
+					return 0, false
+				}
+				return n, ok
+			})},
+			{"max_files", set(&pol.Journal.MaxFiles, func(p path, v any) (int, bool) {
+				n, ok := d.integer(p, v, 0, MaxJournal)
+				return int(n), ok
+			})},
+			{"max_age", set(&pol.Journal.MaxAge, func(p path, v any) (time.Duration, bool) {
+				return d.durationUpTo(p, v, 0, MaxRetention)
+			})},
 		},
 	}
 }

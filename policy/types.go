@@ -13,6 +13,9 @@ type Policy struct {
 	Source  string
 	Name    string
 	Command []string
+	// Priority orders the tenants of a shared GPU: the lowest steps down
+	// first and steps up last (-1000..1000).
+	Priority int
 
 	Watch      Watch
 	Watermark  Watermark
@@ -21,18 +24,37 @@ type Policy struct {
 	OOM        OOM
 	Checkpoint Checkpoint
 	Metrics    Metrics
+	Journal    Journal
 
 	// Profiles is the ladder: index 0 is the best quality, the last the
 	// most frugal. Never empty: with none declared it holds "default".
 	Profiles []Profile
 }
 
+// SetInterval is --interval: the flag wins over the file, and the bounds of
+// the adaptive period widen to include it rather than refuse it.
+func (p *Policy) SetInterval(d time.Duration) {
+	w := &p.Watch
+	w.Interval = d
+	w.MinInterval = min(w.MinInterval, d)
+	w.MaxInterval = max(w.MaxInterval, d)
+}
+
 // Watch says what to poll and how to compute the watermark.
 type Watch struct {
-	Backend  string // auto | nvml | sim | npu-smi
+	Backend  string // auto | nvml | drm | sim | npu-smi
 	Interval time.Duration
 	Scope    string // device | process
 	Quota    uint64 // bytes; 0 = none
+	// Adaptive polls faster while memory rises toward high and slower
+	// (MaxInterval) while it is calm; MinInterval <= Interval <=
+	// MaxInterval always holds.
+	Adaptive    bool
+	MinInterval time.Duration
+	MaxInterval time.Duration
+	// Settle is how long a starting child's memory must stay flat before
+	// the next tenant of a shared GPU may start its own.
+	Settle time.Duration
 	// OnGPULost is what happens once no GPU reading has succeeded for
 	// LostAfter (the driver says the GPU is lost, every call fails, or a
 	// call hangs): keep the child and wait, or stop it and exit 1.
@@ -57,6 +79,9 @@ type Watermark struct {
 	High, Critical, Low float64
 	Sustain, Grace      time.Duration
 	RecoverAfter        time.Duration // 0 disables automatic step-up
+	// Lead > 0 also steps down when the trend reaches Critical within
+	// Lead (reason "predicted").
+	Lead time.Duration
 }
 
 // Restart governs restarts, backoff and stopping.
@@ -71,7 +96,16 @@ type Restart struct {
 	StopTimeout    time.Duration
 	ReleaseTimeout time.Duration
 	WhenFull       string // wait | lowest | exit
+	// OnGPUFault is what a child exit caused by a GPU fault (Xid) leads
+	// to: stop gpuguard (exit 1) or restart once the GPU answers again.
+	OnGPUFault string // stop | restart
 }
+
+// OnGPUFault values.
+const (
+	OnGPUFaultStop    = "stop"
+	OnGPUFaultRestart = "restart"
+)
 
 // WhenFull values.
 const (
@@ -102,6 +136,13 @@ type Checkpoint struct {
 // Metrics holds the Prometheus listen address ("" disables).
 type Metrics struct {
 	Listen string
+}
+
+// Journal bounds the event journal on disk.
+type Journal struct {
+	MaxSize  uint64        // bytes per file; the journal rotates past it
+	MaxFiles int           // rotated files kept (events.jsonl.1 .. .N)
+	MaxAge   time.Duration // > 0: rotated files are kept at least this long, even past MaxFiles
 }
 
 // Profile is one rung of the ladder.

@@ -22,6 +22,7 @@ func (d *decoder) validate(pol *Policy, raw map[string]any) {
 			fmt.Sprintf("must be below watermark.high (%v), got %v", w.High, w.Low),
 			fmt.Sprintf("must be above watermark.low (%v), got %v", w.Low, w.High))
 	}
+	d.validateIntervals(pol, raw)
 	if d.usable(rs.key("backoff"), rs.key("backoff_max")) && r.Backoff > r.BackoffMax {
 		d.blame(raw, rs.key("backoff"), rs.key("backoff_max"),
 			fmt.Sprintf("must not exceed restart.backoff_max (%s), got %s", fmtDuration(r.BackoffMax), fmtDuration(r.Backoff)),
@@ -40,6 +41,35 @@ func (d *decoder) validate(pol *Policy, raw map[string]any) {
 			}
 			d.fail(p, err, err.Error())
 		}
+	}
+}
+
+// validateIntervals checks min_interval <= interval <= max_interval. A
+// bound the file leaves out follows a written interval (interval = "10ms"
+// alone lowers min_interval to 10ms), so only bounds the user wrote can
+// contradict it.
+func (d *decoder) validateIntervals(pol *Policy, raw map[string]any) {
+	ws := path{"watch"}
+	iv, lo, hi := ws.key("interval"), ws.key("min_interval"), ws.key("max_interval")
+	if !d.usable(iv, lo, hi) {
+		return
+	}
+	w := &pol.Watch
+	if !written(raw, lo) && w.MinInterval > w.Interval {
+		w.MinInterval = w.Interval
+	}
+	if !written(raw, hi) && w.MaxInterval < w.Interval {
+		w.MaxInterval = w.Interval
+	}
+	if w.MinInterval > w.Interval {
+		d.blame(raw, lo, iv,
+			fmt.Sprintf("must be at most watch.interval (%s), got %s", fmtDuration(w.Interval), fmtDuration(w.MinInterval)),
+			fmt.Sprintf("must be at least watch.min_interval (%s), got %s", fmtDuration(w.MinInterval), fmtDuration(w.Interval)))
+	}
+	if w.MaxInterval < w.Interval {
+		d.blame(raw, hi, iv,
+			fmt.Sprintf("must be at least watch.interval (%s), got %s", fmtDuration(w.Interval), fmtDuration(w.MaxInterval)),
+			fmt.Sprintf("must be at most watch.max_interval (%s), got %s", fmtDuration(w.MaxInterval), fmtDuration(w.Interval)))
 	}
 }
 

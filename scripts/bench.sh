@@ -43,6 +43,7 @@ run "control socket (in process)" ./control -run '^$' -bench '^Benchmark(StatusR
 run "process tree" ./proc -run '^$' -bench '^BenchmarkTree$' -benchmem
 run "metrics scrape vs tick jitter" ./metrics -run '^$' -bench '^BenchmarkTickJitter$' -benchtime 50x
 run "journal, a million events" ./journal -run '^$' -bench '^BenchmarkMillionEvents$' -benchtime 1000000x
+run "journal, admissions summarised or one line each" ./journal -run '^$' -bench '^BenchmarkAdmissions$' -benchtime 200000x
 
 # metric BENCH UNIT: the value of UNIT on the first line of BENCH (the name
 # without the -GOMAXPROCS suffix).
@@ -103,6 +104,10 @@ row "  gpuguard step CLI -> subscriber: median" "$(metric BenchmarkSocket step-c
 row "6 gpuguard status --json, 32 instances: median" "$(metric BenchmarkStatusMany median-ms)" ms 100
 row "7 tick lateness, idle: p99" "$(metric BenchmarkTickJitter idle-p99-µs)" us ""
 row "  tick lateness, scraped 10/s: p99" "$(metric BenchmarkTickJitter scraped-p99-µs)" us ""
-row "  journal on disk after 1e6 events" "$(metric BenchmarkMillionEvents MiB-on-disk)" MiB 64
+row "  journal on disk after 1e6 events" "$(metric BenchmarkMillionEvents MiB-on-disk)" MiB 80
 row "  journal events dropped" "$(metric BenchmarkMillionEvents dropped)" "" ""
+row "  granted admission, summarised: per event" "$(metric BenchmarkAdmissions/summarised ns/op)" us "" 0.001
+row "  admission written as its own line: per event" "$(metric BenchmarkAdmissions/line-each ns/op)" us "" 0.001
+row "  journal bytes per summarised admission" "$(metric BenchmarkAdmissions/summarised disk-B/event)" B ""
+row "  journal bytes per admission on its own line" "$(metric BenchmarkAdmissions/line-each disk-B/event)" B ""
 echo "load1 at the start of each end-to-end benchmark: $(grep -o '[0-9.]* load1' "$raw" | cut -d' ' -f1 | tr '\n' ' ')"

@@ -29,6 +29,9 @@ type loop struct {
 	starts   int    // children launched so far
 	lastExit string // none | oom | crash | watermark
 	seq      int
+	// notifiedAt is when the current child was last sent the notify
+	// signal (zero: never), to tell its death by that signal.
+	notifiedAt time.Time
 
 	child      Child
 	childStart time.Time

@@ -105,7 +105,8 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 	s := &Supervisor{cfg: cfg, deps: deps, reqs: make(chan request), done: make(chan struct{}), started: time.Now()}
 	st := api.Status{Name: cfg.Name, PID: os.Getpid(), State: api.StateStarting,
 		Profile: cfg.Policy.Profiles[cfg.StartLevel].Name, Level: cfg.StartLevel,
-		Levels: len(cfg.Policy.Profiles), Observe: cfg.Observe, GPUs: []api.GPU{}}
+		Levels: len(cfg.Policy.Profiles), Priority: cfg.Policy.Priority,
+		IntervalSeconds: cfg.Policy.Watch.Interval.Seconds(), Observe: cfg.Observe, GPUs: []api.GPU{}}
 	s.snap.Store(&snapshot{status: st})
 	return s, nil
 }
@@ -113,7 +114,9 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 // Run supervises until the child ends for good, gpuguard gives up, or a
 // stop signal (or ctx's end) has been handled. It returns gpuguard's exit
 // code: the child's status, or 75 with an error when no profile fits, or 1
-// with an error for gpuguard's own failures.
+// with an error for gpuguard's own failures and for a start that failed
+// (the launcher's error as is: the caller tells a command that cannot run
+// from it).
 func (s *Supervisor) Run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	defer s.once.Do(func() { close(s.done) })
 	l := newLoop(s)
