@@ -5,5 +5,7 @@
 // exposes, so a renamed metric or a label typo fails here instead of
 // silently never alerting. They also compute, from the three configuration
 // files, how late an OOM fallback can reach on call at worst, and fail above
-// 5 minutes.
+// 5 minutes. TestExportSeries hands the list of series to the Kubernetes
+// validation (kubernetes/validate, a module of its own), which checks the
+// manifests' rules and autoscaling against it.
 package deploy
