@@ -113,6 +113,8 @@ func TestXidRestart(t *testing.T) {
 	waitFault(t, e, 79)
 	os.WriteFile(e.path("out"), nil, 0o644)
 	p.expect("up gpu_fault")
+	// The child speaks before the journal's writer has written its start.
+	waitFor(t, "the second start event", 30*time.Second, func() bool { return len(events(e, "start")) >= 2 })
 	r := decodeEvents(t, events(e, "restart"))
 	if len(r) != 1 || r[0].Reason != "gpu_fault" {
 		t.Fatalf("restart events %+v, want one with reason gpu_fault", r)
