@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/policy"
 )
 
 // onSample takes one probe result: it records it, then lets the state
@@ -34,6 +35,7 @@ func (l *loop) onSample(r sampleResult) {
 		return
 	}
 	l.probeRecovered(now)
+	l.gpuAnswered(r.sample)
 	l.lastSample, l.haveSample = r.sample, true
 	if l.child != nil && r.forPID == l.child.PID() && r.tree != nil {
 		l.childTree = make(map[int]bool, len(r.tree))
@@ -130,15 +132,52 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 		return
 	}
 	l.level = level
-	if err := l.writeState(why); err != nil {
+	st, err := l.writeState(why)
+	if err != nil {
 		l.deps.Logf("%v", err)
 	}
-	if sig := l.pol.Notify.Signal; sig != 0 && l.child != nil {
-		_ = l.child.Signal(sig)
-	}
+	l.notify(st)
+	l.publish(st)
 	l.deps.Logf("%s to profile %s (%s)", event, l.pol.Profiles[level].Name, why)
 	if reply != nil {
 		reply <- response{profile: l.pol.Profiles[level].Name}
+	}
+}
+
+// notifyDeathWindow is how long after gpuguard sent the notify signal a
+// child's death by that signal is taken to be the notification's doing
+// (the child changed its handler between the check and the signal). The
+// default action ends a process as soon as the signal is delivered, so
+// the death is immediate; the exit is seen after the child's output is
+// drained (at most a second later). The rest of the window is margin.
+const notifyDeathWindow = 5 * time.Second
+
+// notify sends [notify] signal to the child's main process after a live
+// change, but only when the process catches or ignores it: until a server
+// installs its handler (while it imports its framework, say) the default
+// action would end it. Otherwise, or when that cannot be told, the signal
+// is skipped and journaled; the child finds the change in the state file
+// when it starts listening.
+func (l *loop) notify(st api.ProfileState) {
+	sig := l.pol.Notify.Signal
+	if sig == 0 || l.child == nil {
+		return
+	}
+	if c, ok := l.child.(SignalChecker); ok {
+		if caught, err := c.Catches(sig); err != nil || !caught {
+			why := "it has no handler for it yet"
+			if err != nil {
+				why = fmt.Sprintf("whether it has a handler is unknown (%v)", err)
+			}
+			detail := fmt.Sprintf("%s not sent to the child (pid %d): %s; it finds profile %s in the state file (seq %d)",
+				policy.SignalName(sig), l.child.PID(), why, st.Profile, st.Seq)
+			l.emit(api.Event{Event: api.EventNotifySkipped, PID: l.child.PID(), Detail: detail})
+			l.deps.Logf("%s", detail)
+			return
+		}
+	}
+	if err := l.child.Signal(sig); err == nil {
+		l.notifiedAt = time.Now()
 	}
 }
 

@@ -28,8 +28,11 @@ type loop struct {
 	target   int // the level the next start aims for
 	restarts int
 	starts   int    // children launched so far
-	lastExit string // none | oom | crash | watermark
+	lastExit string // none | oom | crash | watermark | gpu_fault
 	seq      int
+	// notifiedAt is when the current child was last sent the notify
+	// signal (zero: never), to tell its death by that signal.
+	notifiedAt time.Time
 
 	child      Child
 	childStart time.Time
@@ -74,6 +77,8 @@ type loop struct {
 	unreported     int       // failed calls not journaled since then
 	streakReported bool      // this run of failures has a journal line
 	lostErr        error     // on_gpu_lost = "stop" is stopping the child
+
+	faults gpuFaults // Xid events and the GPUs they left faulted
 
 	backoff  timer
 	stopWait timer
@@ -159,6 +164,8 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 			l.onSample(r)
 		case now := <-l.hung.C:
 			l.onHung(now)
+		case f := <-l.deps.Faults:
+			l.onFault(f)
 		case <-l.childDone():
 			l.onExit()
 		case <-l.backoff.C:

@@ -35,12 +35,14 @@ type sampleTarget struct {
 // samples. (Re-arming first matters: a timer moved earlier than the one a
 // sleeping thread waits for wakes that thread.) The loop re-arms next only
 // when the period it computes from the result differs, or when it wants a
-// sample at once. out holds one result, so the sampler never waits for the
-// loop to take it.
+// sample at once (kick: a start waits for it, so it must not wait for a
+// timer). out holds one result, so the sampler never waits for the loop to
+// take it.
 type sampler struct {
 	probe   gpu.Probe
 	timeout time.Duration
 	next    *time.Timer
+	kick    chan struct{}
 	period  atomic.Int64                 // nanoseconds
 	target  atomic.Pointer[sampleTarget] // nil: no child
 	out     chan sampleResult
@@ -49,7 +51,7 @@ type sampler struct {
 func newSampler(probe gpu.Probe, timeout, period time.Duration) *sampler {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	s := &sampler{probe: probe, timeout: timeout, next: t, out: make(chan sampleResult, 1)}
+	s := &sampler{probe: probe, timeout: timeout, next: t, kick: make(chan struct{}, 1), out: make(chan sampleResult, 1)}
 	s.period.Store(int64(period))
 	return s
 }
@@ -59,6 +61,8 @@ func (s *sampler) run(ctx context.Context, done <-chan struct{}) {
 		var due time.Time
 		select {
 		case due = <-s.next.C:
+		case <-s.kick:
+			due = time.Now()
 		case <-done:
 			return
 		}

@@ -44,7 +44,11 @@ func (l *loop) reschedule(r sampleResult, now time.Time) {
 	// Stop fails when the timer has fired: that call is under way, and
 	// its result comes next.
 	if !want.Equal(r.next) && l.smp.next.Stop() {
-		l.smp.next.Reset(want.Sub(now))
+		if want.Equal(now) {
+			l.kick()
+		} else {
+			l.smp.next.Reset(want.Sub(now))
+		}
 		l.next = want
 	}
 	l.next = later(l.next, now)
@@ -69,11 +73,20 @@ func (l *loop) sampleNow() {
 	l.soon = true
 }
 
-// armNow makes the next call due now; the sampler's timer is stopped.
+// armNow starts a call now; the sampler is idle and its timer stopped.
 func (l *loop) armNow() {
-	l.smp.next.Reset(0)
+	l.kick()
 	l.next = time.Now()
 	l.hung.Reset(l.cfg.ProbeTimeout)
+}
+
+// kick wakes the idle sampler for a call now, without a timer (a start
+// waits for that call). A kick already pending does the same.
+func (l *loop) kick() {
+	select {
+	case l.smp.kick <- struct{}{}:
+	default:
+	}
 }
 
 // setPeriod takes the period the trend asks for after a sample; failures
