@@ -109,6 +109,10 @@ const (
 	// EventNotifySkipped records a live change whose notify signal was
 	// not sent because the child does not catch it yet.
 	EventNotifySkipped = "notify_skipped"
+	// EventTotals is a cumulative record the journal writes (Totals): as
+	// the first line of a run, of every file after a rotation, and every
+	// few minutes, so a report need not read a run's first lines.
+	EventTotals = "totals"
 )
 
 // Reasons used by step-down, restart and step-up events and metric labels.
@@ -166,4 +170,42 @@ type Event struct {
 	Priority string `json:"priority,omitempty"`
 	Tool     string `json:"tool,omitempty"`
 	Lease    string `json:"lease,omitempty"`
+	// Count, on an admission line, says it summarises that many granted
+	// (decision gpu) admissions of the second before Time; Bytes is then
+	// their sum. A line for a single decision has no count.
+	Count int `json:"count,omitempty"`
+	// ByPriority and ByTool split a summary's Count.
+	ByPriority map[string]int `json:"by_priority,omitempty"`
+	ByTool     map[string]int `json:"by_tool,omitempty"`
+
+	// Totals is the content of a totals record.
+	Totals *Totals `json:"totals,omitempty"`
+}
+
+// Totals is what one gpuguard run has done since it opened the journal,
+// cumulative, as of the record's time. A run's records share RunStart.
+type Totals struct {
+	// RunStart is when this run opened the journal: its records share it,
+	// and a new value marks a new run.
+	RunStart time.Time `json:"run_start"`
+	// FirstProfile and FirstLevel are the profile of the run's first start.
+	FirstProfile string `json:"first_profile,omitempty"`
+	FirstLevel   int    `json:"first_level"`
+	// Running says a child was running at the record's time, in the line's
+	// profile and level.
+	Running bool `json:"running"`
+	// SecondsInProfile is supervised (child running) time by profile;
+	// ProfileLevels is each such profile's level.
+	SecondsInProfile map[string]float64 `json:"seconds_in_profile"`
+	ProfileLevels    map[string]int     `json:"profile_levels"`
+	// Events counts events by name; an admission summary counts as its
+	// Count, totals records do not count.
+	Events map[string]int `json:"events"`
+	// Stepdowns and Restarts are by reason, Admissions by decision.
+	Stepdowns    map[string]int `json:"stepdowns"`
+	Restarts     map[string]int `json:"restarts"`
+	Admissions   map[string]int `json:"admissions"`
+	OOMFallbacks int            `json:"oom_fallbacks"`
+	// Yields counts yield events by the tenant that stepped (To).
+	Yields map[string]int `json:"yields,omitempty"`
 }

@@ -3,6 +3,8 @@ package cmd
 import (
 	"errors"
 	"fmt"
+
+	"github.com/gpuguard/gpuguard/proc"
 )
 
 // Exit codes of gpuguard (sysexits.h where one fits).
@@ -13,6 +15,11 @@ const (
 	ExitUnavailable = 69 // EX_UNAVAILABLE: GPU backend unavailable
 	ExitNoFit       = 75 // EX_TEMPFAIL: when_full = "exit" and no profile fits
 	ExitConfig      = 78 // EX_CONFIG: configuration error, nothing started
+	// ExitCannotExecute and ExitNotFound are what POSIX utilities that run
+	// another command (env, nohup, timeout, xargs) exit with when it cannot
+	// run: found but not executable, and not found.
+	ExitCannotExecute = 126
+	ExitNotFound      = 127
 )
 
 // ExitError carries an exit code up to Main. A nil Err with a code exits
@@ -46,6 +53,18 @@ func withCode(code int, err error) error {
 		return err
 	}
 	return &ExitError{Code: code, Err: err}
+}
+
+// commandExit is the exit code for an error that ended a run: 127 or 126
+// when the child's command cannot run at all, else code.
+func commandExit(err error, code int) int {
+	switch {
+	case errors.Is(err, proc.ErrNotFound):
+		return ExitNotFound
+	case errors.Is(err, proc.ErrCannotExecute):
+		return ExitCannotExecute
+	}
+	return code
 }
 
 // exitCode maps an error returned by a command to the process exit code.

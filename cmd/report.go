@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/journal"
 	"github.com/gpuguard/gpuguard/paths"
+	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/report"
 )
 
@@ -57,11 +58,27 @@ name the instance to get one summary object.`,
 		},
 	}
 	f := c.Flags()
-	f.DurationVar(&opts.Since, "since", 0, "only the last DUR (e.g. 24h); default the whole journal")
+	f.Var((*daysDuration)(&opts.Since), "since", "only the last DUR (e.g. 24h, 7d); default the whole journal")
 	f.BoolVar(&opts.JSON, "json", false, "print JSON")
 	f.StringVar(&opts.StateDir, "state-dir", "", "the instance's own state dir (holding events.jsonl)")
 	f.StringVar(&opts.RuntimeDir, "runtime-dir", "", "directory of control sockets (to tell whether the instance is live)")
 	return c
+}
+
+// daysDuration is a duration flag that also takes days ("7d"), as policy
+// durations do: a weekly review says --since 7d.
+type daysDuration time.Duration
+
+func (d *daysDuration) String() string { return time.Duration(*d).String() }
+func (d *daysDuration) Type() string   { return "duration" }
+
+func (d *daysDuration) Set(s string) error {
+	v, err := policy.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = daysDuration(v)
+	return nil
 }
 
 // reportTarget is one instance to summarise.

@@ -49,6 +49,12 @@ func llamaEvents() []api.Event {
 // GPUGUARD_RUNTIME_DIR pointing at temp dirs and a fixed clock.
 func runReportCmd(t *testing.T, stateRoot, runtimeDir string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runReportCmdAt(t, reportNow, stateRoot, runtimeDir, args...)
+}
+
+// runReportCmdAt is runReportCmd with the clock at now.
+func runReportCmdAt(t *testing.T, now time.Time, stateRoot, runtimeDir string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	env := map[string]string{"GPUGUARD_STATE_DIR": stateRoot, "GPUGUARD_RUNTIME_DIR": runtimeDir}
 	stdio := &IO{In: strings.NewReader(""), Out: &out, ErrOut: &errOut, Getenv: func(k string) string { return env[k] }}
@@ -60,7 +66,7 @@ func runReportCmd(t *testing.T, stateRoot, runtimeDir string, args ...string) (c
 		}
 	}
 	root.AddCommand(NewCmdReport(stdio, func(o *ReportOptions) error {
-		o.Now = func() time.Time { return reportNow }
+		o.Now = func() time.Time { return now }
 		return runReport(o)
 	}))
 	root.SetArgs(append([]string{"report"}, args...))

@@ -69,7 +69,7 @@ policy.toml, keeping its checkpoint.`,
 		NewCmdReport(stdio, nil),
 		NewCmdPolicy(stdio),
 		NewCmdSim(stdio),
-		NewCmdVersion(stdio),
+		NewCmdVersion(stdio, nil),
 	)
 	return root
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/paths"
 	"github.com/gpuguard/gpuguard/policy"
 )
@@ -81,8 +80,8 @@ replaced from the current profile's env and the GPUGUARD_* variables.`,
 	f := c.Flags()
 	f.StringVar(&opts.PolicyFile, "policy", "", "policy file (default ./policy.toml if it exists, else built-in defaults)")
 	f.StringVar(&opts.Name, "name", "", "instance name (default: the policy's name, else CMD's base name)")
-	f.StringVar(&backend, "backend", "auto", "GPU backend: auto, nvml, sim or npu-smi")
-	f.StringVar(&devices, "devices", "", "watched GPUs: indices or UUIDs, comma-separated (default CUDA_VISIBLE_DEVICES, else all)")
+	f.StringVar(&backend, "backend", "auto", "GPU backend: auto, nvml, drm, sim or npu-smi")
+	f.StringVar(&devices, "devices", "", "watched GPUs: indices, UUIDs (GPU-..., MIG-...) or, for drm, PCI addresses, comma-separated\n(default CUDA_VISIBLE_DEVICES; for drm ROCR_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES; else all)")
 	f.DurationVar(&interval, "interval", 200*time.Millisecond, "GPU polling interval")
 	f.StringVar(&opts.StateDir, "state-dir", "", "this instance's state dir (checkpoint, state file, journal, sim dir)")
 	f.StringVar(&opts.RuntimeDir, "runtime-dir", "", "directory of control sockets")
@@ -97,11 +96,13 @@ replaced from the current profile's env and the GPUGUARD_* variables.`,
 }
 
 // backends are the values --backend takes.
-var backends = []string{"auto", "nvml", "sim", "npu-smi"}
+var backends = []string{"auto", "nvml", "drm", "sim", "npu-smi"}
 
 // visibleDevicesVar names the variable that limits which devices a
-// backend's children see; its value is the default --devices. The
-// simulated GPU has none: CUDA_VISIBLE_DEVICES names real GPUs.
+// backend's children see; its value is the default --devices (for auto,
+// when NVML is used). The simulated GPU has none: CUDA_VISIBLE_DEVICES
+// names real GPUs. DRM's default comes from two variables (see
+// selectDevices).
 var visibleDevicesVar = map[string]string{
 	"auto":    "CUDA_VISIBLE_DEVICES",
 	"nvml":    "CUDA_VISIBLE_DEVICES",
@@ -117,6 +118,7 @@ type resolvedRun struct {
 	command    []string
 	startLevel int
 	devices    []string
+	drmDevices []string // auto's selection if it falls back to DRM
 	simMemory  uint64
 	stateDir   string
 	runtimeDir string
@@ -178,14 +180,8 @@ func resolveRun(o *RunOptions) (*resolvedRun, error) {
 		}
 		r.startLevel = i
 	}
-	devs := ""
-	if o.Devices != nil {
-		devs = *o.Devices
-	} else if v := visibleDevicesVar[pol.Watch.Backend]; v != "" {
-		devs = o.IO.Getenv(v)
-	}
-	if r.devices, err = gpu.ParseDeviceList(devs); err != nil {
-		return nil, exitf(ExitUsage, "--devices: %v", err)
+	if r.devices, r.drmDevices, err = selectDevices(pol.Watch.Backend, o.Devices, o.IO.Getenv); err != nil {
+		return nil, withCode(ExitUsage, err)
 	}
 	if r.simMemory, err = policy.ParseSize(o.SimMemory); err != nil || r.simMemory == 0 {
 		return nil, exitf(ExitUsage, "--sim-memory %q: want a size such as 16GiB", o.SimMemory)

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/checkpoint"
@@ -18,8 +19,11 @@ import (
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/journal"
 	"github.com/gpuguard/gpuguard/metrics"
+	"github.com/gpuguard/gpuguard/nvml"
 	"github.com/gpuguard/gpuguard/paths"
+	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/proc"
+	"github.com/gpuguard/gpuguard/report"
 	"github.com/gpuguard/gpuguard/sdnotify"
 	"github.com/gpuguard/gpuguard/statefile"
 	"github.com/gpuguard/gpuguard/supervisor"
@@ -73,8 +77,9 @@ func runRun(o *RunOptions) error {
 			return fmt.Errorf("creating the state dir: %w", err)
 		}
 	}
-	probe, err := openProbe(probeOptions{Backend: r.pol.Watch.Backend, Devices: r.devices,
-		SimDir: simDir, SimDevices: o.SimDevices, SimMemory: r.simMemory})
+	probe, err := openProbe(probeOptions{Backend: r.pol.Watch.Backend, Devices: r.devices, DRMDevices: r.drmDevices,
+		SimDir: simDir, SimDevices: o.SimDevices, SimMemory: r.simMemory, NVMLLib: o.IO.Getenv(nvml.EnvLibrary),
+		Sysfs: o.IO.Getenv(envSysfs), Procfs: o.IO.Getenv(envProcfs), Logf: logf})
 	if err != nil {
 		if errors.Is(err, gpu.ErrUnavailable) {
 			return &ExitError{Code: ExitUnavailable, Err: err}
@@ -86,7 +91,7 @@ func runRun(o *RunOptions) error {
 		return fmt.Errorf("creating the state dir: %w", err)
 	}
 
-	jr, err := journal.Open(filepath.Join(r.stateDir, paths.JournalFile), journal.Options{Logf: logf})
+	jr, err := journal.Open(filepath.Join(r.stateDir, paths.JournalFile), journalOptions(r.pol.Journal, r.name, time.Now(), logf))
 	if err != nil {
 		return fmt.Errorf("opening the event journal: %w", err)
 	}
@@ -103,6 +108,10 @@ func runRun(o *RunOptions) error {
 		SocketPath: paths.Socket(r.runtimeDir, r.name), SimDir: simDir,
 		BaseEnv: sdnotify.CleanEnv(os.Environ()),
 	}
+	var faults <-chan gpu.Fault
+	if fs, ok := probe.(gpu.FaultSource); ok {
+		faults = fs.Faults()
+	}
 	// The tenants of a shared GPU agree through the runtime dir (docs/sharing.md).
 	coord := tenants.New(tenants.Options{RuntimeDir: r.runtimeDir, Name: r.name, Logf: logf})
 	defer coord.Close()
@@ -113,7 +122,7 @@ func runRun(o *RunOptions) error {
 		Probe: probe, Launcher: launcher, Owned: proc.Descendants,
 		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
-		Coordinator: coord,
+		Faults: faults, Coordinator: coord,
 	})
 	if err != nil {
 		return err
@@ -131,12 +140,25 @@ func runRun(o *RunOptions) error {
 
 	code, runErr := sup.Run(ctx, signals)
 	if runErr != nil {
-		return &ExitError{Code: code, Err: runErr}
+		return &ExitError{Code: commandExit(runErr, code), Err: runErr}
 	}
 	if code != 0 {
 		return &ExitError{Code: code}
 	}
 	return nil
+}
+
+// journalOptions turns the policy's [journal] keys into the journal's
+// options, with a running account (report.Tally) from now for the totals
+// records. max_files = 0 keeps no rotated file, where the journal's zero
+// means its default.
+func journalOptions(pol policy.Journal, name string, now time.Time, logf func(string, ...any)) journal.Options {
+	files := pol.MaxFiles
+	if files == 0 {
+		files = -1
+	}
+	return journal.Options{MaxBytes: int64(pol.MaxSize), MaxFiles: files, MaxAge: pol.MaxAge,
+		Totals: report.NewTally(now), Name: name, Logf: logf}
 }
 
 // procLauncher starts children with package proc. Both fields may be nil.
@@ -184,7 +206,14 @@ func (l procLauncher) Launch(spec supervisor.LaunchSpec) (supervisor.Child, erro
 	return procChild{c}, nil
 }
 
-// procChild adapts *proc.Child to supervisor.Child (the Exit types match).
+// Check finds out, before the supervisor writes anything for a start,
+// whether spec's command can run (proc.Check: a *proc.RunError if not).
+func (l procLauncher) Check(spec supervisor.LaunchSpec) error {
+	return proc.Check(proc.Spec{Argv: spec.Argv, Env: spec.Env})
+}
+
+// procChild adapts *proc.Child to supervisor.Child (the Exit types match)
+// and to supervisor.SignalChecker (Catches reads /proc/<pid>/status).
 type procChild struct{ *proc.Child }
 
 func (c procChild) Exit() supervisor.Exit { return supervisor.Exit(c.Child.Exit()) }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -29,14 +30,34 @@ while that process lives; any other name is another tenant.`,
 			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("missing subcommand\n%s", c.UsageString())}
 		},
 	}
-	c.AddCommand(newCmdSimSet(stdio))
+	c.AddCommand(newCmdSimSet(stdio), newCmdSimXid(stdio))
 	return c
+}
+
+// simTarget is the simulated GPU a `sim` subcommand acts on.
+type simTarget struct {
+	Dir string
+	GPU int
+}
+
+func (t *simTarget) addFlags(c *cobra.Command) {
+	c.Flags().StringVar(&t.Dir, "dir", "", "sim dir (default $GPUGUARD_SIM_DIR, else the only instance's <state-dir>/sim)")
+	c.Flags().IntVar(&t.GPU, "gpu", 0, "simulated GPU index")
+}
+
+// resolve checks --gpu and finds the sim dir.
+func (t *simTarget) resolve(stdio *IO) error {
+	if t.GPU < 0 {
+		return exitf(ExitUsage, "--gpu %d: want a non-negative index", t.GPU)
+	}
+	var err error
+	t.Dir, err = simDir(stdio, t.Dir)
+	return err
 }
 
 // simSetOptions is what `sim set` was asked to do.
 type simSetOptions struct {
-	Dir  string
-	GPU  int
+	simTarget
 	Name string
 	Size uint64
 }
@@ -65,25 +86,18 @@ else the sim dir of the only instance under the default state root.`,
 			if o.Size, err = policy.ParseSize(args[1]); err != nil {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("SIZE: %w", err)}
 			}
-			if o.GPU < 0 {
-				return exitf(ExitUsage, "--gpu %d: want a non-negative index", o.GPU)
-			}
-			if o.Dir, err = simDir(stdio, o.Dir); err != nil {
+			if err := o.resolve(stdio); err != nil {
 				return err
 			}
 			return runSimSet(stdio, o)
 		},
 	}
-	c.Flags().StringVar(&o.Dir, "dir", "", "sim dir (default $GPUGUARD_SIM_DIR, else the only instance's <state-dir>/sim)")
-	c.Flags().IntVar(&o.GPU, "gpu", 0, "simulated GPU index")
+	o.addFlags(c)
 	return c
 }
 
 func runSimSet(stdio *IO, o simSetOptions) error {
-	if n := simDeviceCount(o.Dir); n > 0 && o.GPU >= n {
-		fmt.Fprintf(stdio.ErrOut, "gpuguard: warning: %s has GPUs 0-%d only; GPU %d is watched only with --sim-devices %d or more\n",
-			o.Dir, n-1, o.GPU, o.GPU+1)
-	}
+	warnSimGPU(stdio, o.Dir, o.GPU)
 	if err := gpu.SimSet(o.Dir, o.GPU, o.Name, o.Size); err != nil {
 		return err
 	}
@@ -94,6 +108,60 @@ func runSimSet(stdio *IO, o simSetOptions) error {
 	}
 	fmt.Fprintf(stdio.Out, "%s = %d (%s)\n", path, o.Size, policy.FormatSize(o.Size))
 	return nil
+}
+
+// simXidOptions is what `sim xid` was asked to do.
+type simXidOptions struct {
+	simTarget
+	Xid uint64
+}
+
+func newCmdSimXid(stdio *IO) *cobra.Command {
+	var o simXidOptions
+	c := &cobra.Command{
+		Use:                   "xid [--dir D] [--gpu I] XID",
+		DisableFlagsInUseLine: true,
+		Short:                 "Inject a GPU fault event (Xid) into the simulated GPU",
+		Long: `Deliver Xid XID on simulated GPU I to every instance watching it (every
+instance sharing the sim dir), as a real GPU fault arrives through NVML.
+A critical Xid (79, 48, 94, 95, ...; any but the application errors 13, 31,
+43, 45, 68 and 109) makes the GPU stop answering for 1s, and a child that
+exits meanwhile, or within 10s of the event, exited because of the GPU.
+
+The sim dir is --dir, else $GPUGUARD_SIM_DIR (set for the supervised child),
+else the sim dir of the only instance under the default state root.`,
+		Example: "  gpuguard sim xid 79\n  gpuguard sim xid --gpu 1 13",
+		Args:    usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			var err error
+			if o.Xid, err = strconv.ParseUint(args[0], 10, 32); err != nil {
+				return exitf(ExitUsage, "XID %q: want a non-negative number such as 79", args[0])
+			}
+			if err := o.resolve(stdio); err != nil {
+				return err
+			}
+			return runSimXid(stdio, o)
+		},
+	}
+	o.addFlags(c)
+	return c
+}
+
+func runSimXid(stdio *IO, o simXidOptions) error {
+	warnSimGPU(stdio, o.Dir, o.GPU)
+	if err := gpu.SimXid(o.Dir, o.GPU, o.Xid, time.Now()); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdio.Out, "GPU %d of %s: %s\n", o.GPU, o.Dir, gpu.XidMeaning(o.Xid))
+	return nil
+}
+
+// warnSimGPU warns when gpu is past the devices the sim dir has so far.
+func warnSimGPU(stdio *IO, dir string, gpu int) {
+	if n := simDeviceCount(dir); n > 0 && gpu >= n {
+		fmt.Fprintf(stdio.ErrOut, "gpuguard: warning: %s has GPUs 0-%d only; GPU %d is watched only with --sim-devices %d or more\n",
+			dir, n-1, gpu, gpu+1)
+	}
 }
 
 // simDir resolves the sim dir: the flag, $GPUGUARD_SIM_DIR, or the sim dir

@@ -133,3 +133,34 @@ func TestSimSetWarnsBeyondDevices(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want 0 and a warning naming --sim-devices 4", code, errOut)
 	}
 }
+
+func TestSimXid(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"GPUGUARD_SIM_DIR": dir}
+	code, out, errOut := runSim(t, env, "sim", "xid", "--gpu", "1", "79")
+	if code != 0 {
+		t.Fatalf("sim xid: exit %d, %s", code, errOut)
+	}
+	if !strings.Contains(out, "Xid 79") || !strings.Contains(out, "fallen off the bus") {
+		t.Errorf("output %q does not say what Xid 79 means", out)
+	}
+	got := readSimFile(t, filepath.Join(dir, "1", ".xid"))
+	if !strings.HasSuffix(got, " 79\n") || strings.Count(got, "\n") != 1 {
+		t.Errorf("event file holds %q, want one line ending in 79", got)
+	}
+	runSim(t, env, "sim", "xid", "--gpu", "1", "13")
+	if got := readSimFile(t, filepath.Join(dir, "1", ".xid")); strings.Count(got, "\n") != 2 {
+		t.Errorf("a second event did not append: %q", got)
+	}
+	for _, args := range [][]string{
+		{"sim", "xid"},
+		{"sim", "xid", "x79"},
+		{"sim", "xid", "-1"},
+		{"sim", "xid", "--gpu", "-1", "79"},
+		{"sim", "xid", "79", "80"},
+	} {
+		if code, _, _ := runSim(t, env, args...); code != ExitUsage {
+			t.Errorf("%v: exit %d, want %d", args, code, ExitUsage)
+		}
+	}
+}

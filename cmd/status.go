@@ -20,6 +20,7 @@ import (
 	"github.com/gpuguard/gpuguard/control"
 	"github.com/gpuguard/gpuguard/control/statusview"
 	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/nvml"
 	"github.com/gpuguard/gpuguard/paths"
 	"github.com/gpuguard/gpuguard/policy"
 )
@@ -88,8 +89,8 @@ line of JSON.`,
 	f.DurationVar(&opts.Watch, "watch", 0, "refresh every DUR (default 2s) until interrupted")
 	f.Lookup("watch").NoOptDefVal = statusDefaultWatch.String()
 	f.StringVar(&opts.RuntimeDir, "runtime-dir", "", "directory of control sockets")
-	f.StringVar(&opts.Probe.Backend, "backend", "auto", "GPU backend when no instance answers: auto, nvml, sim or npu-smi")
-	f.StringVar(&devices, "devices", "", "GPUs to show when no instance answers (default CUDA_VISIBLE_DEVICES, else all)")
+	f.StringVar(&opts.Probe.Backend, "backend", "auto", "GPU backend when no instance answers: auto, nvml, drm, sim or npu-smi")
+	f.StringVar(&devices, "devices", "", "GPUs to show when no instance answers (default CUDA_VISIBLE_DEVICES; for drm ROCR_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES; else all)")
 	f.StringVar(&opts.Probe.SimDir, "sim-dir", "", "sim backend: directory of usage files (default $GPUGUARD_SIM_DIR, else the only instance's)")
 	f.IntVar(&opts.Probe.SimDevices, "sim-devices", 1, "sim backend: number of GPUs")
 	f.StringVar(&simMemory, "sim-memory", "16GiB", "sim backend: memory of each GPU")
@@ -102,13 +103,15 @@ func statusResolveProbe(p *probeOptions, devicesSet bool, devices, simMemory str
 	if !slices.Contains(backends, p.Backend) {
 		return exitf(ExitUsage, "--backend %q: want one of %s", p.Backend, strings.Join(backends, ", "))
 	}
-	if !devicesSet && p.Backend != "sim" {
-		devices = getenv("CUDA_VISIBLE_DEVICES") // names real GPUs only
+	var flag *string
+	if devicesSet {
+		flag = &devices
 	}
 	var err error
-	if p.Devices, err = gpu.ParseDeviceList(devices); err != nil {
-		return exitf(ExitUsage, "--devices: %v", err)
+	if p.Devices, p.DRMDevices, err = selectDevices(p.Backend, flag, getenv); err != nil {
+		return withCode(ExitUsage, err)
 	}
+	p.NVMLLib, p.Sysfs, p.Procfs = getenv(nvml.EnvLibrary), getenv(envSysfs), getenv(envProcfs)
 	if p.SimMemory, err = policy.ParseSize(simMemory); err != nil || p.SimMemory == 0 {
 		return exitf(ExitUsage, "--sim-memory %q: want a size such as 16GiB", simMemory)
 	}

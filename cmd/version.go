@@ -1,39 +1,71 @@
 package cmd
 
 import (
+	"encoding/json"
 	"fmt"
-	"runtime"
-	"runtime/debug"
+	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gpuguard/gpuguard/internal/buildinfo"
 )
 
-// version is the release; builds from a checkout report the module version
-// and VCS revision when the toolchain recorded them.
-func version() string {
-	v := "devel"
-	if info, ok := debug.ReadBuildInfo(); ok {
-		if info.Main.Version != "" && info.Main.Version != "(devel)" {
-			v = info.Main.Version
-		}
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += "+" + s.Value[:12]
-			}
-		}
-	}
-	return v
+// VersionOptions is what `gpuguard version` was asked to do.
+type VersionOptions struct {
+	IO   *IO
+	JSON bool
+	// Info is the build to describe; nil means this binary's
+	// (buildinfo.Read). Tests set it.
+	Info *buildinfo.Info
 }
 
-// NewCmdVersion prints the version.
-func NewCmdVersion(stdio *IO) *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print gpuguard's version",
-		Args:  usageArgs(cobra.NoArgs),
+// NewCmdVersion builds `gpuguard version`.
+func NewCmdVersion(stdio *IO, runF func(*VersionOptions) error) *cobra.Command {
+	opts := &VersionOptions{IO: stdio}
+	c := &cobra.Command{
+		Use:   "version [--json]",
+		Short: "Print gpuguard's version, VCS revision and Go version",
+		Long: `Print the version, the VCS revision (with "modified" when the tree had
+uncommitted changes) and the Go toolchain, OS and architecture.
+
+The version is the one stamped at build time (the Debian package stamps its
+own version), else the module version the Go toolchain recorded, else
+"devel". The revision is the stamped one, else the toolchain's vcs.revision.`,
+		Example: `  gpuguard version
+  gpuguard version --json | jq -r .version`,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(c *cobra.Command, args []string) error {
-			fmt.Fprintf(stdio.Out, "gpuguard %s %s %s/%s\n", version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-			return nil
+			if runF != nil {
+				return runF(opts)
+			}
+			return runVersion(opts)
 		},
 	}
+	c.Flags().BoolVar(&opts.JSON, "json", false, "print JSON: version, revision, modified, go, os, arch")
+	return c
+}
+
+func runVersion(o *VersionOptions) error {
+	info := buildinfo.Read()
+	if o.Info != nil {
+		info = *o.Info
+	}
+	if o.JSON {
+		enc := json.NewEncoder(o.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(info)
+	}
+	return writeVersion(o.IO.Out, info)
+}
+
+// writeVersion prints one line:
+// gpuguard 0.1.0 (revision 29e1ba7c0f3a, modified) go1.26.8 linux/amd64.
+func writeVersion(w io.Writer, info buildinfo.Info) error {
+	modified := ""
+	if info.Modified {
+		modified = ", modified"
+	}
+	_, err := fmt.Fprintf(w, "gpuguard %s (revision %s%s) %s %s/%s\n",
+		info.Version, info.ShortRevision(), modified, info.Go, info.OS, info.Arch)
+	return err
 }

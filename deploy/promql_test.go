@@ -25,6 +25,8 @@ func gathered() (series, error) {
 		return api.Status{ChildPID: 1, Levels: 3, GPUs: []api.GPU{{Index: 0, UUID: "GPU-0"}}}
 	})
 	m.Observe(api.Event{Event: api.EventRestart, Reason: api.ReasonOOM, From: "fp16", To: "int8"})
+	gpu := 0
+	m.Observe(api.Event{Event: api.EventGPUFault, GPU: "GPU-0", GPUIndex: &gpu, Xid: 79})
 	m.ObserveProbe(time.Millisecond, nil)
 	mfs, err := m.Gatherer().Gather()
 	if err != nil {
@@ -59,7 +61,7 @@ func gathered() (series, error) {
 var targetLabels = []string{"job", "instance", "le", "quantile"}
 
 // freeLabels are labels whose values are not fixed by gpuguard.
-var freeLabels = map[string]bool{"name": true, "gpu": true, "uuid": true, "from": true, "to": true, "job": true, "instance": true, "le": true}
+var freeLabels = map[string]bool{"name": true, "gpu": true, "xid": true, "uuid": true, "from": true, "to": true, "job": true, "instance": true, "le": true}
 
 // checkExpr is a cheap PromQL sanity check, standing in for the real parser
 // (github.com/prometheus/prometheus/promql/parser drags in most of

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -113,6 +114,8 @@ keep = 3
 	ckpt := filepath.Join(e.stateDir, "checkpoint")
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	lastSeq, midWrite := 0, 0
+	written := false // a checkpoint version has existed
+	rotated := 0     // kills after which the restart had a checkpoint to keep
 	start := time.Now()
 	for i := 0; i <= kills; i++ {
 		pid, seq := p.writerUp()
@@ -121,14 +124,21 @@ keep = 3
 		}
 		if i > 0 {
 			// The writer validated what it loaded; check the file too.
+			// A kill can land before the first checkpoint was written:
+			// the file may then still be missing, but only while no
+			// version was ever seen (gpuguard never deletes it).
 			got, err := checkpointVersion(ckpt)
-			if err != nil {
-				t.Fatalf("after kill %d: %v", i, err)
-			}
-			if got < seq {
+			switch {
+			case errors.Is(err, fs.ErrNotExist) && !written && seq == 0:
+			case err != nil:
+				t.Fatalf("after kill %d: %v (a checkpoint had been seen: %v; the writer loaded seq %d)", i, err, written, seq)
+			case got < seq:
 				t.Fatalf("after kill %d: checkpoint at seq %d, the writer loaded %d", i, got, seq)
+			default:
+				written = true
 			}
 		}
+		written = written || seq > 0
 		lastSeq = seq
 		if i == kills {
 			break
@@ -136,6 +146,10 @@ keep = 3
 		// A random moment in the writer's loop: this delay picks when to
 		// kill, it does not wait for anything.
 		time.Sleep(time.Duration(rng.IntN(40_000)) * time.Microsecond)
+		if _, err := os.Stat(ckpt); err == nil {
+			written = true // from now on the file must always be there
+			rotated++      // and the restart keeps a generation of it
+		}
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatalf("kill %d: %v", i, err)
 		}
@@ -144,9 +158,13 @@ keep = 3
 	}
 	p.signal(syscall.SIGTERM)
 	p.wait()
-	for _, name := range []string{"checkpoint", "checkpoint.1", "checkpoint.2", "checkpoint.3"} {
+	if !written {
+		t.Fatalf("no checkpoint was written in %d runs of the writer", kills+1)
+	}
+	// Only restarts that found a checkpoint made a generation of it.
+	for i, name := range []string{"checkpoint", "checkpoint.1", "checkpoint.2", "checkpoint.3"}[:1+min(3, rotated)] {
 		if _, err := checkpointVersion(filepath.Join(e.stateDir, name)); err != nil {
-			t.Errorf("generation %s: %v", name, err)
+			t.Errorf("generation %d (%s): %v", i, name, err)
 		}
 	}
 	t.Logf("%d kills in %s: every checkpoint whole; %d kills landed between the temp file's creation and its rename; last seq %d",

@@ -48,7 +48,9 @@ def env_int(name, default):
 
 
 class Server:
-    def __init__(self):
+    def __init__(self, changed, pending):
+        self.changed = changed  # set by follow_changes
+        self.pending = pending
         self.sim_dir = os.environ.get("GPUGUARD_SIM_DIR", "")
         self.total = env_int("DEMO_GPU_MEMORY", 16 * GiB)
         self.steps = env_int("DEMO_STEPS", 120)
@@ -59,8 +61,6 @@ class Server:
         self.served = 0
         self.kv = 0
         self.tool_at = env_int("DEMO_TOOL_AT", 90)
-        self.changed = threading.Event()
-        self.pending = None
         self.apply(dict(os.environ), os.environ.get("GPUGUARD_PROFILE", "default"))
 
     def log(self, msg):
@@ -75,14 +75,9 @@ class Server:
         if self.kv > self.kv_cap:
             self.kv = self.kv_cap  # free the blocks beyond the new cap
 
-    def on_change(self, profile):
-        # Called on the client's thread: hand over, apply in the loop.
-        self.pending = profile
-        self.changed.set()
-
     def apply_change(self):
         self.changed.clear()
-        p = self.pending
+        p = self.pending[0]
         env = dict(os.environ)
         env.update(p.env)
         before = self.used()
@@ -142,7 +137,6 @@ class Server:
 
     def run(self):
         signal.signal(signal.SIGTERM, lambda s, f: sys.exit(0))
-        gpuguard.on_change(self.on_change)
         self.load_checkpoint()
         self.log(f"serving: dtype={self.dtype} batch={self.batch} "
                  f"(restarts={os.environ.get('GPUGUARD_RESTARTS', '0')}, "
@@ -174,5 +168,20 @@ class Server:
         self.log(f"done: {self.step} steps, {self.served} requests served")
 
 
+def follow_changes():
+    """Follow live changes: the first thing a server does, before it loads
+    anything (a real one would import torch and load weights next). A change
+    gpuguard made before this is delivered now. The callback runs on the
+    client's thread: it hands the profile over, the loop applies it."""
+    changed, pending = threading.Event(), [None]
+
+    def on_change(profile):
+        pending[0] = profile
+        changed.set()
+
+    gpuguard.on_change(on_change)
+    return changed, pending
+
+
 if __name__ == "__main__":
-    Server().run()
+    Server(*follow_changes()).run()

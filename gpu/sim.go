@@ -51,11 +51,18 @@ type SimOptions struct {
 //
 // Sim reads the files on every Sample, so its per-process usage is always
 // fresh: ProcessesAt equals Time.
+//
+// `gpuguard sim xid` appends fault events to Dir/<i>/.xid (SimXid): Sample
+// reads what was appended since the last one, delivers it on Faults, and,
+// after a critical Xid, fails with ErrGPULost for SimLostFor, as a real
+// GPU does until it is reset. Reading the file on the samples costs no
+// extra wake-ups.
 type Sim struct {
 	dir     string
 	devices []int
 	total   uint64
 	uuids   map[int]string
+	faults  *simFaults
 }
 
 // NewSim opens the simulated backend, creating Dir/<i>/ for every device.
@@ -91,7 +98,7 @@ func NewSim(o SimOptions) (*Sim, error) {
 	for _, i := range devices {
 		uuids[i] = SimUUID(real, i)
 	}
-	return &Sim{dir: o.Dir, devices: devices, total: total, uuids: uuids}, nil
+	return &Sim{dir: o.Dir, devices: devices, total: total, uuids: uuids, faults: newSimFaults(o.Dir, uuids)}, nil
 }
 
 // simRealDir is dir made absolute with every symlink resolved, so that two
@@ -148,9 +155,23 @@ func simDeviceDir(dir string, i int) string {
 // Dir is the directory of per-device usage files.
 func (s *Sim) Dir() string { return s.dir }
 
-// Sample reads the usage files of every watched device.
+// Faults delivers the fault events `gpuguard sim xid` injects into the
+// watched devices, as the samples read them.
+func (s *Sim) Faults() <-chan Fault { return s.faults.out }
+
+// Sample reads the usage files of every watched device. Every device's new
+// fault events are delivered before a lost device fails the sample.
 func (s *Sim) Sample(ctx context.Context) (Sample, error) {
 	now := time.Now()
+	var lost error
+	for _, i := range s.devices {
+		if err := s.faults.poll(i, now); err != nil && lost == nil {
+			lost = err
+		}
+	}
+	if lost != nil {
+		return Sample{}, lost
+	}
 	smp := Sample{Time: now, ProcessesAt: now, Devices: make([]Device, 0, len(s.devices))}
 	for _, i := range s.devices {
 		if err := ctx.Err(); err != nil {

@@ -1,21 +1,25 @@
 package journal
 
 import (
-	"encoding/json"
+	"cmp"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gpuguard/gpuguard/api"
 )
 
-// Defaults for Options.
+// Defaults for Options, as in the contract's [journal] section.
 const (
 	DefaultMaxBytes = 16 << 20
-	DefaultKeep     = 3
+	DefaultMaxFiles = 4
+	// RecordEvery is how often a totals record is written when nothing
+	// else (the run's start, a rotation) wrote one. It bounds what a
+	// kill -9 costs the report: the supervised time after the last line.
+	RecordEvery = 5 * time.Minute
 	// queueLen events may wait for the writer; beyond that they are
 	// dropped rather than blocking the supervisor.
 	queueLen = 1024
@@ -26,29 +30,41 @@ type Options struct {
 	// MaxBytes is the size at which events.jsonl is rotated; 0 means
 	// DefaultMaxBytes.
 	MaxBytes int64
-	// Keep is how many rotated files (events.jsonl.1 ... .Keep) are
-	// kept; 0 means DefaultKeep, negative keeps none.
-	Keep int
+	// MaxFiles is how many rotated files (events.jsonl.1 ... .MaxFiles)
+	// are kept; 0 means DefaultMaxFiles, negative keeps none.
+	MaxFiles int
+	// MaxAge > 0 keeps rotated files younger than it even past MaxFiles
+	// (up to MaxRetained files).
+	MaxAge time.Duration
+	// Totals, when set, keeps the cumulative figures of this run, which
+	// the journal writes as totals records (report.Tally does).
+	Totals Totals
+	// Name fills in the name of records written before any event named
+	// the instance.
+	Name string
 	// Logf reports write failures, once per streak of failures; nil
 	// prints to stderr.
 	Logf func(format string, args ...any)
+
+	// ceiling is MaxRetained, lower in tests.
+	ceiling int
 }
 
-// file is what the journal writes to: an *os.File, or a failing fake in
-// tests.
-type file interface {
-	io.Writer
-	io.Closer
+// Totals keeps a run's cumulative figures. The journal feeds it every line
+// it writes (summaries, not the admissions they stand for), and writes
+// Record's result as the first line of the run, as the first line of every
+// file after a rotation, every RecordEvery, and at Close. A record thus
+// counts exactly the lines before it, plus any a failed write lost.
+type Totals interface {
+	Add(ev api.Event)
+	Record(now time.Time) api.Event
 }
-
-// openFunc opens the journal file for appending and returns its size.
-type openFunc func(path string) (file, int64, error)
 
 // Journal appends events to a file. Its methods are safe for concurrent use.
 type Journal struct {
 	path string
 	opts Options
-	open openFunc
+	fs   fsys
 
 	// mu guards closed: senders hold it shared, Close exclusively, so
 	// nobody sends on the closed queue.
@@ -61,11 +77,16 @@ type Journal struct {
 	dropped atomic.Uint64
 
 	// Owned by the writer goroutine.
-	f       file
-	size    int64
-	failing bool   // in a streak of failed writes
-	lost    uint64 // events lost in the current streak
-	torn    bool   // a failed write may have left part of a line
+	f          file
+	size       int64
+	failing    bool   // in a streak of failed writes
+	lost       uint64 // events lost in the current streak
+	torn       bool   // a failed write may have left part of a line
+	capWarned  bool   // the MaxRetained ceiling has been logged
+	batch      batch
+	lastSec    time.Time // the second of the last summary written
+	nextRecord time.Time
+	name       string // the instance, as the last event named it
 }
 
 // item is one queued event, or (with flushed set) a marker the writer
@@ -76,33 +97,22 @@ type item struct {
 }
 
 // Open opens (creating it 0600, and its directory 0700, if missing) the
-// journal at path for appending and starts its writer.
+// journal at path for appending, removes the rotated files the retention
+// rule no longer keeps, and starts its writer.
 func Open(path string, opts Options) (*Journal, error) {
-	return open(path, opts, openAppend)
+	return open(path, opts, osFS{})
 }
 
-func openAppend(path string) (file, int64, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, 0, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, err
-	}
-	return f, st.Size(), nil
-}
-
-func open(path string, opts Options, openf openFunc) (*Journal, error) {
+func open(path string, opts Options, fs fsys) (*Journal, error) {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxBytes
 	}
-	if opts.Keep == 0 {
-		opts.Keep = DefaultKeep
+	if opts.MaxFiles == 0 {
+		opts.MaxFiles = DefaultMaxFiles
 	}
-	if opts.Keep < 0 {
-		opts.Keep = 0
+	opts.MaxFiles = max(opts.MaxFiles, 0)
+	if opts.ceiling == 0 {
+		opts.ceiling = MaxRetained
 	}
 	if opts.Logf == nil {
 		opts.Logf = func(format string, args ...any) {
@@ -112,14 +122,19 @@ func open(path string, opts Options, openf openFunc) (*Journal, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("opening the journal: %w", err)
 	}
-	f, size, err := openf(path)
+	f, size, err := fs.OpenAppend(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening the journal: %w", err)
 	}
 	j := &Journal{
-		path: path, opts: opts, open: openf,
+		path: path, opts: opts, fs: fs,
 		queue: make(chan item, queueLen), done: make(chan struct{}),
 		f: f, size: size,
+	}
+	// A policy that keeps less than before applies now, not at the next
+	// rotation; failing that is no reason not to supervise.
+	if err := j.retain(time.Now(), false); err != nil {
+		opts.Logf("journal: %v", err)
 	}
 	go j.write()
 	return j, nil
@@ -156,7 +171,9 @@ func (j *Journal) Last() *api.Event {
 func (j *Journal) Dropped() uint64 { return j.dropped.Load() }
 
 // Flush waits until every event observed before it has been written (or
-// lost). It is for callers that read the file right after writing.
+// lost), except granted admissions, whose summary line is written when
+// their second is over (or at Close). It is for callers that read the file
+// right after writing.
 func (j *Journal) Flush() {
 	c := make(chan struct{})
 	j.mu.RLock()
@@ -169,8 +186,9 @@ func (j *Journal) Flush() {
 	<-c
 }
 
-// Close writes what is queued, closes the file and stops the writer. It is
-// safe to call more than once.
+// Close writes what is queued and the pending summary line, then a last
+// totals record, closes the file and stops the writer. It is safe to call
+// more than once.
 func (j *Journal) Close() error {
 	j.mu.Lock()
 	if !j.closed {
@@ -190,67 +208,126 @@ func (j *Journal) Close() error {
 	return nil
 }
 
-// write is the writer goroutine.
+// write is the writer goroutine. Besides the queue it waits for the end of
+// the pending summary's second and for the next periodic record.
 func (j *Journal) write() {
 	defer close(j.done)
-	for it := range j.queue {
-		if it.flushed != nil {
-			close(it.flushed)
-			continue
+	if j.opts.Totals != nil {
+		j.record(time.Now()) // the run's first line
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var armed time.Time
+	for {
+		if d := j.deadline(); !d.Equal(armed) {
+			armed = d
+			if d.IsZero() {
+				timer.Stop()
+			} else {
+				timer.Reset(time.Until(d))
+			}
 		}
-		j.append(it.ev)
+		select {
+		case it, ok := <-j.queue:
+			if !ok {
+				j.finish(time.Now())
+				return
+			}
+			if it.flushed != nil {
+				close(it.flushed)
+				continue
+			}
+			j.handle(it.ev)
+		case now := <-timer.C:
+			armed = time.Time{}
+			j.tick(now)
+		}
 	}
 }
 
-// append writes one event as one line with one Write call.
-func (j *Journal) append(ev api.Event) {
-	line, err := json.Marshal(ev)
-	if err != nil {
-		j.fail(fmt.Errorf("encoding a %s event: %w", ev.Event, err))
-		return
+// deadline is when the writer must act without an event: the end of the
+// pending summary's second, or the next periodic record; zero for never.
+func (j *Journal) deadline() time.Time {
+	var d time.Time
+	if !j.batch.empty() {
+		d = j.batch.end()
 	}
-	if j.torn {
-		// End the fragment a failed write may have left, so it costs one
-		// unreadable line instead of also spoiling this one.
-		line = append([]byte{'\n'}, line...)
+	if j.opts.Totals != nil && (d.IsZero() || j.nextRecord.Before(d)) {
+		d = j.nextRecord
 	}
-	line = append(line, '\n')
-	if int64(len(line)) > j.opts.MaxBytes {
-		j.fail(fmt.Errorf("a %s event of %d bytes exceeds the journal's max size %d", ev.Event, len(line), j.opts.MaxBytes))
-		return
+	return d
+}
+
+func (j *Journal) tick(now time.Time) {
+	if !j.batch.empty() && !now.Before(j.batch.end()) {
+		j.flushBatch(now)
 	}
-	if j.f == nil { // the last rotation failed half-way
-		if err := j.reopen(); err != nil {
-			j.fail(err)
-			return
-		}
-	}
-	if j.size > 0 && j.size+int64(len(line)) > j.opts.MaxBytes {
-		if err := j.rotate(); err != nil {
-			j.fail(err)
-			return
-		}
-	}
-	n, err := j.f.Write(line)
-	j.size += int64(n)
-	if err != nil {
-		j.torn = j.torn || n > 0
-		j.fail(fmt.Errorf("writing %s: %w", j.path, err))
-		return
-	}
-	j.torn = false
-	if j.failing {
-		j.opts.Logf("journal: writing again after losing %d event(s)", j.lost)
-		j.failing, j.lost = false, 0
+	if j.opts.Totals != nil && !now.Before(j.nextRecord) {
+		j.record(now)
 	}
 }
 
-// fail counts a lost event and logs the first failure of a streak.
-func (j *Journal) fail(err error) {
-	j.dropped.Add(1)
-	j.lost++
-	if !j.failing {
-		j.failing = true
-		j.opts.Logf("journal: %v (events are lost until writing works again)", err)
+// handle writes ev, or adds it to the pending summary. The order: a summary
+// line follows every other line timed within its second and precedes every
+// line timed after it (among events observed in time order).
+func (j *Journal) handle(ev api.Event) {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now() // a line without a time is no event to a reader
+	}
+	if granted(ev) {
+		sec := ev.Time.Truncate(time.Second)
+		if !j.lastSec.IsZero() && !sec.After(j.lastSec) {
+			sec = j.lastSec.Add(time.Second) // its second's line is out: the next one counts it
+		}
+		if !j.batch.empty() && sec.After(j.batch.sec) {
+			j.flushBatch(ev.Time)
+		}
+		j.batch.add(sec, ev)
+		return
+	}
+	if !j.batch.empty() && !ev.Time.Before(j.batch.end()) {
+		j.flushBatch(ev.Time)
+	}
+	j.put(ev)
+}
+
+func (j *Journal) flushBatch(now time.Time) {
+	j.lastSec = j.batch.sec
+	j.put(j.batch.take(now))
+}
+
+// put writes one line and counts it in the totals (even if the write
+// failed: the event happened).
+func (j *Journal) put(ev api.Event) {
+	if ev.Name != "" {
+		j.name = ev.Name
+	}
+	j.append(ev)
+	if j.opts.Totals != nil {
+		j.opts.Totals.Add(ev)
+	}
+}
+
+// record writes a totals record.
+func (j *Journal) record(now time.Time) {
+	j.append(j.totals(now))
+	j.nextRecord = now.Add(RecordEvery)
+}
+
+func (j *Journal) totals(now time.Time) api.Event {
+	ev := j.opts.Totals.Record(now)
+	if ev.Name == "" {
+		ev.Name = cmp.Or(j.name, j.opts.Name)
+	}
+	return ev
+}
+
+// finish writes what Close leaves pending: the summary and a last record.
+func (j *Journal) finish(now time.Time) {
+	if !j.batch.empty() {
+		j.flushBatch(now)
+	}
+	if j.opts.Totals != nil {
+		j.record(now)
 	}
 }

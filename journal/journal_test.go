@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -82,7 +81,7 @@ func TestRotationBound(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "events.jsonl")
 	const maxBytes, keep, n = 4 << 10, 2, 2000
-	j := mustOpen(t, path, Options{MaxBytes: maxBytes, Keep: keep})
+	j := mustOpen(t, path, Options{MaxBytes: maxBytes, MaxFiles: keep})
 	for i := range n {
 		j.Observe(event(i))
 		if i%500 == 0 {
@@ -210,7 +209,7 @@ func TestOpenUnwritableDir(t *testing.T) {
 // written at that instant may be skipped per read.
 func TestConcurrentReaderSeesWholeLines(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.jsonl")
-	j := mustOpen(t, path, Options{MaxBytes: 64 << 10, Keep: 2})
+	j := mustOpen(t, path, Options{MaxBytes: 64 << 10, MaxFiles: 2})
 	big := strings.Repeat("x", 3000) // lines span pages: a torn read is likelier
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -247,40 +246,7 @@ func TestConcurrentReaderSeesWholeLines(t *testing.T) {
 	wg.Wait()
 }
 
-// failingFile fails every write while fail is set; with partial set it
-// writes half the line first, as a full disk can.
-type failingFile struct {
-	mu      sync.Mutex
-	fail    bool
-	partial bool
-	data    []byte
-}
-
-func (f *failingFile) Write(p []byte) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.fail {
-		n := 0
-		if f.partial {
-			n = len(p) / 2
-			f.data = append(f.data, p[:n]...)
-		}
-		return n, &fs.PathError{Op: "write", Path: "events.jsonl", Err: syscall.ENOSPC}
-	}
-	f.data = append(f.data, p...)
-	return len(p), nil
-}
-
-func (f *failingFile) Close() error { return nil }
-
-func (f *failingFile) set(fail bool) {
-	f.mu.Lock()
-	f.fail = fail
-	f.mu.Unlock()
-}
-
 func TestWriteFailureCountedAndLoggedOnce(t *testing.T) {
-	ff := &failingFile{partial: true}
 	var logs []string
 	var mu sync.Mutex
 	logf := func(format string, args ...any) {
@@ -289,11 +255,14 @@ func TestWriteFailureCountedAndLoggedOnce(t *testing.T) {
 		mu.Unlock()
 	}
 	path := filepath.Join(t.TempDir(), "events.jsonl")
-	j, err := open(path, Options{Logf: logf}, func(string) (file, int64, error) { return ff, 0, nil })
+	mfs := newMemFS()
+	j, err := open(path, Options{Logf: logf}, mfs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
+	ff := mfs.file(path)
+	ff.partial = true
 
 	j.Observe(event(0))
 	j.Flush()
@@ -314,7 +283,7 @@ func TestWriteFailureCountedAndLoggedOnce(t *testing.T) {
 	}
 	// Each torn fragment costs one unreadable line (the next write ends it
 	// with a newline); the events around them survive intact.
-	os.WriteFile(path, ff.data, 0o600)
+	os.WriteFile(path, ff.bytes(), 0o600)
 	evs, skipped, err := Read(path, time.Time{})
 	if err != nil {
 		t.Fatal(err)
@@ -367,7 +336,7 @@ func BenchmarkMillionEvents(b *testing.B) {
 	j.Close()
 	b.StopTimer()
 	total := journalSize(b, dir)
-	if bound := int64(DefaultMaxBytes * (DefaultKeep + 1)); total > bound {
+	if bound := int64(DefaultMaxBytes * (DefaultMaxFiles + 1)); total > bound {
 		b.Fatalf("journal holds %d bytes, bound %d", total, bound)
 	}
 	b.ReportMetric(float64(total)/(1<<20), "MiB-on-disk")
@@ -375,3 +344,36 @@ func BenchmarkMillionEvents(b *testing.B) {
 }
 
 var _ supervisor.Observer = (*Journal)(nil)
+
+// BenchmarkAdmissions compares granted admissions, which the journal
+// summarises into a line a second, with the same admissions written one
+// line each (decision cpu is never summarised: it stands for what every
+// grant cost before). Nothing rotates away, so disk-B/event is what each
+// admission costs the journal:
+// go test ./journal -run '^$' -bench Admissions -benchtime 200000x
+func BenchmarkAdmissions(b *testing.B) {
+	for _, decision := range []string{"gpu", "cpu"} {
+		name := map[string]string{"gpu": "summarised", "cpu": "line-each"}[decision]
+		b.Run(name, func(b *testing.B) {
+			dir := b.TempDir()
+			j, err := Open(filepath.Join(dir, "events.jsonl"), Options{MaxFiles: MaxRetained, Logf: b.Logf})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ev := api.Event{Time: time.Now(), Name: "llama", Event: api.EventAdmission, Profile: "fp16",
+				Decision: decision, Bytes: 2 << 30, Priority: "P1", Tool: "embedder", Lease: "0869ccf112af281297ac824c4966d784"}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				ev.Time = time.Now()
+				j.Observe(ev)
+				if i%512 == 0 {
+					j.Flush()
+				}
+			}
+			j.Close()
+			b.StopTimer()
+			b.ReportMetric(float64(journalSize(b, dir))/float64(b.N), "disk-B/event")
+			b.ReportMetric(float64(j.Dropped()), "dropped")
+		})
+	}
+}

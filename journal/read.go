@@ -11,8 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
@@ -50,20 +48,8 @@ func journalFiles(path string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", path, err)
 	}
-	type gen struct {
-		n    int
-		name string
-	}
-	var gens []gen
-	for _, m := range matches {
-		n, err := strconv.Atoi(strings.TrimPrefix(m, path+"."))
-		if err == nil && n > 0 {
-			gens = append(gens, gen{n, m})
-		}
-	}
-	slices.SortFunc(gens, func(a, b gen) int { return b.n - a.n })
 	var files []string
-	for _, g := range gens {
+	for _, g := range slices.Backward(generations(path, matches)) {
 		files = append(files, g.name)
 	}
 	if _, err := os.Stat(path); err == nil {
@@ -75,18 +61,6 @@ func journalFiles(path string) ([]string, error) {
 		return nil, fmt.Errorf("reading the journal: %w", &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist})
 	}
 	return files, nil
-}
-
-// globEscape quotes the glob metacharacters a state dir might contain.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 func readFile(name string, since time.Time) ([]api.Event, int, error) {

@@ -14,32 +14,29 @@ import (
 // process's usage the driver cannot tell (WDDM, some containers).
 const notAvailable = ^uint64(0)
 
-// device is one watched GPU and what the probe learnt about it.
+// device is one watched GPU or MIG instance and what the probe learnt
+// about it. A MIG instance is read on its own handle: memory and
+// processes there are the instance's.
 type device struct {
-	h     gonvml.Device
-	index int
-	uuid  string
-	name  string
+	h      gonvml.Device
+	index  int
+	uuid   string
+	name   string
+	parent string // the whole GPU's UUID
+	gi, ci int    // MIG instance ids, -1 for a whole GPU
 
 	memV1   bool // nvmlDeviceGetMemoryInfo_v2 is missing or not supported
 	noProcs bool // the process query is not supported on this GPU
 	lost    bool // the last query said the GPU is lost: look it up again
 }
 
-func newDevice(h gonvml.Device, v1 bool) (*device, error) {
-	uuid, ret := h.GetUUID()
+func newDevice(t target, v1 bool) (*device, error) {
+	name, ret := t.h.GetName()
 	if ret != gonvml.SUCCESS {
-		return nil, fmt.Errorf("NVML: reading a GPU's UUID: %w", ret)
+		return nil, fmt.Errorf("NVML: GPU %d (%s): reading its name: %w", t.index, t.uuid, ret)
 	}
-	index, ret := h.GetIndex()
-	if ret != gonvml.SUCCESS {
-		return nil, fmt.Errorf("NVML: GPU %s: reading its index: %w", uuid, ret)
-	}
-	name, ret := h.GetName()
-	if ret != gonvml.SUCCESS {
-		return nil, fmt.Errorf("NVML: GPU %d: reading its name: %w", index, ret)
-	}
-	return &device{h: h, index: index, uuid: uuid, name: name, memV1: v1}, nil
+	return &device{h: t.h, index: t.index, uuid: t.uuid, name: name, parent: t.parent,
+		gi: t.gi, ci: t.ci, memV1: v1}, nil
 }
 
 // isLost reports the answers that mean the GPU itself is gone (fell off

@@ -5,6 +5,8 @@ package nvml
 import (
 	"fmt"
 	"os"
+	"runtime"
+	"strings"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -15,9 +17,6 @@ import (
 // library or a fake.
 type Library = gonvml.Interface
 
-// defaultLibrary is what go-nvml dlopens when no path is given.
-const defaultLibrary = "libnvidia-ml.so.1"
-
 // Open initialises NVML and resolves the selected devices. Failing to
 // initialise NVML (no driver library, driver not loaded, version mismatch)
 // and finding no GPU wrap gpu.ErrUnavailable; a selection entry that names
@@ -25,14 +24,12 @@ const defaultLibrary = "libnvidia-ml.so.1"
 func Open(o Options) (gpu.Probe, error) {
 	lib := o.Lib
 	if lib == nil {
-		var opts []gonvml.LibraryOption
-		if o.LibraryPath != "" {
-			opts = append(opts, gonvml.WithLibraryPath(o.LibraryPath))
+		var err error
+		if lib, err = load(o, "/", realLibrary); err != nil {
+			return nil, err
 		}
-		lib = gonvml.New(opts...)
-	}
-	if ret := lib.Init(); ret != gonvml.SUCCESS {
-		return nil, initError(o, ret)
+	} else if ret := lib.Init(); ret != gonvml.SUCCESS {
+		return nil, initError(o, ret, nil)
 	}
 	p, err := newProbe(lib, o)
 	if err != nil {
@@ -42,9 +39,50 @@ func Open(o Options) (gpu.Probe, error) {
 	return p, nil
 }
 
+// realLibrary is go-nvml's library at path ("" = found by the dynamic
+// loader).
+func realLibrary(path string) Library {
+	if path == "" {
+		return gonvml.New()
+	}
+	return gonvml.New(gonvml.WithLibraryPath(path))
+}
+
+// load initialises NVML from the first driver library that loads:
+// o.LibraryPath alone when set, else the one the dynamic loader finds,
+// else each one findLibrary finds under root. newLib makes the library
+// for a path (tests pass fakes).
+func load(o Options, root string, newLib func(path string) Library) (Library, error) {
+	if o.LibraryPath != "" {
+		lib := newLib(o.LibraryPath)
+		if ret := lib.Init(); ret != gonvml.SUCCESS {
+			return nil, initError(o, ret, nil)
+		}
+		return lib, nil
+	}
+	lib := newLib("")
+	ret := lib.Init()
+	var looked []string
+	if ret == gonvml.ERROR_LIBRARY_NOT_FOUND {
+		var found []string
+		found, looked = findLibrary(root, libraryDirs(runtime.GOARCH))
+		for _, p := range found {
+			lib = newLib(p)
+			if ret = lib.Init(); ret != gonvml.ERROR_LIBRARY_NOT_FOUND {
+				break
+			}
+		}
+	}
+	if ret != gonvml.SUCCESS {
+		return nil, initError(o, ret, looked)
+	}
+	return lib, nil
+}
+
 // initError explains a failed nvmlInit; every cause means "no NVIDIA GPU
-// can be watched here", so all wrap gpu.ErrUnavailable.
-func initError(o Options, ret gonvml.Return) error {
+// can be watched here", so all wrap gpu.ErrUnavailable. looked lists the
+// places searched after the dynamic loader.
+func initError(o Options, ret gonvml.Return, looked []string) error {
 	const hint = "use --backend sim to run without a GPU"
 	switch ret {
 	case gonvml.ERROR_LIBRARY_NOT_FOUND:
@@ -52,9 +90,14 @@ func initError(o Options, ret gonvml.Return) error {
 			return fmt.Errorf("%w: NVML: cannot load %s; is the NVIDIA driver installed? (%s)",
 				gpu.ErrUnavailable, o.LibraryPath, hint)
 		}
-		return fmt.Errorf("%w: NVML: cannot load %s, looked up by the dynamic loader "+
-			"(LD_LIBRARY_PATH=%q, then the ld.so cache and /lib, /usr/lib); is the NVIDIA driver installed? (%s)",
-			gpu.ErrUnavailable, defaultLibrary, os.Getenv("LD_LIBRARY_PATH"), hint)
+		where := ""
+		if len(looked) > 0 {
+			where = ", nor in " + strings.Join(looked, ", ")
+		}
+		return fmt.Errorf("%w: NVML: cannot load %s: the dynamic loader did not find it "+
+			"(LD_LIBRARY_PATH=%q, then the ld.so cache and /lib, /usr/lib)%s; is the NVIDIA driver installed? "+
+			"Set %s=PATH to name it (%s)",
+			gpu.ErrUnavailable, libraryName, os.Getenv("LD_LIBRARY_PATH"), where, EnvLibrary, hint)
 	case gonvml.ERROR_DRIVER_NOT_LOADED:
 		return fmt.Errorf("%w: NVML: the NVIDIA kernel driver is not loaded (%w) (%s)", gpu.ErrUnavailable, ret, hint)
 	case gonvml.ERROR_LIB_RM_VERSION_MISMATCH:

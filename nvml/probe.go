@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -29,19 +30,28 @@ type probe struct {
 	procs   []gpu.Process
 	procsAt time.Time // zero: not taken yet, or no GPU supports the query
 	tried   time.Time // last refresh attempt, to space them by interval
+
+	// Fault events start on the first Faults call, so that a probe only
+	// sampled (gpuguard status) costs no event goroutine.
+	faults       chan gpu.Fault
+	faultsOnce   sync.Once
+	events       *events // nil: not started, or nothing to listen to
+	eventTimeout time.Duration
+	logf         func(string, ...any)
 }
 
 func newProbe(lib Library, o Options) (*probe, error) {
-	hs, err := selectHandles(lib, o.Devices)
+	ts, err := selectTargets(lib, o.Devices)
 	if err != nil {
 		return nil, err
 	}
 	// An old driver lacks the v2 symbol, and calling a missing symbol
 	// would kill the process; ask the loader first.
 	v1 := lib.Extensions().LookupSymbol("nvmlDeviceGetMemoryInfo_v2") != nil
-	p := &probe{lib: lib, interval: o.processInterval(), busy: make(chan struct{}, 1)}
-	for _, h := range hs {
-		d, err := newDevice(h, v1)
+	p := &probe{lib: lib, interval: o.processInterval(), busy: make(chan struct{}, 1),
+		faults: make(chan gpu.Fault, 16), eventTimeout: o.eventTimeout(), logf: o.logf()}
+	for _, t := range ts {
+		d, err := newDevice(t, v1)
 		if err != nil {
 			return nil, err
 		}
@@ -122,8 +132,27 @@ func (p *probe) refresh(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// Close shuts NVML down. It waits for a Sample still inside the driver.
+// Faults starts listening for fault events (critical Xids, double-bit ECC
+// errors) on the watched GPUs and returns the channel they arrive on.
+func (p *probe) Faults() <-chan gpu.Fault {
+	p.faultsOnce.Do(func() {
+		ws := make([]watched, len(p.devices))
+		for i, d := range p.devices {
+			ws[i] = watched{uuid: d.uuid, index: d.index, parent: d.parent, gi: d.gi, ci: d.ci}
+		}
+		p.events = startEvents(p.lib, ws, p.eventTimeout, p.faults, p.logf)
+	})
+	return p.faults
+}
+
+// Close stops the fault events (waiting at most one event timeout) and
+// shuts NVML down. It waits for a Sample still inside the driver.
 func (p *probe) Close() error {
+	p.faultsOnce.Do(func() {}) // no listening starts from now on
+	if p.events != nil {
+		p.events.close()
+		p.events = nil
+	}
 	p.busy <- struct{}{}
 	defer func() { <-p.busy }()
 	if p.closed {

@@ -24,6 +24,16 @@
 // interactive server still reads the terminal; under systemd it is
 // /dev/null). When gpuguard's stdin is closed, the child gets /dev/null.
 //
+// A command that cannot run is a *RunError: ErrNotFound (gpuguard exits 127)
+// or ErrCannotExecute (126), as for env(1). Check finds out what it can
+// before anything is started; the exec itself reports the rest (a missing
+// #! interpreter, a file for another machine), and a file without a #! line
+// is never handed to a shell.
+//
+// Catches reads a process's signal dispositions (SigCgt, SigIgn in
+// /proc/<pid>/status; ParseSignalMasks is the parser) so that the notify
+// signal is only sent to a child that will not die of it.
+//
 // Tree lists a process and its descendants by reading /proc once; it is
 // cheap enough to run every probe tick.
 //

@@ -6,18 +6,58 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
+
+// Check reports whether Start could run spec's command, without starting
+// anything: a *RunError when the command is not found or cannot be
+// executed, another error for a bad Spec or a missing Dir. Start makes the
+// same checks; the exec itself can still fail with a *RunError for what
+// only the kernel sees (a #! interpreter that does not exist, a binary for
+// another machine).
+func Check(spec Spec) error {
+	_, err := check(spec)
+	return err
+}
+
+// check is Check, returning the path to exec and spec with its defaults.
+func check(spec Spec) (string, error) {
+	if _, err := spec.withDefaults(); err != nil {
+		return "", err
+	}
+	if spec.Dir != "" {
+		// Checked here because the fork would report a missing Dir as
+		// the command not existing.
+		if _, err := os.Stat(spec.Dir); err != nil {
+			return "", fmt.Errorf("starting %q: working directory: %w", spec.Argv[0], err)
+		}
+	}
+	return resolve(spec.Argv[0], spec.Env, spec.Dir)
+}
 
 // resolve returns the path to exec for argv0. Unlike exec.Command, which
 // searches gpuguard's own PATH, it searches the PATH of env, the
 // environment the child will run with: a profile or policy that sets PATH
 // must decide which binary runs. env == nil means gpuguard's environment.
-// A name with a slash is used as is (relative to the child's Dir).
-func resolve(argv0 string, env []string) (string, error) {
+// A name with a slash is used as is (relative to dir, the child's working
+// directory, "" for gpuguard's).
+//
+// As execvp does, the search skips entries that are not executable files
+// and reports the command as not found only when no entry had one;
+// otherwise it cannot be executed (the first such entry names why).
+func resolve(argv0 string, env []string, dir string) (string, error) {
 	if strings.Contains(argv0, "/") {
-		return argv0, nil
+		p := argv0
+		if dir != "" && !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		switch err := checkExecutable(p); {
+		case err == nil:
+			return argv0, nil
+		case absent(err):
+			return "", notFound(argv0, err.Error(), err)
+		default:
+			return "", cannotExecute(argv0, err.Error(), err)
+		}
 	}
 	path, ok := "", false
 	if env == nil {
@@ -26,24 +66,31 @@ func resolve(argv0 string, env []string) (string, error) {
 		path, ok = lookupEnv(env, "PATH")
 	}
 	if !ok {
-		return "", fmt.Errorf("command %q: %w: PATH is not set in the child's environment", argv0, exec.ErrNotFound)
+		return "", notFound(argv0, "command not found: PATH is not set in the child's environment", exec.ErrNotFound)
 	}
-	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			dir = "." // POSIX: an empty PATH entry is the current directory
+	var denied error // the first entry that exists but cannot be executed
+	for _, d := range filepath.SplitList(path) {
+		if d == "" {
+			d = "." // POSIX: an empty PATH entry is the current directory
 		}
-		p := filepath.Join(dir, argv0)
-		if !isExecutable(p) {
+		p := filepath.Join(d, argv0)
+		if err := checkExecutable(p); err != nil {
+			if !absent(err) && denied == nil {
+				denied = cannotExecute(argv0, fmt.Sprintf("%v (found through PATH=%s)", err, path), err)
+			}
 			continue
 		}
 		if !filepath.IsAbs(p) {
 			// Like exec.LookPath since Go 1.19: a binary found through a
 			// relative PATH entry is refused rather than run by surprise.
-			return "", fmt.Errorf("command %q: found as %q via a relative PATH entry: %w", argv0, p, exec.ErrDot)
+			return "", cannotExecute(argv0, fmt.Sprintf("found as %s through a relative PATH entry, which gpuguard does not run (give an absolute path)", p), exec.ErrDot)
 		}
 		return p, nil
 	}
-	return "", fmt.Errorf("command %q: %w in PATH %q", argv0, exec.ErrNotFound, path)
+	if denied != nil {
+		return "", denied
+	}
+	return "", notFound(argv0, "command not found in PATH="+path, exec.ErrNotFound)
 }
 
 // lookupEnv returns the value of key in env; the last entry wins, as in
@@ -55,14 +102,4 @@ func lookupEnv(env []string, key string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// isExecutable reports whether p is a regular file this process may
-// execute (effective ids, as execve checks).
-func isExecutable(p string) bool {
-	fi, err := os.Stat(p)
-	if err != nil || !fi.Mode().IsRegular() {
-		return false
-	}
-	return unix.Faccessat(unix.AT_FDCWD, p, unix.X_OK, unix.AT_EACCESS) == nil
 }

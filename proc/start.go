@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"syscall"
 	"time"
@@ -16,21 +17,11 @@ import (
 // could not be started: a command that is not found, not executable, a
 // missing Dir).
 func Start(spec Spec) (*Child, error) {
-	spec, err := spec.withDefaults()
+	path, err := check(spec)
 	if err != nil {
 		return nil, err
 	}
-	if spec.Dir != "" {
-		// Checked here because the fork would report a missing Dir as
-		// the command not existing.
-		if _, err := os.Stat(spec.Dir); err != nil {
-			return nil, fmt.Errorf("starting %q: working directory: %w", spec.Argv[0], err)
-		}
-	}
-	path, err := resolve(spec.Argv[0], spec.Env)
-	if err != nil {
-		return nil, err
-	}
+	spec, _ = spec.withDefaults() // checked above
 	newCmd := func(cg *cgroup) *exec.Cmd {
 		cmd := &exec.Cmd{
 			Path: path,
@@ -73,6 +64,13 @@ func Start(spec Spec) (*Child, error) {
 	go c.run(launch{newCmd: newCmd, pl: &pl, tail: t, drain: spec.DrainTimeout,
 		cg: cg, cgroups: spec.Cgroups, reaper: spec.Reaper}, started)
 	if err := <-started; err != nil {
+		file := path
+		if spec.Dir != "" && !filepath.IsAbs(file) {
+			file = filepath.Join(spec.Dir, file)
+		}
+		if err = execFailure(spec.Argv[0], file, err); errors.Is(err, ErrNotFound) || errors.Is(err, ErrCannotExecute) {
+			return nil, err // it names the command already
+		}
 		return nil, fmt.Errorf("starting %q: %w", spec.Argv[0], err)
 	}
 	return c, nil

@@ -252,24 +252,41 @@ func TestDir(t *testing.T) {
 func TestStartErrors(t *testing.T) {
 	t.Parallel()
 	bin := t.TempDir()
-	notExec := filepath.Join(bin, "notexec")
-	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+	write := func(name, text string, mode os.FileMode) string {
+		p := filepath.Join(bin, name)
+		if err := os.WriteFile(p, []byte(text), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	notExec := write("notexec", "#!/bin/sh\n", 0o644)
+	badInterp := write("badinterp", "#!/nonexistent/interpreter\n", 0o755)
+	noShebang := write("noshebang", "echo hi\n", 0o755)
+	if err := os.Mkdir(filepath.Join(bin, "adir"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name string
 		spec Spec
-		is   error
+		is   []error
 		text string
 	}{
 		{"no argv", Spec{}, nil, "no command"},
-		{"not in PATH", Spec{Argv: []string{"gpuguard-no-such-cmd"}, Env: []string{"PATH=/nonexistent:" + bin}}, exec.ErrNotFound, `"gpuguard-no-such-cmd"`},
-		{"in gpuguard's PATH only", Spec{Argv: []string{"sh"}, Env: []string{"PATH=" + bin}}, exec.ErrNotFound, bin},
-		{"PATH unset", Spec{Argv: []string{"sh"}, Env: []string{"HOME=/"}}, exec.ErrNotFound, "PATH is not set"},
-		{"not executable", Spec{Argv: []string{"notexec"}, Env: []string{"PATH=" + bin}}, exec.ErrNotFound, "notexec"},
-		{"relative PATH entry", Spec{Argv: []string{"gg-relative"}, Env: []string{"PATH=/nonexistent:testdata/bin"}}, exec.ErrDot, "testdata/bin/gg-relative"},
-		{"missing absolute", Spec{Argv: []string{"/nonexistent/gpuguard-cmd"}}, fs.ErrNotExist, "/nonexistent/gpuguard-cmd"},
-		{"missing dir", Spec{Argv: []string{"/bin/true"}, Dir: "/nonexistent"}, fs.ErrNotExist, "/nonexistent"},
+		{"not in PATH", Spec{Argv: []string{"gpuguard-no-such-cmd"}, Env: []string{"PATH=/nonexistent:" + bin}},
+			[]error{ErrNotFound, exec.ErrNotFound}, `cannot run "gpuguard-no-such-cmd": command not found in PATH=/nonexistent:` + bin},
+		{"in gpuguard's PATH only", Spec{Argv: []string{"sh"}, Env: []string{"PATH=" + bin}}, []error{ErrNotFound}, bin},
+		{"PATH unset", Spec{Argv: []string{"sh"}, Env: []string{"HOME=/"}}, []error{ErrNotFound}, "PATH is not set"},
+		{"not executable in PATH", Spec{Argv: []string{"notexec"}, Env: []string{"PATH=/nonexistent:" + bin}},
+			[]error{ErrCannotExecute}, notExec + " is not executable (mode -rw-r--r--)"},
+		{"directory in PATH", Spec{Argv: []string{"adir"}, Env: []string{"PATH=" + bin}}, []error{ErrCannotExecute}, "is a directory"},
+		{"relative PATH entry", Spec{Argv: []string{"gg-relative"}, Env: []string{"PATH=/nonexistent:testdata/bin"}},
+			[]error{ErrCannotExecute, exec.ErrDot}, "testdata/bin/gg-relative"},
+		{"missing absolute", Spec{Argv: []string{"/nonexistent/gpuguard-cmd"}}, []error{ErrNotFound, fs.ErrNotExist}, "/nonexistent/gpuguard-cmd"},
+		{"not executable by path", Spec{Argv: []string{notExec}}, []error{ErrCannotExecute}, "is not executable"},
+		{"directory by path", Spec{Argv: []string{bin}}, []error{ErrCannotExecute}, bin + " is a directory"},
+		{"bad interpreter", Spec{Argv: []string{badInterp}}, []error{ErrCannotExecute, syscall.ENOENT}, "interpreter"},
+		{"exec format error", Spec{Argv: []string{noShebang}}, []error{ErrCannotExecute, syscall.ENOEXEC}, "exec format error"},
+		{"missing dir", Spec{Argv: []string{"/bin/true"}, Dir: "/nonexistent"}, []error{fs.ErrNotExist}, "/nonexistent"},
 	} {
 		c, err := Start(tc.spec)
 		if err == nil {
@@ -278,12 +295,40 @@ func TestStartErrors(t *testing.T) {
 			t.Errorf("%s: started", tc.name)
 			continue
 		}
-		if tc.is != nil && !errors.Is(err, tc.is) {
-			t.Errorf("%s: %v is not %v", tc.name, err, tc.is)
+		for _, is := range tc.is {
+			if !errors.Is(err, is) {
+				t.Errorf("%s: %v is not %v", tc.name, err, is)
+			}
 		}
 		if !strings.Contains(err.Error(), tc.text) {
 			t.Errorf("%s: %q does not mention %q", tc.name, err, tc.text)
 		}
+		// Check sees what Start sees before the exec; only the kernel
+		// reads the file's first bytes.
+		cerr := Check(tc.spec)
+		if onlyExec := tc.name == "bad interpreter" || tc.name == "exec format error"; onlyExec {
+			if cerr != nil {
+				t.Errorf("%s: Check says %v, want nil (only the exec can tell)", tc.name, cerr)
+			}
+		} else if cerr == nil || cerr.Error() != err.Error() {
+			t.Errorf("%s: Check says %v, Start %v", tc.name, cerr, err)
+		}
+	}
+}
+
+// TestPATHSkipsNonExecutable: as execvp does, the search goes on past an
+// entry that cannot be executed.
+func TestPATHSkipsNonExecutable(t *testing.T) {
+	t.Parallel()
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "sh"), []byte("#!/bin/sh\necho wrong\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	spec := Spec{Argv: []string{"sh", "-c", "echo ok"}, Env: []string{"PATH=" + bin + ":/bin:/usr/bin"}, Stdout: &out}
+	wait(t, start(t, spec))
+	if out.String() != "ok\n" {
+		t.Errorf("got %q", out.String())
 	}
 }
 

@@ -14,4 +14,11 @@
 // instance look like it ran fine. A `start` while the previous child never
 // logged its exit means gpuguard itself died unrecorded (kill -9, power
 // loss); the unknown gap before that start is not counted either.
+//
+// The same accounting runs twice: in the journal's writer, as a Tally whose
+// totals records go to disk, and here, resumed from those records. A
+// journal is a sequence of runs (one per gpuguard process, told apart by
+// the records' run_start); a run ends at its last line, so the time between
+// a killed gpuguard and the next one is not counted. Journals from before
+// the records are one run replayed from its first line, as before.
 package report

@@ -2,6 +2,7 @@ package report
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"time"
 
@@ -71,6 +72,16 @@ func Summarize(events []api.Event, now time.Time, live bool) Summary {
 // events before it to know which profile was running when the window
 // opened, so `--since 1h` on a quiet instance still shows an hour in its
 // profile.
+//
+// The journal is a sequence of runs (one per gpuguard process; a run's
+// totals records share a run_start). Each run's figures are the difference
+// of its running account (Tally) at the window's end and at its start,
+// resumed from the newest totals record before each point. Where a run's
+// lines before since have rotated away and its oldest surviving line is a
+// record after since, the account at since is unknown: that run's part of
+// the window starts at the record instead, and Since says so. A run that
+// began after since needs no lines before its start: its account there is
+// zero.
 func SummarizeSince(events []api.Event, since, now time.Time, live bool) Summary {
 	s := Summary{
 		Since:             since,
@@ -87,147 +98,209 @@ func SummarizeSince(events []api.Event, since, now time.Time, live bool) Summary
 	if !live && len(events) > 0 {
 		until = events[len(events)-1].Time
 	}
-	if len(events) > 0 && events[0].Time.After(since) {
-		s.Since = events[0].Time
-	}
 	s.Until = until
 
+	win := emptyTotals(time.Time{})
 	var (
-		cur      run
-		below    float64
-		oomMsgs  messages
-		prevTime time.Time
+		begun bool
+		base  = -1 // the level of the first start in the journal
 	)
-	for i, ev := range events {
-		if i > 0 {
-			gap := ev.Event == api.EventStart && cur.running // its exit was never logged
-			if !gap {
-				below += s.account(cur, prevTime, ev.Time, until)
+	runs := splitRuns(events)
+	for i, evs := range runs {
+		runUntil := evs[len(evs)-1].Time
+		if i == len(runs)-1 {
+			runUntil = until
+		}
+		w, ok := windowOf(evs, since, runUntil)
+		if base < 0 && w.to.FirstProfile != "" {
+			base, s.FirstProfile = w.to.FirstLevel, w.to.FirstProfile
+		}
+		for p, l := range w.to.ProfileLevels {
+			if _, seen := s.levels[p]; !seen {
+				s.levels[p] = l
 			}
 		}
-		if !ev.Time.Before(since) {
-			s.count(ev, &cur, &oomMsgs)
+		if !ok {
+			continue
 		}
+		if !begun {
+			begun, s.Since = true, w.begin
+		}
+		addDiff(&win, w.to, w.from)
+	}
+	s.fill(win, base)
+	s.TopOOMMessages = oomMessages(events, since).top(5)
+	for _, ev := range slices.Backward(events) {
 		if ev.Name != "" {
 			s.Name = ev.Name
+			break
 		}
-		cur.apply(ev, &s)
-		prevTime = ev.Time
 	}
-	if len(events) > 0 {
-		below += s.account(cur, prevTime, until, until)
+	return s
+}
+
+// splitRuns cuts the journal where a totals record names a new run. Lines
+// from before totals records existed form one run with no record.
+func splitRuns(events []api.Event) [][]api.Event {
+	var (
+		runs  [][]api.Event
+		cur   []api.Event
+		start time.Time
+	)
+	for _, ev := range events {
+		if ev.Event == api.EventTotals && ev.Totals != nil && !ev.Totals.RunStart.Equal(start) {
+			if len(cur) > 0 {
+				runs = append(runs, cur)
+			}
+			cur, start = nil, ev.Totals.RunStart
+		}
+		cur = append(cur, ev)
+	}
+	if len(cur) > 0 {
+		runs = append(runs, cur)
+	}
+	return runs
+}
+
+// window is one run's account at the start (from) and end (to) of its part
+// of the window, which begins at begin.
+type window struct {
+	from, to api.Totals
+	begin    time.Time
+}
+
+// windowOf replays one run's lines. ok is false when the run ended before
+// since.
+func windowOf(evs []api.Event, since, until time.Time) (w window, ok bool) {
+	var (
+		tl   *Tally
+		have bool // from is known
+		rest = evs
+	)
+	if first := evs[0]; first.Event == api.EventTotals && first.Totals != nil {
+		tl, rest = resume(first), evs[1:]
+		if first.Time.After(since) {
+			have = true
+			if first.Totals.RunStart.Before(since) {
+				// The lines between since and this record are gone.
+				w.from, w.begin = *tl.snapshot(), first.Time
+			} else {
+				w.from, w.begin = emptyTotals(time.Time{}), first.Totals.RunStart
+			}
+		}
+	} else {
+		tl = NewTally(time.Time{})
+		if first.Time.After(since) {
+			have, w.from, w.begin = true, emptyTotals(time.Time{}), first.Time
+		}
+	}
+	mark := func() {
+		tl.advance(since)
+		have, w.from, w.begin = true, *tl.snapshot(), since
+	}
+	for _, ev := range rest {
+		if !have && !ev.Time.Before(since) {
+			mark()
+		}
+		if ev.Event == api.EventTotals && ev.Totals != nil {
+			tl = resume(ev) // the record counts what this replay may have missed
+			continue
+		}
+		tl.Add(ev)
+	}
+	if until.Before(since) {
+		w.to = *tl.snapshot()
+		return w, false
+	}
+	if !have {
+		mark()
+	}
+	tl.advance(until)
+	w.to = *tl.snapshot()
+	return w, true
+}
+
+// addDiff adds to - from into sum.
+func addDiff(sum *api.Totals, to, from api.Totals) {
+	for k, v := range to.SecondsInProfile {
+		if d := v - from.SecondsInProfile[k]; d > 0 {
+			sum.SecondsInProfile[k] += d
+		}
+	}
+	for _, m := range []struct{ sum, to, from map[string]int }{
+		{sum.Events, to.Events, from.Events},
+		{sum.Stepdowns, to.Stepdowns, from.Stepdowns},
+		{sum.Restarts, to.Restarts, from.Restarts},
+		{sum.Admissions, to.Admissions, from.Admissions},
+		{sum.Yields, to.Yields, from.Yields},
+	} {
+		for k, v := range m.to {
+			if d := v - m.from[k]; d > 0 {
+				m.sum[k] += d
+			}
+		}
+	}
+	sum.OOMFallbacks += max(0, to.OOMFallbacks-from.OOMFallbacks)
+}
+
+// fill sets the summary's figures from the window's account; base is the
+// level of the first start (-1: none).
+func (s *Summary) fill(win api.Totals, base int) {
+	var below float64
+	for p, secs := range win.SecondsInProfile {
+		if secs <= 0 {
+			continue
+		}
+		s.SecondsInProfile[p] = secs
+		s.SupervisedSeconds += secs
+		if l, ok := s.levels[p]; ok && base >= 0 && l > base {
+			below += secs
+		}
 	}
 	if s.SupervisedSeconds > 0 {
 		s.FallbackRate = below / s.SupervisedSeconds
 	}
-	s.TopOOMMessages = oomMsgs.top(5)
-	return s
+	for _, n := range win.Events {
+		s.Events += n
+	}
+	maps.Copy(s.StepdownsByReason, win.Stepdowns)
+	s.Stepdowns = sum(win.Stepdowns)
+	maps.Copy(s.Restarts, win.Restarts)
+	maps.Copy(s.Admissions, win.Admissions)
+	maps.Copy(s.YieldsTo, win.Yields)
+	s.Yields = win.Events[api.EventYield]
+	s.OOMFallbacks = win.OOMFallbacks
+	s.Stepups = win.Events[api.EventStepUp]
+	s.ObservedStepdowns = win.Events[api.EventObserve]
+	s.CriticalAtLast = win.Events[api.EventCritical]
+	s.OOMs = win.Events[api.EventOOM]
+	s.GiveUps = win.Events[api.EventGiveUp]
+	s.ProbeErrors = win.Events[api.EventProbeError]
 }
 
-// run is what the journal says was happening between two events.
-type run struct {
-	running    bool
-	profile    string
-	level      int
-	baseLevel  int
-	haveBase   bool
-	pendingOOM bool // an oom event whose restart has not come yet
-}
-
-// apply moves the state past ev.
-func (r *run) apply(ev api.Event, s *Summary) {
-	switch ev.Event {
-	case api.EventStart:
-		r.running, r.profile, r.level = true, ev.Profile, ev.Level
-		if !r.haveBase {
-			r.haveBase, r.baseLevel, s.FirstProfile = true, ev.Level, ev.Profile
+// oomMessages groups the OOM messages of the lines at or after since. A
+// restart after OOM carries the evidence only when no oom event came first.
+func oomMessages(events []api.Event, since time.Time) *messages {
+	var (
+		m       messages
+		pending bool
+	)
+	for _, ev := range events {
+		if ev.Time.Before(since) {
+			continue
 		}
-	case api.EventStepDown, api.EventStepUp, api.EventRestart:
-		// The event is logged in the old profile; To names the new one.
-		if ev.To != "" {
-			r.profile = ev.To
-		}
-		if ev.ToLevel != nil {
-			r.level = *ev.ToLevel
-		}
-	case api.EventExit:
-		r.running = false
-	}
-	if r.profile != "" {
-		if _, ok := s.levels[r.profile]; !ok {
-			s.levels[r.profile] = r.level
+		switch {
+		case ev.Event == api.EventOOM:
+			m.add(oomMessage(ev))
+			pending = true
+		case ev.Event == api.EventRestart && ev.Reason == api.ReasonOOM:
+			if !pending {
+				m.add(oomMessage(ev))
+			}
+			pending = false
 		}
 	}
-}
-
-// account adds the supervised time in [from, to), clipped to the window,
-// and returns the part of it spent below the baseline.
-func (s *Summary) account(r run, from, to, until time.Time) float64 {
-	if !r.running || r.profile == "" {
-		return 0
-	}
-	from = maxTime(from, s.Since)
-	to = minTime(to, until)
-	if !to.After(from) {
-		return 0
-	}
-	d := to.Sub(from).Seconds()
-	s.SecondsInProfile[r.profile] += d
-	s.SupervisedSeconds += d
-	if r.haveBase && r.level > r.baseLevel {
-		return d
-	}
-	return 0
-}
-
-// count tallies one event inside the window.
-func (s *Summary) count(ev api.Event, r *run, oom *messages) {
-	s.Events++
-	switch ev.Event {
-	case api.EventStepDown:
-		s.Stepdowns++
-		s.StepdownsByReason[cmp.Or(ev.Reason, "unknown")]++
-	case api.EventStepUp:
-		s.Stepups++
-	case api.EventObserve:
-		s.ObservedStepdowns++
-	case api.EventCritical:
-		s.CriticalAtLast++
-	case api.EventOOM:
-		s.OOMs++
-		oom.add(oomMessage(ev))
-		r.pendingOOM = true
-	case api.EventRestart:
-		s.Restarts[cmp.Or(ev.Reason, "unknown")]++
-		if ev.Reason != api.ReasonOOM {
-			break
-		}
-		if movedDown(ev) {
-			s.OOMFallbacks++
-		}
-		// The oom event before it already carried the evidence.
-		if !r.pendingOOM {
-			oom.add(oomMessage(ev))
-		}
-		r.pendingOOM = false
-	case api.EventGiveUp:
-		s.GiveUps++
-	case api.EventProbeError:
-		s.ProbeErrors++
-	case api.EventAdmission:
-		s.Admissions[cmp.Or(ev.Decision, "unknown")]++
-	case api.EventYield:
-		s.Yields++
-		s.YieldsTo[cmp.Or(ev.To, "unknown")]++
-	}
-}
-
-// movedDown says whether a restart landed in a lower profile than it left.
-func movedDown(ev api.Event) bool {
-	if ev.FromLevel != nil && ev.ToLevel != nil {
-		return *ev.ToLevel > *ev.FromLevel
-	}
-	return ev.From != "" && ev.To != "" && ev.From != ev.To
+	return &m
 }
 
 // profilesByLevel lists the profiles with time, best (lowest level) first.
@@ -240,18 +313,4 @@ func (s Summary) profilesByLevel() []string {
 		return cmp.Or(cmp.Compare(s.levels[a], s.levels[b]), cmp.Compare(a, b))
 	})
 	return names
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }

@@ -35,15 +35,17 @@ run() { # title, go test args...
 }
 
 run "end-to-end (real binary)" ./bench -run '^$' -benchtime 1x -timeout 20m \
-  -bench '^Benchmark(DetectionLatency|Idle|RestartLatency|RestartBreakdown|Socket|StatusMany)$' \
+  -bench '^Benchmark(DetectionLatency|RampDetection|JumpFromCalm|Idle|RestartLatency|RestartBreakdown|Socket|StatusMany)$' \
   ${GPUGUARD_BENCH_COMPARE:+-idle.compare "$GPUGUARD_BENCH_COMPARE"}
 run "shared GPU (real binary)" ./bench -run '^$' -benchtime 1x -timeout 20m -bench '^BenchmarkShared(Detection|Reserve)$'
 run "micro (bench)" ./bench -run '^$' -benchtime 1s -timeout 10m -bench '^Benchmark(StateFileWrite|TickParts)$'
 run "probe: 8 mocked H200s, 64 processes" ./nvml -run '^$' -bench '^BenchmarkProbeTick$' -benchmem
+run "probe: DRM, 8 GPUs, 64 processes on a fake tree" ./drm -run '^$' -bench '^BenchmarkDRMProbeTick$' -benchmem
 run "control socket (in process)" ./control -run '^$' -bench '^Benchmark(StatusRoundTrip|PublishToSubscriber)$'
 run "process tree" ./proc -run '^$' -bench '^BenchmarkTree$' -benchmem
 run "metrics scrape vs tick jitter" ./metrics -run '^$' -bench '^BenchmarkTickJitter$' -benchtime 50x
 run "journal, a million events" ./journal -run '^$' -bench '^BenchmarkMillionEvents$' -benchtime 1000000x
+run "journal, admissions summarised or one line each" ./journal -run '^$' -bench '^BenchmarkAdmissions$' -benchtime 200000x
 
 # metric BENCH UNIT: the value of UNIT on the first line of BENCH (the name
 # without the -GOMAXPROCS suffix).
@@ -76,12 +78,21 @@ row "  max" "$(metric $B max-ms)" ms 110
 row "  split: wait for tick+probe / notify (medians)" "$(metric $B decide-median-ms)" ms ""
 row "  notify (state file + signal): median" "$(metric $B notify-median-ms)" ms ""
 row "  of which signal delivery alone (median)" "$(metric $B signal-baseline-median-ms)" ms ""
+B=BenchmarkRampDetection
+row "1b ramp 0.1/s, high -> SIGUSR1, default policy: median" "$(metric $B median-ms)" ms 25
+row "  max" "$(metric $B max-ms)" ms ""
+B=BenchmarkJumpFromCalm
+row "1c jump from calm -> SIGUSR1: max" "$(metric $B max-ms)" ms 1010
+row "  median" "$(metric $B median-ms)" ms ""
 B=BenchmarkIdle
-row "2 idle CPU at 200ms (real binary)" "$(metric $B cpu-%)" "%" 0.2
-row "  per tick" "$(metric $B cpu-us/tick)" us ""
-row "  wakeups (thread timeslices) per tick" "$(metric $B wakeups/tick)" "" ""
+row "2 idle CPU, default policy (calm: 1s period)" "$(metric $B cpu-%)" "%" 0.2
+row "  per 200ms" "$(metric $B cpu-us/tick)" us ""
+row "  wakeups (thread timeslices) per 200ms" "$(metric $B wakeups/tick)" "" ""
 row "  bare Go 200ms ticker, same window" "$(metric $B floor-cpu-%)" "%" ""
-row "  gpuguard / bare ticker" "$(metric $B x-floor)" x ""
+row "  bare ticker wakeups per tick" "$(metric $B floor-wakeups/tick)" "" ""
+row "  gpuguard / bare ticker" "$(metric $B x-floor)" x 0.5
+row "  earlyoom (dry run), same window" "$(metric $B earlyoom-cpu-%)" "%" ""
+row "  gpuguard / earlyoom" "$(metric $B x-earlyoom)" x 3
 if [ -n "${GPUGUARD_BENCH_COMPARE:-}" ]; then
   row "  compared binary, same window" "$(metric $B compare-cpu-%)" "%" 0.2
   row "  compared binary, wakeups per tick" "$(metric $B compare-wakeups/tick)" "" ""
@@ -96,6 +107,8 @@ row "  of which exec + Go start of the child (median)" "$(metric $B exec-baselin
 row "  state file write in the restart path (median)" "$(metric BenchmarkRestartBreakdown state-median-us)" us ""
 row "4 probe tick, 8 H200 / 64 procs, cached" "$(metric BenchmarkProbeTick/cached ns/op)" us "" 0.001
 row "  refreshed process list" "$(metric BenchmarkProbeTick/refresh ns/op)" us "" 0.001
+row "4 DRM probe tick, 8 GPUs / 64 procs, cached" "$(metric BenchmarkDRMProbeTick/cached ns/op)" us 200 0.001
+row "  rescanning every process (once a second)" "$(metric BenchmarkDRMProbeTick/refresh ns/op)" us "" 0.001
 row "5 status round trip (control, in process): median" "$(metric BenchmarkStatusRoundTrip median-ns/op)" ms 1 0.000001
 row "  publish -> subscriber (in process): median" "$(metric BenchmarkPublishToSubscriber median-ns/op)" ms 2 0.000001
 row "  status round trip, real binary: median" "$(metric BenchmarkSocket status-median-us)" ms 1 0.001
@@ -104,8 +117,12 @@ row "  gpuguard step CLI -> subscriber: median" "$(metric BenchmarkSocket step-c
 row "6 gpuguard status --json, 32 instances: median" "$(metric BenchmarkStatusMany median-ms)" ms 100
 row "7 tick lateness, idle: p99" "$(metric BenchmarkTickJitter idle-p99-µs)" us ""
 row "  tick lateness, scraped 10/s: p99" "$(metric BenchmarkTickJitter scraped-p99-µs)" us ""
-row "  journal on disk after 1e6 events" "$(metric BenchmarkMillionEvents MiB-on-disk)" MiB 64
+row "  journal on disk after 1e6 events" "$(metric BenchmarkMillionEvents MiB-on-disk)" MiB 80
 row "  journal events dropped" "$(metric BenchmarkMillionEvents dropped)" "" ""
+row "  granted admission, summarised: per event" "$(metric BenchmarkAdmissions/summarised ns/op)" us "" 0.001
+row "  admission written as its own line: per event" "$(metric BenchmarkAdmissions/line-each ns/op)" us "" 0.001
+row "  journal bytes per summarised admission" "$(metric BenchmarkAdmissions/summarised disk-B/event)" B ""
+row "  journal bytes per admission on its own line" "$(metric BenchmarkAdmissions/line-each disk-B/event)" B ""
 B=BenchmarkSharedDetection
 row "8 shared GPU, crossing -> signal, 1 tenant: median" "$(metric $B/tenants-1 median-ms)" ms ""
 row "  8 tenants: median" "$(metric $B/tenants-8 median-ms)" ms ""

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The test command: vet, both builds, the Go tests under the race detector
-# (end-to-end tests build and run the real binary on the simulated GPU) and
-# the Python client's tests against the real binary.
+# (end-to-end tests build and run the real binary on the simulated GPU), the
+# Debian package (built, unpacked, checked and linted; skipped without
+# dpkg-dev), the Kubernetes manifests' offline validation
+# (deploy/kubernetes/validate, a Go module of its own so that gpuguard's
+# go.mod stays free of Kubernetes modules) and the Python client's tests
+# against the real binary.
 # Long soak and fuzz runs are separate: scripts/soak.sh, scripts/fuzz.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +20,13 @@ echo "== build (cgo and CGO_ENABLED=0)"
 go build ./...
 CGO_ENABLED=0 go build -o /dev/null .
 echo "== go test -race"
-go test -race -count=1 -timeout 15m ./...
+# scripts/deb runs next, on its own and verbose, so that lintian's verdict
+# shows in the log.
+go test -race -count=1 -timeout 15m $(go list ./... | grep -v '/scripts/deb$')
+echo "== Debian package: scripts/package.sh, its contents, lintian"
+go test -count=1 -timeout 10m -v ./scripts/deb
+echo "== kubernetes manifests (deploy/kubernetes/validate)"
+(cd deploy/kubernetes/validate && go vet ./... && go test -count=1 -timeout 10m ./...)
 if [ -d clients/python/tests ]; then
   echo "== python client"
   bin_dir=$(mktemp -d)

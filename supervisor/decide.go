@@ -5,19 +5,25 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/policy"
 )
 
 // onSample takes one probe result: it records it, then lets the state
 // decide (start a waiting child, or apply the watermark rules).
 func (l *loop) onSample(r sampleResult) {
-	l.sampling = false
 	hung := l.probeHung // already counted as a failure
 	l.probeHung = false
 	now := time.Now()
+	defer l.reschedule(r, now) // after the period this result sets
+	if n := l.ledger.Expire(now); len(n) > 0 {
+		l.deps.Logf("%d admission lease(s) expired", len(n))
+		l.leasesChanged()
+	}
 	if l.deps.Meter != nil && !hung {
 		l.deps.Meter.ObserveProbe(r.took, r.err)
 	}
 	if r.err != nil {
+		l.setPeriod(0)
 		l.probeFailed(now, now, r.err.Error(), !hung)
 		l.checkLost(now)
 		switch {
@@ -30,6 +36,7 @@ func (l *loop) onSample(r sampleResult) {
 		return
 	}
 	l.probeRecovered(now)
+	l.gpuAnswered(r.sample)
 	l.lastSample, l.haveSample = r.sample, true
 	if l.child != nil && r.forPID == l.child.PID() && r.tree != nil {
 		l.childTree = make(map[int]bool, len(r.tree))
@@ -42,6 +49,7 @@ func (l *loop) onSample(r sampleResult) {
 	} else {
 		l.ratio = deviceRatio(r.sample.Devices, l.pol)
 	}
+	l.forecast(now)
 	l.trackStart(now, r)
 	// Publish the sample before a start it may lead to, so that anyone who
 	// sees the new child also sees the GPUs it was started against. (The
@@ -68,12 +76,14 @@ func (l *loop) applyWatermark(now time.Time) {
 		return // the tenants of the GPU decide together
 	}
 	wm := l.pol.Watermark
-	v := l.rules.observe(now, l.ratio, wm, l.level, len(l.pol.Profiles))
+	v := l.rules.observe(now, l.ratio, l.predicted(now), wm, l.level, len(l.pol.Profiles))
 	if v == holdSteady {
 		return
 	}
 	why := fmt.Sprintf("watermark %.2f > %.2f", l.ratio, wm.High)
 	switch v {
+	case stepDownPredicted:
+		why = l.whyKind(api.KindPredicted)
 	case restartLower:
 		why = fmt.Sprintf("watermark %.2f >= critical %.2f %s after a step", l.ratio, wm.Critical, wm.Grace)
 	case stepUpOne:
@@ -99,6 +109,8 @@ func (l *loop) applyWatermark(now time.Time) {
 	switch v {
 	case stepDownLive:
 		l.changeProfile(l.level+1, api.ReasonWatermark, why, nil)
+	case stepDownPredicted:
+		l.changeProfile(l.level+1, api.ReasonPredicted, why, nil)
 	case restartLower:
 		l.emitStep(api.EventStepDown, l.level+1, api.ReasonCritical, why)
 		l.beginRestart(l.level+1, api.ReasonCritical, nil)
@@ -121,15 +133,52 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 		return
 	}
 	l.level = level
-	if err := l.writeState(why); err != nil {
+	st, err := l.writeState(why)
+	if err != nil {
 		l.deps.Logf("%v", err)
 	}
-	if sig := l.pol.Notify.Signal; sig != 0 && l.child != nil {
-		_ = l.child.Signal(sig)
-	}
+	l.notify(st)
+	l.publish(st)
 	l.deps.Logf("%s to profile %s (%s)", event, l.pol.Profiles[level].Name, why)
 	if reply != nil {
 		reply <- response{profile: l.pol.Profiles[level].Name}
+	}
+}
+
+// notifyDeathWindow is how long after gpuguard sent the notify signal a
+// child's death by that signal is taken to be the notification's doing
+// (the child changed its handler between the check and the signal). The
+// default action ends a process as soon as the signal is delivered, so
+// the death is immediate; the exit is seen after the child's output is
+// drained (at most a second later). The rest of the window is margin.
+const notifyDeathWindow = 5 * time.Second
+
+// notify sends [notify] signal to the child's main process after a live
+// change, but only when the process catches or ignores it: until a server
+// installs its handler (while it imports its framework, say) the default
+// action would end it. Otherwise, or when that cannot be told, the signal
+// is skipped and journaled; the child finds the change in the state file
+// when it starts listening.
+func (l *loop) notify(st api.ProfileState) {
+	sig := l.pol.Notify.Signal
+	if sig == 0 || l.child == nil {
+		return
+	}
+	if c, ok := l.child.(SignalChecker); ok {
+		if caught, err := c.Catches(sig); err != nil || !caught {
+			why := "it has no handler for it yet"
+			if err != nil {
+				why = fmt.Sprintf("whether it has a handler is unknown (%v)", err)
+			}
+			detail := fmt.Sprintf("%s not sent to the child (pid %d): %s; it finds profile %s in the state file (seq %d)",
+				policy.SignalName(sig), l.child.PID(), why, st.Profile, st.Seq)
+			l.emit(api.Event{Event: api.EventNotifySkipped, PID: l.child.PID(), Detail: detail})
+			l.deps.Logf("%s", detail)
+			return
+		}
+	}
+	if err := l.child.Signal(sig); err == nil {
+		l.notifiedAt = time.Now()
 	}
 }
 
@@ -208,7 +257,7 @@ func (l *loop) publishSnapshot() {
 	st := api.Status{
 		Name: l.cfg.Name, PID: l.s.snap.Load().status.PID, State: l.state,
 		Profile: l.pol.Profiles[l.level].Name, Level: l.level, Levels: len(l.pol.Profiles),
-		Priority: l.pol.Priority, Watermark: l.ratio, IntervalSeconds: l.pol.Watch.Interval.Seconds(),
+		Priority: l.pol.Priority, Watermark: l.ratio, IntervalSeconds: l.period.Seconds(), ETASeconds: l.etaSeconds(),
 		Restarts: l.restarts, Observe: l.cfg.Observe,
 		UptimeSeconds: now.Sub(l.s.started).Seconds(), Leases: l.ledger.Count(),
 		LastEvent: l.lastEvent, GPUs: []api.GPU{},

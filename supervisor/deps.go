@@ -45,6 +45,18 @@ type Child interface {
 	Exit() Exit
 }
 
+// SignalChecker is a Child that can tell whether its main process catches
+// (or ignores) a signal, so that sending it cannot end the process. The
+// supervisor asks before every notification: a server still importing its
+// framework has no handler yet, and the notify signal's default action
+// would kill it. An error means the answer is unknown (the process is
+// gone, /proc cannot be read): the supervisor then skips the signal too,
+// since the state file carries the change either way. A Child without this
+// method is always signalled.
+type SignalChecker interface {
+	Catches(sig syscall.Signal) (bool, error)
+}
+
 // Owner is a Child that can tell which processes are its own better than
 // their parentage can (its cgroup holds daemons that left the tree). The
 // supervisor asks it, when a Child has it, instead of Deps.Owned.
@@ -52,9 +64,18 @@ type Owner interface {
 	Owned(pids []int) []int
 }
 
-// Launcher starts children.
+// Launcher starts children. Its errors name the command: the supervisor
+// returns them from Run as they are.
 type Launcher interface {
 	Launch(spec LaunchSpec) (Child, error)
+}
+
+// CommandChecker is a Launcher that can tell, before anything is written
+// for a start (checkpoint generation, state file), that spec's command
+// cannot run at all: not found, not executable. The supervisor ends with
+// Check's error as it would with Launch's.
+type CommandChecker interface {
+	Check(spec LaunchSpec) error
 }
 
 // Observer receives every event the supervisor emits, in order, on the loop

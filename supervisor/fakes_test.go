@@ -77,6 +77,26 @@ type fakeChild struct {
 	done     chan struct{}
 	onSignal func(c *fakeChild, sig syscall.Signal)
 	once     sync.Once
+	// noHandler: the child does not catch or ignore the notify signal
+	// (yet); maskErr: whether it does cannot be read.
+	noHandler bool
+	maskErr   error
+}
+
+func (c *fakeChild) Catches(sig syscall.Signal) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.maskErr != nil {
+		return false, c.maskErr
+	}
+	return !c.noHandler, nil
+}
+
+// setHandler says whether the child catches the notify signal from now on.
+func (c *fakeChild) setHandler(installed bool) {
+	c.mu.Lock()
+	c.noHandler = !installed
+	c.mu.Unlock()
 }
 
 func (c *fakeChild) PID() int { return c.pid }
@@ -143,6 +163,16 @@ type fakeLauncher struct {
 	next     int
 	launched chan *fakeChild
 	fail     error
+	// noHandler: children start without a handler for the notify signal.
+	noHandler bool
+	// badCommand is what Check says of every command (nil: it can run).
+	badCommand error
+}
+
+func (l *fakeLauncher) Check(spec LaunchSpec) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.badCommand
 }
 
 func newFakeLauncher() *fakeLauncher {
@@ -156,7 +186,7 @@ func (l *fakeLauncher) Launch(spec LaunchSpec) (Child, error) {
 		return nil, l.fail
 	}
 	l.next++
-	c := &fakeChild{pid: l.next, spec: spec, done: make(chan struct{})}
+	c := &fakeChild{pid: l.next, spec: spec, done: make(chan struct{}), noHandler: l.noHandler}
 	l.launched <- c
 	return c, nil
 }
@@ -169,6 +199,19 @@ type recorder struct {
 	published []api.ProfileState
 	rotations int
 	notes     []string
+	ops       []string // "state", "signal", "publish" in the order they happened
+}
+
+func (r *recorder) op(name string) {
+	r.mu.Lock()
+	r.ops = append(r.ops, name)
+	r.mu.Unlock()
+}
+
+func (r *recorder) gotOps() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.ops...)
 }
 
 func (r *recorder) Observe(ev api.Event) {
@@ -180,12 +223,14 @@ func (r *recorder) Observe(ev api.Event) {
 func (r *recorder) Publish(st api.ProfileState) {
 	r.mu.Lock()
 	r.published = append(r.published, st)
+	r.ops = append(r.ops, "publish")
 	r.mu.Unlock()
 }
 
 func (r *recorder) writeState(path string, st api.ProfileState) error {
 	r.mu.Lock()
 	r.states = append(r.states, st)
+	r.ops = append(r.ops, "state")
 	r.mu.Unlock()
 	return nil
 }

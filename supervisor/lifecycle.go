@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/trend"
 )
 
 var (
@@ -20,18 +21,21 @@ var (
 // enterWaiting prepares the next start at level: it waits (on samples) for
 // the dead child's processes to free their GPU memory, then for a profile
 // that fits. An immediate sample is taken so a restart need not wait for
-// the next tick.
+// the next period.
 func (l *loop) enterWaiting(level int, release map[int]bool) {
 	l.state = api.StateWaiting
 	l.target = level
 	l.release = release
 	l.waitSince = time.Now()
 	l.waitNoted = false
-	l.startSample()
+	l.sampleNow()
 }
 
 // tryStart runs on every sample while waiting.
 func (l *loop) tryStart(r sampleResult) {
+	if l.holdForGPU(r) {
+		return
+	}
 	now := time.Now()
 	rw := l.pol.Restart
 	if r.err != nil {
@@ -124,8 +128,9 @@ func childEnv(base []string, vars map[string]string) []string {
 	return env
 }
 
-// writeState replaces the state file and publishes the profile event.
-func (l *loop) writeState(reason string) error {
+// writeState replaces the state file with the current profile under a
+// new seq and returns what it wrote.
+func (l *loop) writeState(reason string) (api.ProfileState, error) {
 	l.seq++
 	p := l.pol.Profiles[l.level]
 	st := api.ProfileState{Seq: l.seq, Level: l.level, Profile: p.Name, Env: p.Env, Reason: reason}
@@ -133,17 +138,36 @@ func (l *loop) writeState(reason string) error {
 		st.Env = map[string]string{}
 	}
 	if err := l.deps.WriteState(l.cfg.StatePath, st); err != nil {
-		return fmt.Errorf("writing the state file: %w", err)
+		return st, fmt.Errorf("writing the state file: %w", err)
 	}
+	return st, nil
+}
+
+// publish sends st to socket subscribers as a profile event.
+func (l *loop) publish(st api.ProfileState) {
 	if l.deps.Publisher != nil {
 		st.Type = "profile"
 		l.deps.Publisher.Publish(st)
 	}
-	return nil
 }
 
-// launch starts a child in profile level.
+// launch starts a child in profile level. A command that cannot run is
+// found out before anything is written (when the launcher can check).
 func (l *loop) launch(level int) {
+	vars := l.vars(level)
+	argv, err := policy.ExpandArgs(l.cfg.Command, vars)
+	if err != nil {
+		l.state = api.StateFatal
+		l.finish(78, fmt.Errorf("expanding the command: %w", err))
+		return
+	}
+	spec := LaunchSpec{Argv: argv, Env: childEnv(l.cfg.BaseEnv, vars), ScanStderr: l.pol.OOM.ScanStderr}
+	if c, ok := l.deps.Launcher.(CommandChecker); ok {
+		if err := c.Check(spec); err != nil {
+			l.cannotStart(err)
+			return
+		}
+	}
 	from := l.level
 	l.level = level
 	if l.starts > 0 {
@@ -156,22 +180,15 @@ func (l *loop) launch(level int) {
 	if l.lastExit != "none" {
 		reason = "restart after " + l.lastExit
 	}
-	if err := l.writeState(reason); err != nil {
+	if st, err := l.writeState(reason); err != nil {
 		l.deps.Logf("%v", err)
-	}
-	vars := l.vars(level)
-	argv, err := policy.ExpandArgs(l.cfg.Command, vars)
-	if err != nil {
-		l.state = api.StateFatal
-		l.finish(78, fmt.Errorf("expanding the command: %w", err))
-		return
+	} else {
+		l.publish(st)
 	}
 	l.s.toldOOM.Store(nil)
-	child, err := l.deps.Launcher.Launch(LaunchSpec{Argv: argv, Env: childEnv(l.cfg.BaseEnv, vars), ScanStderr: l.pol.OOM.ScanStderr})
+	child, err := l.deps.Launcher.Launch(spec)
 	if err != nil {
-		l.state = api.StateFatal
-		l.emit(api.Event{Event: api.EventGiveUp, Detail: err.Error()})
-		l.finish(1, fmt.Errorf("starting %s: %w", argv[0], err))
+		l.cannotStart(err)
 		return
 	}
 	l.starts++
@@ -180,6 +197,9 @@ func (l *loop) launch(level int) {
 	l.childTree = map[int]bool{child.PID(): true}
 	l.state = api.StateStarting
 	l.rules.reset()
+	l.sense.Reset()
+	l.fc = trend.Forecast{}
+	l.setTarget()
 	l.beganStarting(l.childStart)
 	ev := api.Event{Event: api.EventStart, PID: child.PID(), Restarts: l.restarts, Reason: l.lastExit}
 	if from != level {
@@ -198,8 +218,8 @@ func (l *loop) launch(level int) {
 		}
 		l.plan = nil
 	}
-	// The first sample of the new child is due now, not a tick away.
-	l.startSample()
+	// The first sample of the new child is due now, not a period away.
+	l.sampleNow()
 }
 
 // onExit handles the child's end: finish, or plan the next start.
@@ -207,8 +227,11 @@ func (l *loop) onExit() {
 	now := time.Now()
 	e := l.child.Exit()
 	ran := now.Sub(l.childStart)
+	notifiedAt := l.notifiedAt
+	l.notifiedAt = time.Time{}
 	release := l.childTree
 	l.child = nil
+	l.setTarget()
 	l.endStarting("the child exited")
 	l.stopWait.stop()
 	l.ledger.Clear()
@@ -237,12 +260,20 @@ func (l *loop) onExit() {
 		return
 	}
 	if plan := l.plan; plan != nil {
-		from := l.pol.Profiles[l.level].Name
-		l.restarts++
-		l.lastExit = string(exitRequested)
-		l.emit(api.Event{Event: api.EventRestart, Reason: api.ReasonWatermark, From: from,
-			To: l.pol.Profiles[plan.level].Name, Restarts: l.restarts, Status: ptr(e.Status())})
-		l.enterWaiting(plan.level, release)
+		l.restartRequested(plan.level, e, release, "")
+		return
+	}
+	if diedOfNotify(e, l.pol.Notify.Signal, notifiedAt, now, notifyDeathWindow) {
+		// gpuguard's own notification killed it: no crash, no backoff,
+		// not counted against max_restarts.
+		detail := fmt.Sprintf("killed by %s, the notify signal sent %s earlier for the live change to %s (its handler was not in place)",
+			policy.SignalName(e.Signal), now.Sub(notifiedAt).Round(time.Millisecond), l.pol.Profiles[l.level].Name)
+		l.deps.Logf("the child was %s; restarting it in profile %s", detail, l.pol.Profiles[l.level].Name)
+		l.restartRequested(l.level, e, release, detail)
+		return
+	}
+	if f, ok := l.faultCause(now); ok && e.Status() != 0 {
+		l.onGPUFaultExit(e, ran, f, release)
 		return
 	}
 	kind, evidence := classifyExit(e, l.pol.OOM, told)
@@ -289,6 +320,17 @@ func (l *loop) onExit() {
 	l.enterWaiting(next, release)
 }
 
+// restartRequested restarts a child that gpuguard ended itself (a restart
+// it asked for, or its notification): in level, with
+// GPUGUARD_LAST_EXIT=watermark, at once and outside the crash budget.
+func (l *loop) restartRequested(level int, e Exit, release map[int]bool, detail string) {
+	l.restarts++
+	l.lastExit = string(exitRequested)
+	l.emit(api.Event{Event: api.EventRestart, Reason: api.ReasonWatermark, From: l.pol.Profiles[l.level].Name,
+		To: l.pol.Profiles[level].Name, Restarts: l.restarts, Status: ptr(e.Status()), Detail: detail})
+	l.enterWaiting(level, release)
+}
+
 // onStopSignal forwards a stop signal to the child exactly once, then
 // waits stop_timeout before killing its group; a second signal kills now.
 func (l *loop) onStopSignal(sig syscall.Signal) {
@@ -324,6 +366,15 @@ func (l *loop) onStopSignal(sig syscall.Signal) {
 	l.stopWait.arm(l.pol.Restart.StopTimeout)
 }
 
+// cannotStart ends the run after a failed start. err comes from the
+// launcher, which names the command; it is returned, not logged (the
+// caller prints it once).
+func (l *loop) cannotStart(err error) {
+	l.state = api.StateFatal
+	l.emit(api.Event{Event: api.EventGiveUp, Detail: err.Error()})
+	l.finish(1, err)
+}
+
 func (l *loop) failPlan() {
 	if l.plan == nil {
 		return
@@ -334,14 +385,13 @@ func (l *loop) failPlan() {
 	l.plan = nil
 }
 
+// finish ends the run with code. err, if any, is what Run returns: the
+// caller prints it, so it is not logged here as well.
 func (l *loop) finish(code int, err error) {
 	l.finished, l.code, l.err = true, code, err
 	l.backoff.stop()
 	l.failPlan()
 	l.notifyStopping()
-	if err != nil {
-		l.deps.Logf("%v", err)
-	}
 }
 
 func ptr[T any](v T) *T { return &v }

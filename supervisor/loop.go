@@ -12,6 +12,7 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/trend"
 )
 
 // loop is the state of one Run. Only the Run goroutine touches it.
@@ -27,8 +28,11 @@ type loop struct {
 	target   int // the level the next start aims for
 	restarts int
 	starts   int    // children launched so far
-	lastExit string // none | oom | crash | watermark
+	lastExit string // none | oom | crash | watermark | gpu_fault
 	seq      int
+	// notifiedAt is when the current child was last sent the notify
+	// signal (zero: never), to tell its death by that signal.
+	notifiedAt time.Time
 
 	child      Child
 	childStart time.Time
@@ -49,15 +53,21 @@ type loop struct {
 	release   map[int]bool // dead child's processes whose memory must go
 	waitNoted bool
 
-	samples       chan sampleResult
-	sampleReqs    chan sampleRequest
-	sampling      bool
-	samplingSince time.Time
-	probeHung     bool // the call in flight ran past ProbeTimeout (and was counted)
-	haveSample    bool
-	lastSample    gpu.Sample
-	ratio         float64
-	statusText    string
+	// Sampling (sense.go): the next call is due at next, then every
+	// period; hung fires when a call has not returned by ProbeTimeout
+	// after it was due. soon: the next sample is wanted at once.
+	smp        *sampler
+	next       time.Time
+	period     time.Duration
+	soon       bool
+	hung       *time.Timer
+	sense      sensor
+	fc         trend.Forecast // after the newest good sample
+	probeHung  bool           // the call in flight ran past ProbeTimeout (and was counted)
+	haveSample bool
+	lastSample gpu.Sample
+	ratio      float64
+	statusText string
 
 	// A run of failed probe calls: no GPU reading since probeDownSince.
 	probeDownSince time.Time // zero: the last call succeeded
@@ -67,6 +77,8 @@ type loop struct {
 	unreported     int       // failed calls not journaled since then
 	streakReported bool      // this run of failures has a journal line
 	lostErr        error     // on_gpu_lost = "stop" is stopping the child
+
+	faults gpuFaults // Xid events and the GPUs they left faulted
 
 	backoff  timer
 	stopWait timer
@@ -91,15 +103,6 @@ type restartPlan struct {
 	level   int
 	reason  string // watermark | critical | manual | recovered
 	replies []chan response
-}
-
-// sampleResult is one probe tick, taken off the loop goroutine.
-type sampleResult struct {
-	sample gpu.Sample
-	err    error
-	took   time.Duration
-	tree   []int
-	forPID int
 }
 
 // timer is a restartable one-shot timer whose channel is nil when unarmed,
@@ -127,15 +130,24 @@ func newLoop(s *Supervisor) *loop {
 		s: s, cfg: s.cfg, deps: s.deps, pol: s.cfg.Policy,
 		state: api.StateStarting, level: s.cfg.StartLevel, target: s.cfg.StartLevel,
 		lastExit: "none", ledger: s.ledger, shared: newShared(),
-		samples: make(chan sampleResult, 1), sampleReqs: make(chan sampleRequest, 1),
+		smp: newSampler(s.deps.Probe, s.cfg.ProbeTimeout, s.cfg.Policy.Watch.Interval), hung: stoppedTimer(),
+		period: s.cfg.Policy.Watch.Interval, sense: new(trend.Tracker),
 	}
+}
+
+// stoppedTimer is a timer that has not been armed.
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
 }
 
 func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	l.ctx = ctx
-	go sampler(ctx, l.deps.Probe, l.cfg.ProbeTimeout, l.sampleReqs, l.samples, l.s.done)
-	ticker := time.NewTicker(l.pol.Watch.Interval)
-	defer ticker.Stop()
+	go l.smp.run(ctx, l.s.done)
+	defer l.smp.next.Stop()
+	defer l.hung.Stop()
+	l.armNow() // the first sample is due at once
 	var watchdog <-chan time.Time
 	if n := l.deps.Notifier; n != nil && n.WatchdogInterval() > 0 {
 		t := time.NewTicker(n.WatchdogInterval() / 2)
@@ -150,10 +162,12 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	ctxDone := ctx.Done()
 	for !l.finished {
 		select {
-		case <-ticker.C:
-			l.onTick()
-		case r := <-l.samples:
+		case r := <-l.smp.out:
 			l.onSample(r)
+		case now := <-l.hung.C:
+			l.onHung(now)
+		case f := <-l.deps.Faults:
+			l.onFault(f)
 		case <-l.childDone():
 			l.onExit()
 		case <-l.backoff.C:
@@ -194,103 +208,6 @@ func (l *loop) childDone() <-chan struct{} {
 		return nil
 	}
 	return l.child.Done()
-}
-
-func (l *loop) onTick() {
-	now := time.Now()
-	if l.sampling {
-		if waited := now.Sub(l.samplingSince); waited > l.cfg.ProbeTimeout {
-			// A hung call is a failed one, counted once; it stays in flight
-			// (a driver call cannot be interrupted) and no other starts,
-			// but the loop goes on without data.
-			first := !l.probeHung
-			l.probeHung = true
-			if first && l.deps.Meter != nil {
-				l.deps.Meter.ObserveProbe(waited, errProbeHung)
-			}
-			l.probeFailed(now, l.samplingSince, fmt.Sprintf("%v: a call has not returned within %s", errProbeHung, l.cfg.ProbeTimeout), first)
-			switch {
-			case l.finished:
-			case l.state == api.StateWaiting:
-				l.tryStart(sampleResult{err: errProbeHung})
-			case l.state == api.StateStarting && l.child != nil:
-				l.state = api.StateRunning // up, though unmeasured
-			}
-		}
-	} else {
-		l.startSample()
-	}
-	l.checkLost(now)
-	if n := l.ledger.Expire(now); len(n) > 0 {
-		l.deps.Logf("%d admission lease(s) expired", len(n))
-		l.leasesChanged()
-	}
-}
-
-// startSample runs one probe call on its own goroutine, so a hung driver
-// call never blocks the loop; at most one is in flight.
-func (l *loop) startSample() {
-	if l.sampling {
-		return
-	}
-	l.sampling = true
-	l.probeHung = false
-	l.samplingSince = time.Now()
-	req := sampleRequest{}
-	if l.child != nil {
-		pid := l.child.PID()
-		req.pid = pid
-		if o, ok := l.child.(Owner); ok {
-			req.owned = o.Owned
-		} else if owned := l.deps.Owned; owned != nil {
-			req.owned = func(pids []int) []int { return owned(pid, pids) }
-		}
-	}
-	l.sampleReqs <- req // never blocks: one call at a time
-}
-
-// sampleRequest asks the sampler for one probe call.
-type sampleRequest struct {
-	pid   int               // the child's main process, 0 for none
-	owned func([]int) []int // which GPU processes are the child's; nil: unknown
-}
-
-// sampler makes the probe calls, one at a time, on one goroutine for the
-// whole run: a hung driver call blocks it, never the loop (which notices
-// the hang on its ticks), and a tick costs no new goroutine.
-func sampler(ctx context.Context, probe gpu.Probe, timeout time.Duration, reqs <-chan sampleRequest, out chan<- sampleResult, done <-chan struct{}) {
-	for {
-		var req sampleRequest
-		select {
-		case req = <-reqs:
-		case <-done:
-			return
-		}
-		cctx, cancel := context.WithTimeout(ctx, timeout)
-		t0 := time.Now()
-		s, err := probe.Sample(cctx)
-		cancel()
-		r := sampleResult{sample: s, err: err, took: time.Since(t0), forPID: req.pid}
-		if req.pid > 0 {
-			// Only processes that hold GPU memory can matter, so only they
-			// are checked: no scan of every process on the host.
-			r.tree = []int{req.pid}
-			if req.owned != nil && len(s.Processes) > 0 {
-				pids := make([]int, 0, len(s.Processes))
-				for _, p := range s.Processes {
-					if p.PID != req.pid {
-						pids = append(pids, p.PID)
-					}
-				}
-				r.tree = append(r.tree, req.owned(pids)...)
-			}
-		}
-		select {
-		case out <- r:
-		case <-done:
-			return
-		}
-	}
 }
 
 // probeFailed records a failed probe call (counted) or one still hung

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"syscall"
 	"time"
 
 	"github.com/gpuguard/gpuguard/policy"
@@ -36,6 +37,18 @@ func classifyExit(e Exit, oom policy.OOM, toldOOM string) (exitKind, string) {
 		return exitClean, ""
 	}
 	return exitCrash, ""
+}
+
+// diedOfNotify reports whether exit e was the child's death by the notify
+// signal sig that gpuguard sent it at sentAt (zero: not sent to this
+// child): killed by exactly that signal, seen within window of sending
+// it. Another process killing the child with the same signal inside that
+// window cannot be told apart (the kernel does not say who sent the fatal
+// signal); it is taken for the notification too, which costs nothing but
+// the crash count. Outside the window, or when the signal was skipped,
+// such a death is a crash.
+func diedOfNotify(e Exit, sig syscall.Signal, sentAt, now time.Time, window time.Duration) bool {
+	return sig != 0 && !sentAt.IsZero() && e.Signal == sig && now.Sub(sentAt) <= window
 }
 
 // restartBudget tracks failures for backoff and the max_restarts window.

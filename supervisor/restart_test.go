@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"syscall"
 	"testing"
 	"time"
 
@@ -130,6 +131,36 @@ func TestClassifyExit(t *testing.T) {
 	for _, tt := range tests {
 		if got, _ := classifyExit(tt.exit, pol.OOM, tt.told); got != tt.want {
 			t.Errorf("%s: got %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestDiedOfNotify(t *testing.T) {
+	sent := time.Unix(1000, 0)
+	usr1 := Exit{Code: -1, Signal: syscall.SIGUSR1}
+	for _, tc := range []struct {
+		name   string
+		e      Exit
+		sig    syscall.Signal
+		sentAt time.Time
+		after  time.Duration
+		want   bool
+	}{
+		{"killed by it just after", usr1, syscall.SIGUSR1, sent, 3 * time.Millisecond, true},
+		{"at the window's end", usr1, syscall.SIGUSR1, sent, 5 * time.Second, true},
+		{"after the window", usr1, syscall.SIGUSR1, sent, 5*time.Second + 1, false},
+		{"never sent", usr1, syscall.SIGUSR1, time.Time{}, time.Millisecond, false},
+		{"another signal", Exit{Code: -1, Signal: syscall.SIGTERM}, syscall.SIGUSR1, sent, time.Millisecond, false},
+		{"exit 138 is not a signal", Exit{Code: 138}, syscall.SIGUSR1, sent, time.Millisecond, false},
+		{"no notify signal", usr1, 0, sent, time.Millisecond, false},
+		{"the policy's signal", Exit{Code: -1, Signal: syscall.SIGUSR2}, syscall.SIGUSR2, sent, time.Millisecond, true},
+	} {
+		now := sent.Add(tc.after)
+		if tc.sentAt.IsZero() {
+			now = sent
+		}
+		if got := diedOfNotify(tc.e, tc.sig, tc.sentAt, now, 5*time.Second); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

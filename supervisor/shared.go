@@ -90,7 +90,7 @@ func (l *loop) proposeShared(now time.Time) bool {
 	// the last profile (or the first, for a step up) another tenant may be
 	// able to step. Level 1 of 3 makes the rules judge the GPU only; the
 	// real ladder is checked by whoever is chosen.
-	v := l.rules.observe(now, l.ratio, l.pol.Watermark, 1, 3)
+	v := l.rules.observe(now, l.ratio, l.predicted(now), l.pol.Watermark, 1, 3)
 	kind := proposalKind(v)
 	if kind == "" || now.Before(l.shared.holdUntil) || now.Before(l.shared.quietUntil[tenants.IsDown(kind)]) {
 		return true
@@ -118,6 +118,8 @@ func proposalKind(v verdict) string {
 	switch v {
 	case stepDownLive:
 		return api.KindDown
+	case stepDownPredicted:
+		return api.KindPredicted
 	case restartLower:
 		return api.KindCritical
 	case stepUpOne:
@@ -336,6 +338,14 @@ func (l *loop) markSeen(gpu string, seq int64) {
 	}
 }
 
+// predicted says whether the trend asks for a predicted step. A server's
+// own start-up (weights, cache, CUDA graphs) is growth toward its budget,
+// not toward an OOM: no predicted step until it has run for grace, the time
+// a step is given to take effect.
+func (l *loop) predicted(now time.Time) bool {
+	return l.fc.Predicted && now.Sub(l.childStart) >= l.pol.Watermark.Grace
+}
+
 // whyKind is the detail of a step decided by our own rules alone.
 func (l *loop) whyKind(kind string) string {
 	wm := l.pol.Watermark
@@ -345,7 +355,7 @@ func (l *loop) whyKind(kind string) string {
 	case api.KindUp:
 		return fmt.Sprintf("watermark %.2f < %.2f for %s", l.ratio, wm.Low, wm.RecoverAfter)
 	case api.KindPredicted:
-		return fmt.Sprintf("watermark %.2f trends to critical %.2f within %s", l.ratio, wm.Critical, wm.Lead)
+		return fmt.Sprintf("watermark %.2f rising: critical %.2f in %.1fs (lead %s)", l.ratio, wm.Critical, l.fc.ETA.Seconds(), wm.Lead)
 	}
 	return fmt.Sprintf("watermark %.2f > %.2f", l.ratio, wm.High)
 }

@@ -27,9 +27,9 @@ const (
 
 type startState struct {
 	phase startPhase
-	// stale: a sample was in flight when the grant came; it predates the
-	// grant and must not choose the profile.
-	stale    bool
+	// granted is when the claim was granted: a sample due before it (in
+	// flight then) must not choose the profile.
+	granted  time.Time
 	launched time.Time
 	settle   settleTracker
 	// waitingFor is the tenant we last said we wait for ("" = none).
@@ -46,9 +46,8 @@ func (l *loop) startClaimed(r sampleResult) bool {
 		return true
 	case st.phase == startClaiming:
 		return false
-	case st.phase == startGranted && st.stale:
-		st.stale = false
-		l.startSample()
+	case st.phase == startGranted && r.due.Before(st.granted):
+		l.sampleNow()
 		return false
 	case st.phase != startIdle:
 		return true
@@ -99,9 +98,8 @@ func (l *loop) onStartClaim(o tenants.StartOutcome) {
 		return
 	}
 	st.waitingFor = ""
-	st.phase = startGranted
-	st.stale = l.sampling
-	l.startSample()
+	st.phase, st.granted = startGranted, time.Now()
+	l.sampleNow()
 }
 
 // beganStarting follows a launch: the start lasts until the child settles.
@@ -164,7 +162,7 @@ func (l *loop) endStarting(why string) {
 	if st.phase == startLaunched && why != "" {
 		l.deps.Logf("start complete: %s", why)
 	}
-	st.phase, st.stale = startIdle, false
+	st.phase = startIdle
 	l.setStarting(false)
 }
 

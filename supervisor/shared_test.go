@@ -19,12 +19,6 @@ import (
 	"github.com/gpuguard/gpuguard/tenants"
 )
 
-func livePolicy() *policy.Policy {
-	pol := testPolicy()
-	pol.Profiles[0].Live = true
-	return pol
-}
-
 // TestSharedProposalStepsSelf: the watermark verdict goes to the
 // coordinator; chosen, the instance confirms the claim, then steps, and
 // proposes nothing more during its grace.
@@ -429,7 +423,8 @@ func TestStartWaitsForTheOtherTenant(t *testing.T) {
 		fc := &fakeCoord{}
 		var sup atomic.Pointer[Supervisor]
 		var probe *fakeProbe
-		waits := 3
+		var llmStarting atomic.Bool
+		llmStarting.Store(true)
 		fc.claim = func(gpus []string) tenants.StartOutcome {
 			if !slices.Equal(gpus, []string{fakeGPU}) {
 				t.Errorf("claimed %v", gpus)
@@ -437,27 +432,29 @@ func TestStartWaitsForTheOtherTenant(t *testing.T) {
 			if s := sup.Load(); s != nil && !s.TenantInfo().Starting {
 				t.Error("claiming without saying it is starting")
 			}
-			if waits > 0 {
-				waits--
+			if llmStarting.Load() {
 				return tenants.StartOutcome{Holder: "llm", GPU: fakeGPU}
 			}
-			probe.setUsed(6 * gib) // llm's child settled at 6 GiB meanwhile
+			// Between the sample that asked and the grant, llm's child
+			// settled at 6 GiB: the profile must be chosen on a later one.
+			probe.setUsed(6 * gib)
 			return tenants.StartOutcome{Granted: true}
 		}
 		pol := testPolicy()
 		pol.Watch.Settle = 2 * time.Second
 		h := startHarness(t, pol, withCoord(fc, func(c *Config, d *Deps) { probe = d.Probe.(*fakeProbe) }))
 		sup.Store(h.sup)
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(time.Second)
 		synctest.Wait()
 		h.noLaunch()
+		if n := fc.claimed(); n < 2 {
+			t.Fatalf("%d claims in a second of waiting, want one a sample", n)
+		}
 		if info := h.sup.TenantInfo(); info.Starting {
 			t.Fatal("still starting after a refused claim: the other tenant would wait on us")
 		}
+		llmStarting.Store(false)
 		c := h.child()
-		if fc.claimed() != 4 {
-			t.Errorf("%d claims, want 4", fc.claimed())
-		}
 		if got := c.env("GPUGUARD_PROFILE"); got != "int8" {
 			t.Fatalf("started in %s; with 6 GiB used fp16's 10 GiB does not fit", got)
 		}

@@ -52,6 +52,9 @@ type Deps struct {
 	Notifier         Notifier
 	Publisher        Publisher
 	Meter            ProbeMeter
+	// Faults delivers GPU fault events (Xids) on the watched GPUs; nil
+	// when the backend reports none.
+	Faults <-chan gpu.Fault
 	// Coordinator agrees with the other tenants of the watched GPUs; nil
 	// decides alone.
 	Coordinator Coordinator
@@ -131,7 +134,9 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 // Run supervises until the child ends for good, gpuguard gives up, or a
 // stop signal (or ctx's end) has been handled. It returns gpuguard's exit
 // code: the child's status, or 75 with an error when no profile fits, or 1
-// with an error for gpuguard's own failures.
+// with an error for gpuguard's own failures and for a start that failed
+// (the launcher's error as is: the caller tells a command that cannot run
+// from it).
 func (s *Supervisor) Run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	defer s.once.Do(func() { close(s.done) })
 	l := newLoop(s)

@@ -15,6 +15,9 @@ const (
 	restartLower           // still >= critical `grace` after a step: restart one lower
 	stepUpOne              // below low for recover_after: one profile higher
 	criticalAtLast         // >= critical at the last profile: log and count
+	// stepDownPredicted: at or above low, the trend has projected
+	// critical within lead for sustain: one profile lower, before high.
+	stepDownPredicted
 )
 
 func (v verdict) String() string {
@@ -27,6 +30,8 @@ func (v verdict) String() string {
 		return "step up"
 	case criticalAtLast:
 		return "critical at the last profile"
+	case stepDownPredicted:
+		return "step down (predicted)"
 	}
 	return "hold"
 }
@@ -37,6 +42,9 @@ func (v verdict) String() string {
 type watermarkRules struct {
 	aboveHighSince time.Time // zero: not above high
 	belowLowSince  time.Time // zero: not below low
+	// predictedSince: at or above low with the trend projecting critical
+	// within lead (trend.Predicts) since then; zero: not so.
+	predictedSince time.Time
 	lastStep       time.Time // zero: no step yet
 	// criticalChecked: the critical check for the last step was done.
 	criticalChecked bool
@@ -44,11 +52,20 @@ type watermarkRules struct {
 	lastFloorAlarm time.Time
 }
 
-// observe feeds one sample and returns the verdict. level is the current
-// profile's index and levels the ladder's length. The caller reports every
-// step it performs (or, in observe mode, would have performed) through
-// stepped, which restarts the sustain timer and the grace period.
-func (w *watermarkRules) observe(now time.Time, ratio float64, wm policy.Watermark, level, levels int) verdict {
+// observe feeds one sample and returns the verdict. predicted says the
+// trend projects critical within lead (trend.Predicts: it is false when
+// lead is 0). level is the current profile's index and levels the
+// ladder's length. The caller reports every step it performs (or, in
+// observe mode, would have performed) through stepped, which restarts the
+// sustain timer and the grace period.
+func (w *watermarkRules) observe(now time.Time, ratio float64, predicted bool, wm policy.Watermark, level, levels int) verdict {
+	if predicted && ratio >= wm.Low {
+		if w.predictedSince.IsZero() {
+			w.predictedSince = now
+		}
+	} else {
+		w.predictedSince = time.Time{}
+	}
 	if ratio > wm.High {
 		if w.aboveHighSince.IsZero() {
 			w.aboveHighSince = now
@@ -86,6 +103,11 @@ func (w *watermarkRules) observe(now time.Time, ratio float64, wm policy.Waterma
 		}
 		return holdSteady
 	}
+	// A step before high: the same cadence, never at the last profile
+	// (nothing lower, and the critical alarm there needs the level).
+	if !w.predictedSince.IsZero() && now.Sub(w.predictedSince) >= wm.Sustain && !last {
+		return stepDownPredicted
+	}
 	if wm.RecoverAfter > 0 && level > 0 && !w.belowLowSince.IsZero() && now.Sub(w.belowLowSince) >= wm.RecoverAfter {
 		return stepUpOne
 	}
@@ -99,6 +121,7 @@ func (w *watermarkRules) stepped(now time.Time) {
 	w.criticalChecked = false
 	w.aboveHighSince = time.Time{}
 	w.belowLowSince = time.Time{}
+	w.predictedSince = time.Time{}
 }
 
 // gap records a missing sample: the ratio was not seen, so neither "above
@@ -108,6 +131,7 @@ func (w *watermarkRules) stepped(now time.Time) {
 func (w *watermarkRules) gap() {
 	w.aboveHighSince = time.Time{}
 	w.belowLowSince = time.Time{}
+	w.predictedSince = time.Time{}
 }
 
 // reset forgets everything, for a new child.
@@ -116,8 +140,8 @@ func (w *watermarkRules) reset() {
 }
 
 // stepPending reports whether a step-down is on its way: the ratio is above
-// high and only the sustain timer or the grace period holds it back.
-// Admission refuses GPU leases meanwhile.
+// high, or a predicted step is building up, and only the sustain timer or
+// the grace period holds it back. Admission refuses GPU leases meanwhile.
 func (w *watermarkRules) stepPending() bool {
-	return !w.aboveHighSince.IsZero()
+	return !w.aboveHighSince.IsZero() || !w.predictedSince.IsZero()
 }

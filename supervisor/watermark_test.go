@@ -135,7 +135,7 @@ func TestWatermarkRules(t *testing.T) {
 					w.gap()
 					continue
 				}
-				got := w.observe(at(o.at), o.ratio, tt.wm, o.level, tt.levels)
+				got := w.observe(at(o.at), o.ratio, false, tt.wm, o.level, tt.levels)
 				if got != o.want {
 					t.Fatalf("observation %d (t=%s ratio=%.2f level=%d): got %s, want %s", i, o.at, o.ratio, o.level, got, o.want)
 				}
@@ -151,11 +151,11 @@ func TestStepPending(t *testing.T) {
 	wm := policy.Watermark{High: 0.9, Critical: 0.97, Low: 0.7, Sustain: time.Second, Grace: time.Second}
 	var w watermarkRules
 	now := time.Unix(0, 0)
-	w.observe(now, 0.5, wm, 0, 3)
+	w.observe(now, 0.5, false, wm, 0, 3)
 	if w.stepPending() {
 		t.Fatal("below high: no step pending")
 	}
-	w.observe(now, 0.95, wm, 0, 3)
+	w.observe(now, 0.95, false, wm, 0, 3)
 	if !w.stepPending() {
 		t.Fatal("above high within sustain: a step is pending")
 	}

@@ -22,6 +22,19 @@
 //	                              2*INTERVAL; then exit 0. stale counts signals
 //	                              that were already pending before t0 (a second
 //	                              step on one crossing), which are discarded.
+//	benchchild ramp N FROM RATE HIGH TOTAL PAUSE FIRST
+//	                              write FROM and wait FIRST; then N times: after
+//	                              a random pause of PAUSE to 2*PAUSE at FROM
+//	                              (none before the first), raise its own sim usage from
+//	                              FROM (a ratio of TOTAL bytes) at RATE per
+//	                              second, rewriting it every millisecond, until
+//	                              the notify signal; print "ramp <start ns>
+//	                              <cross ns> <t1 ns> <stale>", where cross is
+//	                              when the ramp passed HIGH; write FROM again.
+//	benchchild jump N LOW HIGH CALM
+//	                              write LOW; N times: after CALM plus a random
+//	                              0-1 s, write HIGH, wait for the notify signal,
+//	                              print "jump <t0 ns> <t1 ns> <stale>", write LOW.
 package main
 
 import (
@@ -49,11 +62,7 @@ func main() {
 			time.Sleep(time.Hour)
 		}
 	case "tick":
-		d, err := time.ParseDuration(arg(2))
-		if err != nil {
-			fail(err.Error())
-		}
-		for range time.Tick(d) {
+		for range time.Tick(duration(arg(2))) {
 		}
 	case "sigwait":
 		sig := make(chan os.Signal, 1)
@@ -66,11 +75,11 @@ func main() {
 	case "restart":
 		restart(start, atoi(arg(2)))
 	case "detect":
-		interval, err := time.ParseDuration(arg(5))
-		if err != nil {
-			fail(err.Error())
-		}
-		detect(atoi(arg(2)), arg(3), arg(4), interval)
+		detect(atoi(arg(2)), arg(3), arg(4), duration(arg(5)))
+	case "ramp":
+		ramp(atoi(arg(2)), float(arg(3)), float(arg(4)), float(arg(5)), float(arg(6)), duration(arg(7)), duration(arg(8)))
+	case "jump":
+		jump(atoi(arg(2)), arg(3), arg(4), duration(arg(5)))
 	default:
 		fail("unknown mode " + os.Args[1])
 	}
@@ -86,13 +95,12 @@ func restart(start int64, n int) {
 	os.Exit(1)
 }
 
-func detect(n int, high, low string, interval time.Duration) {
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGUSR1)
+// simWriter writes the child's own sim usage (a temp file, then rename).
+func simWriter() func(v string) {
 	dir := filepath.Join(os.Getenv("GPUGUARD_SIM_DIR"), "0")
 	usage := filepath.Join(dir, strconv.Itoa(os.Getpid()))
 	tmp := filepath.Join(dir, "."+strconv.Itoa(os.Getpid())+".tmp")
-	write := func(v string) {
+	return func(v string) {
 		if err := os.WriteFile(tmp, []byte(v), 0o644); err != nil {
 			fail(err.Error())
 		}
@@ -100,6 +108,24 @@ func detect(n int, high, low string, interval time.Duration) {
 			fail(err.Error())
 		}
 	}
+}
+
+// drain discards notify signals already pending and counts them: a second
+// step on one crossing, whose signal belongs to no measurement.
+func drain(sig chan os.Signal) int {
+	for stale := 0; ; stale++ {
+		select {
+		case <-sig:
+		default:
+			return stale
+		}
+	}
+}
+
+func detect(n int, high, low string, interval time.Duration) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	write := simWriter()
 	write(low)
 	// Let gpuguard take its first samples (starting -> running).
 	time.Sleep(5 * interval)
@@ -107,15 +133,7 @@ func detect(n int, high, low string, interval time.Duration) {
 		// A random pause puts the crossing at a uniformly random point of
 		// the polling period, as a real allocation would be.
 		time.Sleep(interval + rand.N(interval))
-		stale := 0
-		for drained := false; !drained; {
-			select {
-			case <-sig:
-				stale++
-			default:
-				drained = true
-			}
-		}
+		stale := drain(sig)
 		t0 := time.Now()
 		write(high)
 		select {
@@ -129,11 +147,79 @@ func detect(n int, high, low string, interval time.Duration) {
 	}
 }
 
+func ramp(n int, from, rate, high, total float64, pause, first time.Duration) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	write := simWriter()
+	bytes := func(r float64) string { return strconv.FormatUint(uint64(min(r, 1)*total), 10) }
+	write(bytes(from))
+	toHigh := time.Duration((high - from) / rate * float64(time.Second))
+	time.Sleep(first)
+	for i := range n {
+		if i > 0 {
+			time.Sleep(pause + rand.N(pause))
+		}
+		stale := drain(sig)
+		start := time.Now()
+		var t1 time.Time
+		for t1.IsZero() {
+			el := time.Since(start)
+			if el > toHigh+20*time.Second {
+				fail("no notify signal within 20 s of crossing high")
+			}
+			write(bytes(from + rate*el.Seconds()))
+			select {
+			case <-sig:
+				t1 = time.Now()
+			case <-time.After(time.Millisecond):
+			}
+		}
+		fmt.Printf("ramp %d %d %d %d\n", start.UnixNano(), start.Add(toHigh).UnixNano(), t1.UnixNano(), stale)
+		write(bytes(from))
+	}
+}
+
+func jump(n int, low, high string, calm time.Duration) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	write := simWriter()
+	write(low)
+	for range n {
+		time.Sleep(calm + rand.N(time.Second))
+		stale := drain(sig)
+		t0 := time.Now()
+		write(high)
+		select {
+		case <-sig:
+		case <-time.After(10 * time.Second):
+			fail("no notify signal within 10 s of the jump")
+		}
+		fmt.Printf("jump %d %d %d\n", t0.UnixNano(), time.Now().UnixNano(), stale)
+		write(low)
+	}
+}
+
 func arg(i int) string {
 	if i >= len(os.Args) {
 		fail("missing argument " + strconv.Itoa(i))
 	}
 	return os.Args[i]
+}
+
+func duration(s string) time.Duration {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		fail(err.Error())
+	}
+	return d
+}
+
+func float(s string) float64 {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		fail(err.Error())
+	}
+	return f
 }
 
 func atoi(s string) int {

@@ -50,6 +50,26 @@ func Duration(seconds float64) string {
 	return fmt.Sprintf("%dd%02dh", s/86400, s%86400/3600)
 }
 
+// Period renders a polling period: 200ms, 1s, 20ms; "-" when unknown.
+func Period(seconds float64) string {
+	if seconds <= 0 || math.IsNaN(seconds) {
+		return "-"
+	}
+	return time.Duration(seconds * float64(time.Second)).Round(time.Millisecond).String()
+}
+
+// ETA renders the time until critical: 4.2s under ten seconds, then as
+// Duration; "-" when the watermark is not rising (nil).
+func ETA(seconds *float64) string {
+	switch {
+	case seconds == nil || math.IsNaN(*seconds):
+		return "-"
+	case *seconds < 10:
+		return fmt.Sprintf("%.1fs", max(*seconds, 0))
+	}
+	return Duration(*seconds)
+}
+
 // LastEvent renders a journal event as "stepdown int8 (watermark) 12s ago".
 func LastEvent(ev *api.Event, now time.Time) string {
 	if ev == nil {

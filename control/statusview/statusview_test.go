@@ -18,11 +18,14 @@ func demo() api.Status {
 	return api.Status{
 		Name: "llama", PID: 1200, ChildPID: 1201, State: api.StateRunning,
 		Profile: "int8", Level: 1, Levels: 3, Watermark: 0.75, Restarts: 2, UptimeSeconds: 3725,
+		IntervalSeconds: 0.05, ETASeconds: ptr(42.7),
 		GPUs: []api.GPU{{Index: 0, UUID: "GPU-a", Name: "NVIDIA H200", UsedBytes: 30 * gib, TotalBytes: 40 * gib,
 			Processes: []api.GPUProcess{{PID: 1201, UsedBytes: 28 * gib}, {PID: 999, UsedBytes: 2 * gib}}}},
 		LastEvent: &api.Event{Time: now.Add(-12 * time.Second), Event: "stepdown", Profile: "int8", Reason: "watermark"},
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func TestWriteTable(t *testing.T) {
 	unreachable := api.Status{Name: "qwen", PID: 77, State: api.StateUnreachable, Error: "no answer within 1s"}
@@ -39,8 +42,8 @@ func TestWriteTable(t *testing.T) {
 		{
 			name: "one instance and its GPU",
 			r:    Report{Instances: []api.Status{demo()}, GPUs: WithTenants(demo().GPUs, []api.Status{demo()})},
-			want: `NAME   PID   PRIO  PROFILE     GPU MEM        WATERMARK  RESTARTS  UPTIME  STATE    LAST EVENT
-llama  1200  0     int8 (1/3)  30.0/40.0 GiB  0.75       2         1h02m   running  stepdown int8 (watermark) 12s ago
+			want: `NAME   PID   PRIO  PROFILE     GPU MEM        WATERMARK  POLL  ETA  RESTARTS  UPTIME  STATE    LAST EVENT
+llama  1200  0     int8 (1/3)  30.0/40.0 GiB  0.75       50ms  42s  2         1h02m   running  stepdown int8 (watermark) 12s ago
 
 GPU  NAME         MEMORY              TENANTS  PROCESSES
 0    NVIDIA H200  30.0/40.0 GiB  75%  llama    1201 llama 28.0 GiB, 999 2.0 GiB
@@ -49,12 +52,12 @@ GPU  NAME         MEMORY              TENANTS  PROCESSES
 		{
 			name: "unreachable instance, observe mode, no GPUs",
 			r: Report{Instances: []api.Status{
-				{Name: "a", PID: 1, Priority: -5, State: api.StateBackoff, Profile: "fp16", Levels: 1, Observe: true, UptimeSeconds: 59},
+				{Name: "a", PID: 1, Priority: -5, State: api.StateBackoff, Profile: "fp16", Levels: 1, Observe: true, UptimeSeconds: 59, IntervalSeconds: 1},
 				unreachable,
 			}},
-			want: `NAME  PID  PRIO  PROFILE     GPU MEM  WATERMARK  RESTARTS  UPTIME  STATE              LAST EVENT
-a     1    -5    fp16 (0/1)  -        0.00       0         59s     backoff (observe)  -
-qwen  77   -     -           -        -          -         -       unreachable        no answer within 1s
+			want: `NAME  PID  PRIO  PROFILE     GPU MEM  WATERMARK  POLL  ETA  RESTARTS  UPTIME  STATE              LAST EVENT
+a     1    -5    fp16 (0/1)  -        0.00       1s    -    0         59s     backoff (observe)  -
+qwen  77   -     -           -        -          -     -    -         -       unreachable        no answer within 1s
 
 No GPUs.
 `,
@@ -64,8 +67,9 @@ No GPUs.
 			r:     Report{Instances: []api.Status{unreachable}},
 			color: true,
 			want: "\x1b[1mNAME\x1b[0m  \x1b[1mPID\x1b[0m  \x1b[1mPRIO\x1b[0m  \x1b[1mPROFILE\x1b[0m  \x1b[1mGPU MEM\x1b[0m  \x1b[1mWATERMARK\x1b[0m  " +
+				"\x1b[1mPOLL\x1b[0m  \x1b[1mETA\x1b[0m  " +
 				"\x1b[1mRESTARTS\x1b[0m  \x1b[1mUPTIME\x1b[0m  \x1b[1mSTATE\x1b[0m        \x1b[1mLAST EVENT\x1b[0m\n" +
-				"qwen  77   -     -        -        -          -         -       \x1b[31munreachable\x1b[0m  \x1b[2mno answer within 1s\x1b[0m\n" +
+				"qwen  77   -     -        -        -          -     -    -         -       \x1b[31munreachable\x1b[0m  \x1b[2mno answer within 1s\x1b[0m\n" +
 				"\nNo GPUs.\n",
 		},
 	}
@@ -89,6 +93,8 @@ func TestFormatting(t *testing.T) {
 		{UsedOfTotal(30*gib, 40*gib), "30.0/40.0 GiB"}, {UsedOfTotal(512<<20, 16*gib), "0.5/16.0 GiB"},
 		{UsedOfTotal(0, 0), "0.0/0.0 B"}, {bytesText(100), "100 B"}, {bytesText(1536 << 20), "1.5 GiB"},
 		{LastEvent(nil, now), "-"},
+		{Period(0.2), "200ms"}, {Period(1), "1s"}, {Period(0.02), "20ms"}, {Period(0), "-"},
+		{ETA(nil), "-"}, {ETA(ptr(4.25)), "4.2s"}, {ETA(ptr(-1.0)), "0.0s"}, {ETA(ptr(75.0)), "1m15s"},
 		{LastEvent(&api.Event{Event: "oom", Profile: "fp16", Detail: "CUDA out of memory", Time: now.Add(-90 * time.Second)}, now), "oom fp16 (CUDA out of memory) 1m30s ago"},
 		{LastEvent(&api.Event{Event: "start", Profile: "fp16", Time: now.Add(time.Second)}, now), "start fp16 0s ago"},
 	} {
@@ -168,5 +174,15 @@ func TestWriteJSON(t *testing.T) {
 	var r map[string]any
 	if err := json.Unmarshal(b.Bytes(), &r); err != nil || !strings.Contains(b.String(), "\n  \"gpus\": []") {
 		t.Errorf("indented: %s (%v)", b.String(), err)
+	}
+}
+
+func TestETAWithinAMinuteIsRed(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteTable(&b, Report{Instances: []api.Status{demo()}}, Options{Now: now, Color: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "\x1b[31m42s\x1b[0m") {
+		t.Errorf("an ETA of 42.7s is not red:\n%q", b.String())
 	}
 }

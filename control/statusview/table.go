@@ -39,7 +39,7 @@ func WriteTable(w io.Writer, r Report, o Options) error {
 	if len(r.Instances) == 0 {
 		b.WriteString("No running instances.\n")
 	} else {
-		t := table{header: []string{"NAME", "PID", "PRIO", "PROFILE", "GPU MEM", "WATERMARK", "RESTARTS", "UPTIME", "STATE", "LAST EVENT"}}
+		t := table{header: []string{"NAME", "PID", "PRIO", "PROFILE", "GPU MEM", "WATERMARK", "POLL", "ETA", "RESTARTS", "UPTIME", "STATE", "LAST EVENT"}}
 		for _, st := range r.Instances {
 			t.add(instanceRow(st, o.Now))
 		}
@@ -70,8 +70,8 @@ func plain(s string) cell { return cell{text: s} }
 
 func instanceRow(st api.Status, now time.Time) []cell {
 	if st.State == api.StateUnreachable {
-		return []cell{plain(st.Name), plain(pid(st.PID)), plain("-"), plain("-"), plain("-"), plain("-"), plain("-"), plain("-"),
-			{st.State, red}, {st.Error, dim}}
+		return []cell{plain(st.Name), plain(pid(st.PID)), plain("-"), plain("-"), plain("-"), plain("-"), plain("-"),
+			plain("-"), plain("-"), plain("-"), {st.State, red}, {st.Error, dim}}
 	}
 	var used, total uint64
 	for _, g := range st.GPUs {
@@ -81,6 +81,12 @@ func instanceRow(st api.Status, now time.Time) []cell {
 	mem := cell{text: "-"}
 	if total > 0 {
 		mem = cell{text: UsedOfTotal(used, total), color: ratioColor(float64(used) / float64(total))}
+	}
+	// The time until critical at the current trend, when rising: red
+	// within a minute.
+	eta := plain(ETA(st.ETASeconds))
+	if st.ETASeconds != nil && *st.ETASeconds < 60 {
+		eta.color = red
 	}
 	state := st.State
 	if st.Observe {
@@ -93,6 +99,8 @@ func instanceRow(st api.Status, now time.Time) []cell {
 		plain(fmt.Sprintf("%s (%d/%d)", st.Profile, st.Level, st.Levels)),
 		mem,
 		{strconv.FormatFloat(st.Watermark, 'f', 2, 64), ratioColor(st.Watermark)},
+		plain(Period(st.IntervalSeconds)),
+		eta,
 		plain(strconv.Itoa(st.Restarts)),
 		plain(Duration(st.UptimeSeconds)),
 		{state, stateColor(st.State)},

@@ -16,7 +16,6 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
 import gpuguard  # noqa: E402
-import torch  # noqa: E402
 
 MiB = 1 << 20
 got = threading.Event()
@@ -28,7 +27,11 @@ def on_usr1(signum, frame):
     got.set()
 
 
+# The handler goes in before torch is imported, as in any server.
 signal.signal(signal.SIGUSR1, on_usr1)
+
+import torch  # noqa: E402
+
 torch.empty(1, device="cuda")  # CUDA context first
 torch.cuda.synchronize()
 time.sleep(1)

@@ -14,6 +14,12 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
 import gpuguard  # noqa: E402
+
+# Follow live changes before importing torch: a change that comes while it
+# loads is delivered here, not lost (and the notify signal cannot kill us).
+changes = []
+gpuguard.on_change(changes.append)
+
 import torch  # noqa: E402
 
 MiB = 1 << 20
@@ -26,12 +32,6 @@ def main():
     steps = int(os.environ.get("STEPS", "40"))
     step_mb = int(os.environ.get("STEP_MB", "256"))
     cap = {"mb": int(os.environ.get("CACHE_CAP_MB", "100000"))}
-    changes = []
-
-    def on_change(p):
-        changes.append(p)
-
-    gpuguard.on_change(on_change)
     blocks = []
     for i in range(steps):
         while changes:

@@ -9,8 +9,9 @@ would assume.
 
     import gpuguard
 
+    gpuguard.on_change(lambda p: changes.append(p))   # live changes: first
+    import torch
     batch = int(gpuguard.profile().get("MAX_BATCH", "32"))
-    gpuguard.on_change(lambda p: changes.append(p))   # live changes
     with gpuguard.reserve("2GiB", "P1", tool="embed") as d:
         device = "cuda" if d.gpu else "cpu"
 

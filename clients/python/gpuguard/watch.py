@@ -14,10 +14,21 @@ event to socket subscribers. A Watcher uses two of them:
   callback runs on the thread.
 
 Both dedupe by the state's "seq", so each change is delivered once.
+
+A change can come before on_change is called: servers import their
+framework first, and gpuguard does not send the notify signal to a process
+that has no handler for it (its default action would end the process).
+So when a Watcher starts it compares the state file with the profile the
+process was started in (GPUGUARD_PROFILE and GPUGUARD_LEVEL, which never
+change for a process), and delivers the state file's profile if it differs:
+that is a change the process has not been told about. The environment is
+the baseline, not the state file at import or at the call, because only the
+environment is certain to predate every change.
 """
 
 import json
 import logging
+import os
 import select
 import signal as _signal
 import socket
@@ -49,12 +60,15 @@ class Watcher(object):
     """Delivers live profile changes to a callback; see on_change.
 
     current is the last profile delivered (or the one at start); stop()
-    ends the thread and detaches from the signal handler.
+    ends the thread and detaches from the signal handler. started is the
+    profile the process was started in (from the environment), or None
+    when unknown: then the state file when the Watcher starts is taken as
+    already known.
     """
 
     def __init__(self, callback: Callback, signum: Optional[int] = None,
                  socket_path: Optional[str] = None, state_path: Optional[str] = None,
-                 timeout: Optional[float] = None) -> None:
+                 timeout: Optional[float] = None, started: Optional[_env.Profile] = None) -> None:
         self._callback = callback
         self._signum = signum
         self._socket_path = socket_path
@@ -67,16 +81,21 @@ class Watcher(object):
         self._wake_r: Optional[socket.socket] = None
         self._wake_w: Optional[socket.socket] = None
         self._thread: Optional[threading.Thread] = None
-        start = _env.read_state(state_path) if state_path else None
-        self.current: Optional[_env.Profile] = start
-        self._seq: Optional[int] = start.seq if start is not None else None
+        self._started = started
+        self.current: Optional[_env.Profile] = started
+        self._seq: Optional[int] = None
         self.signal_installed = False
 
     # Lifecycle.
 
     def start(self) -> "Watcher":
+        """Install the handler, apply a change made before it was in, then
+        subscribe. The callback for a missed change runs here, on the
+        calling thread, before start returns."""
         if self._signum is not None:
             self.signal_installed = _attach_signal(self, self._signum)
+        # After the handler is in: a change from now on is signalled.
+        self._reread(first_look=True)
         if self._socket_path:
             self._wake_r, self._wake_w = socket.socketpair()
             self._thread = threading.Thread(target=self._run, name="gpuguard-subscribe", daemon=True)
@@ -126,10 +145,14 @@ class Watcher(object):
 
     # Delivery.
 
-    def _deliver(self, p: Optional[_env.Profile], baseline_only: bool = False) -> bool:
+    def _deliver(self, p: Optional[_env.Profile], first_look: bool = False) -> bool:
         """Call the callback for p unless its seq was already delivered.
-        The lock covers only the seq check, never the callback, so the
-        signal path cannot block behind a slow callback on the thread."""
+        first_look: p is read from the state file and nothing has been seen
+        yet; it is delivered only if it is a change the process missed (it
+        differs from the profile the process started in), else it becomes
+        the baseline. The lock covers only the seq check, never the
+        callback, so the signal path cannot block behind a slow callback on
+        the thread."""
         if p is None or self._stop.is_set():
             return False
         # The signal path runs on the main thread; were the main thread
@@ -140,8 +163,8 @@ class Watcher(object):
         try:
             if p.seq is not None and self._seq is not None and p.seq <= self._seq:
                 return False
-            if baseline_only and self._seq is None:
-                # Nothing to compare with: this is where we start.
+            if first_look and self._seq is None and not self._missed(p):
+                # Nothing new: this is where we start.
                 self._seq = p.seq
                 self.current = p
                 return False
@@ -156,10 +179,16 @@ class Watcher(object):
             log.exception("gpuguard: on_change callback failed")
         return True
 
-    def _reread(self, baseline_only: bool = False) -> bool:
+    def _missed(self, p: _env.Profile) -> bool:
+        """Whether state p is a change from the profile the process started
+        in (never, when that is unknown)."""
+        s = self._started
+        return s is not None and (p.name, p.level) != (s.name, s.level)
+
+    def _reread(self, first_look: bool = False) -> bool:
         if not self._state_path:
             return False
-        return self._deliver(_env.read_state(self._state_path), baseline_only)
+        return self._deliver(_env.read_state(self._state_path), first_look)
 
     def _on_signal(self) -> None:
         if self._stop.is_set() or self._subscribed.is_set():
@@ -211,7 +240,7 @@ class Watcher(object):
             # Changes made while not subscribed are in the state file; the
             # events after the subscription wait in the socket meanwhile.
             # Until this re-read is done the signal path still delivers.
-            self._reread(baseline_only=True)
+            self._reread(first_look=True)
             self._subscribed.set()
             while True:
                 try:
@@ -329,9 +358,31 @@ def _detach_signal(w: Watcher, signum: int) -> None:
             _dispatch[signum] = [x for x in ws if x is not w]
 
 
+def _started_profile() -> Optional[_env.Profile]:
+    """The profile this process was started in (GPUGUARD_PROFILE and
+    GPUGUARD_LEVEL), or None when the environment does not say."""
+    name = os.environ.get("GPUGUARD_PROFILE")
+    try:
+        level = int(os.environ.get("GPUGUARD_LEVEL", ""))
+    except ValueError:
+        return None
+    if not name or level < 0:
+        return None
+    return _env.Profile(name, level, max(_env._levels(None) or 1, level + 1))
+
+
 def on_change(callback: Callback, signum: Optional[int] = getattr(_signal, "SIGUSR1", None),
               timeout: Optional[float] = None) -> Watcher:
     """Call callback(profile) after each live profile change.
+
+    Make it the first thing your server does, before it imports its
+    framework (torch, vllm) or loads a model: memory fills fastest while a
+    server loads, and that is when the first change comes. A change made
+    before the call is not lost: gpuguard does not signal a process that
+    has no handler yet, and on_change delivers the state file's profile,
+    once, from this call, when it differs from the profile the process was
+    started in (GPUGUARD_PROFILE). The profile the process started in is
+    not delivered (read profile()).
 
     The callback normally runs on a daemon thread that subscribes to
     gpuguard's socket. When the socket is unavailable it runs instead from
@@ -341,14 +392,14 @@ def on_change(callback: Callback, signum: Optional[int] = getattr(_signal, "SIGU
     it was doing. Either way, keep the callback short: record the profile
     or set a flag, and act on it from your own loop.
 
-    Call it from the main thread so the handler can be installed: with no
-    handler the notify signal ends the process. Outside gpuguard it does
-    nothing and returns an inert Watcher. Each change is delivered once;
-    the profile at the time of the call is not delivered (read profile()).
+    Call it from the main thread so the handler can be installed (without
+    one, gpuguard leaves the change to the state file and the socket).
+    Outside gpuguard it does nothing and returns an inert Watcher. Each
+    change is delivered once, per Watcher.
     """
     if not callable(callback):
         raise TypeError("on_change: callback must be callable")
     if not _env.supervised():
         return Watcher(callback)
     return Watcher(callback, signum=signum, socket_path=_env.socket_path(),
-                   state_path=_env.state_path(), timeout=timeout).start()
+                   state_path=_env.state_path(), timeout=timeout, started=_started_profile()).start()

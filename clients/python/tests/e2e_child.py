@@ -8,6 +8,11 @@ checkpoint, then exit 0 so gpuguard ends with 0.
 
 Results go to $E2E_OUT/<phase>.json, written atomically. With E2E_MODE=signal
 the client has no socket and follows changes through SIGUSR1 alone.
+
+E2E_MODE=late is a server that calls on_change late, as one that imports
+its framework first: it writes "waiting", calls on_change only once the
+test has made a change and created $E2E_OUT/go, writes "ready" with what
+on_change delivered, waits for one more change and writes "first".
 """
 
 import json
@@ -95,6 +100,21 @@ def first_start():
     return 1
 
 
+def late_on_change():
+    write("waiting", {"pid": os.getpid(), "restarts": gpuguard.restarts()})
+    wait(lambda: os.path.exists(os.path.join(OUT, "go")), 60)
+    changes = []
+    w = gpuguard.on_change(lambda p: changes.append(p.as_dict()))
+    res = {"at_call": list(changes), "signal_installed": w.signal_installed,
+           "subscribed": w.wait_subscribed(5)}
+    write("ready", res)
+    res["changed"] = wait(lambda: len(changes) >= 2, 15)
+    res["changes"] = changes
+    res["restarts"] = gpuguard.restarts()
+    write("first", res)
+    return 0
+
+
 def after_restart():
     res = {
         "profile": gpuguard.profile().as_dict(),
@@ -109,4 +129,6 @@ def after_restart():
 
 
 if __name__ == "__main__":
+    if MODE == "late":
+        sys.exit(late_on_change())
     sys.exit(first_start() if gpuguard.restarts() == 0 else after_restart())

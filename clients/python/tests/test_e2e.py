@@ -183,6 +183,34 @@ class EndToEndTest(unittest.TestCase):
         self.assertEqual([(c["name"], c["main_thread"]) for c in first["changes"]], [("int8", True)])
         self.assertEqual(self.wait_exit(), 0, self.output())
 
+    def test_change_before_on_change(self):
+        # The server has no handler yet when the step comes: gpuguard
+        # does not signal it (which would kill it), and on_change delivers
+        # the missed change once, then the next one once.
+        self.start("late")
+        waiting = self.result("waiting")
+        step = self.gpuguard("step", self.NAME, "down")
+        self.assertEqual(step.returncode, 0, step.stdout)
+        with open(os.path.join(self.out, "go"), "w"):
+            pass
+        ready = self.result("ready")
+        self.assertTrue(ready["signal_installed"])
+        self.assertTrue(ready["subscribed"], self.output())
+        self.assertEqual([(c["name"], c["level"], c["seq"]) for c in ready["at_call"]], [("int8", 1, 2)], self.output())
+        step = self.gpuguard("step", self.NAME, "down")
+        self.assertEqual(step.returncode, 0, step.stdout)
+        first = self.result("first")
+        self.assertTrue(first["changed"], self.output())
+        self.assertEqual([(c["name"], c["seq"]) for c in first["changes"]], [("int8", 2), ("int4", 3)], self.output())
+        self.assertEqual(first["restarts"], 0)
+        self.assertEqual(self.wait_exit(), 0, self.output())
+        with open(os.path.join(self.state_dir, "events.jsonl")) as f:
+            events = [json.loads(line)["event"] for line in f]
+        self.assertEqual(events.count("start"), 1, events)
+        self.assertEqual(events.count("notify_skipped"), 1, events)
+        self.assertIn("SIGUSR1 not sent", self.output())
+        self.assertEqual(waiting["restarts"], 0)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -86,6 +86,67 @@ class WatchTest(TmpTestCase):
             wait_until(lambda: rec.seqs() == [2, 3], what=lambda: "two changes, got %r" % (rec.seqs(),))
             self.assertEqual(rec.seqs(), [2, 3])
 
+    def started_env(self, sock=None, profile="fp16", level="0"):
+        values = dict(GPUGUARD_NAME="srv", GPUGUARD_STATE=self.state, GPUGUARD_LEVELS="3",
+                      GPUGUARD_PROFILE=profile, GPUGUARD_LEVEL=level)
+        if sock:
+            values["GPUGUARD_SOCKET"] = sock
+        return clean_env(**values)
+
+    def test_change_before_on_change_delivered_once(self):
+        # The process started in fp16; a step to int8 came before on_change
+        # (gpuguard skipped the signal: no handler yet). on_change delivers
+        # it before it returns, once: neither the late signal, the
+        # subscription's re-read nor a replayed event deliver it again.
+        for sock in (False, True):
+            with self.subTest(socket=sock):
+                write_state(self.state, 1, 0, "fp16", {"MAX_BATCH": "32"}, "start")
+                srv = self.fake_server("s%d.sock" % sock) if sock else None
+                write_state(self.state, 2, 1, "int8", {"MAX_BATCH": "16"}, "manual step down")
+                rec = Recorder()
+                with self.started_env(srv.path if srv else None):
+                    w = self.watch(rec)
+                    self.assertEqual(rec.seqs(), [2])
+                    self.assertIs(rec.threads[0], threading.main_thread())
+                    self.assertEqual((w.current.name, rec.profiles[0].get("MAX_BATCH")), ("int8", "16"))
+                    if srv:
+                        self.assertTrue(w.wait_subscribed(5))
+                        srv.publish(2, 1, "int8")
+                    os.kill(os.getpid(), SIG)
+                    write_state(self.state, 3, 2, "int4")
+                    os.kill(os.getpid(), SIG)
+                    if srv:
+                        srv.publish(3, 2, "int4")
+                    wait_until(lambda: rec.seqs() == [2, 3], what=lambda: "changes 2, 3; got %r" % (rec.seqs(),))
+                    w.stop()
+                    self.assertEqual(rec.seqs(), [2, 3])
+
+    def test_no_missed_change(self):
+        # The state file still holds the profile the process started in
+        # (seq 1), or it went down and back up (seq 3): nothing to deliver.
+        for seq in (1, 3):
+            with self.subTest(seq=seq):
+                write_state(self.state, seq, 0, "fp16")
+                rec = Recorder()
+                with self.started_env():
+                    w = self.watch(rec)
+                    self.assertEqual(rec.seqs(), [])
+                    self.assertEqual((w.current.name, w.current.seq), ("fp16", seq))
+                    write_state(self.state, seq + 1, 1, "int8")
+                    os.kill(os.getpid(), SIG)
+                    wait_until(lambda: rec.seqs() == [seq + 1], what="the next change")
+                    w.stop()
+
+    def test_restarted_in_a_lower_profile(self):
+        # A process restarted in int8 (GPUGUARD_PROFILE=int8) finds int8 in
+        # the state file: that is where it started, not a change.
+        write_state(self.state, 4, 1, "int8")
+        rec = Recorder()
+        with self.started_env(profile="int8", level="1"):
+            w = self.watch(rec)
+            self.assertEqual(rec.seqs(), [])
+            self.assertEqual(w.current.name, "int8")
+
     def test_reconnect_and_signal_fallback(self):
         srv = self.fake_server()
         rec = Recorder()

@@ -1,0 +1,30 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/gpuguard/gpuguard/proc"
+)
+
+func TestCommandExit(t *testing.T) {
+	missing := proc.Check(proc.Spec{Argv: []string{"gpuguard-no-such-cmd"}, Env: []string{"PATH=/nonexistent"}})
+	dir := proc.Check(proc.Spec{Argv: []string{"/"}})
+	for _, tc := range []struct {
+		name string
+		err  error
+		code int
+		want int
+	}{
+		{"not found", missing, 1, ExitNotFound},
+		{"cannot execute", dir, 1, ExitCannotExecute},
+		{"wrapped", fmt.Errorf("starting: %w", missing), 1, ExitNotFound},
+		{"own failure", errors.New("fork: resource temporarily unavailable"), 1, ExitFailure},
+		{"no fit", errors.New("no profile fits"), ExitNoFit, ExitNoFit},
+	} {
+		if got := commandExit(tc.err, tc.code); got != tc.want {
+			t.Errorf("%s (%v): %d, want %d", tc.name, tc.err, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,139 @@
+package supervisor
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/policy"
+)
+
+// faultWindow is how long after a critical Xid a child's exit is still
+// blamed on the GPU, even once the GPU answers again: a process can take
+// a while to die of a fault (a CUDA call fails, the server logs, cleans
+// up and exits).
+const faultWindow = 10 * time.Second
+
+// exitGPUFault is the kind of a child exit caused by a GPU fault.
+const exitGPUFault exitKind = api.ReasonGPUFault
+
+// gpuFaults is what the loop knows about GPU faults (Xid events).
+type gpuFaults struct {
+	// faulted holds, per UUID, the critical fault not yet followed by a
+	// successful sample of that GPU.
+	faulted map[string]gpu.Fault
+	// last is the newest critical fault, for faultWindow.
+	last *gpu.Fault
+	// awaiting: a gpu_fault restart waits for the GPU to answer again.
+	awaiting bool
+	noted    bool // the wait was logged
+}
+
+// onFault journals and counts one fault event; a critical one marks its
+// GPU faulted. Nothing is done to the child: a fault that kills it shows
+// as its exit, and an application Xid leaves it alone.
+func (l *loop) onFault(f gpu.Fault) {
+	if f.Time.IsZero() {
+		f.Time = time.Now()
+	}
+	meaning := gpu.XidMeaning(f.Xid)
+	l.emit(api.Event{Event: api.EventGPUFault, GPU: f.UUID, GPUIndex: ptr(f.Index), Xid: int(f.Xid), Detail: meaning})
+	l.deps.Logf("GPU %d (%s): %s", f.Index, f.UUID, meaning)
+	if gpu.ClassifyXid(f.Xid) != gpu.XidCritical {
+		return
+	}
+	if l.faults.faulted == nil {
+		l.faults.faulted = map[string]gpu.Fault{}
+	}
+	l.faults.faulted[f.UUID] = f
+	l.faults.last = &f
+}
+
+// gpuAnswered clears the faulted mark of every GPU that s read after its
+// fault: the GPU answers again.
+func (l *loop) gpuAnswered(s gpu.Sample) {
+	for _, d := range s.Devices {
+		if f, ok := l.faults.faulted[d.UUID]; ok && s.Time.After(f.Time) {
+			delete(l.faults.faulted, d.UUID)
+			l.deps.Logf("GPU %d (%s) answers again after Xid %d", d.Index, d.UUID, f.Xid)
+		}
+	}
+}
+
+// faultCause reports the fault a child exit at now is blamed on: a
+// watched GPU still faulted, or a critical fault within faultWindow.
+func (l *loop) faultCause(now time.Time) (gpu.Fault, bool) {
+	var cause *gpu.Fault
+	for _, f := range l.faults.faulted {
+		if cause == nil || f.Time.After(cause.Time) {
+			cause = &f
+		}
+	}
+	if cause == nil && l.faults.last != nil && now.Sub(l.faults.last.Time) <= faultWindow {
+		cause = l.faults.last
+	}
+	if cause == nil {
+		return gpu.Fault{}, false
+	}
+	return *cause, true
+}
+
+// onGPUFaultExit handles a child exit caused by a GPU fault: never an OOM
+// or a crash. (An exit with status 0 is the child's own clean end, fault or
+// not, and ends gpuguard with 0.) on_gpu_fault = "stop" ends gpuguard with exit 1 (restarting
+// onto a broken GPU would loop); "restart" restarts in the same profile,
+// with backoff, once the GPU answers again.
+func (l *loop) onGPUFaultExit(e Exit, ran time.Duration, f gpu.Fault, release map[int]bool) {
+	now := time.Now()
+	detail := fmt.Sprintf("the child exited with status %d after a GPU fault on GPU %d (%s): %s",
+		e.Status(), f.Index, f.UUID, gpu.XidMeaning(f.Xid))
+	if l.pol.Restart.OnGPUFault != policy.OnGPUFaultRestart {
+		l.gpuFaultGiveUp(e, detail+"; on_gpu_fault = \"stop\"")
+		return
+	}
+	delay, giveUp := l.budget.failure(now, ran, l.pol.Restart)
+	if giveUp {
+		l.gpuFaultGiveUp(e, fmt.Sprintf("%s; %d restarts within %s (max_restarts)", detail, l.pol.Restart.MaxRestarts, l.pol.Restart.Window))
+		return
+	}
+	l.restarts++
+	l.lastExit = string(exitGPUFault)
+	name := l.pol.Profiles[l.level].Name
+	l.emit(api.Event{Event: api.EventRestart, Reason: api.ReasonGPUFault, From: name, To: name,
+		FromLevel: ptr(l.level), ToLevel: ptr(l.level), Restarts: l.restarts, Status: ptr(e.Status()), Detail: detail})
+	l.deps.Logf("%s: restarting in profile %s once the GPU answers again", detail, name)
+	l.faults.awaiting, l.faults.noted = true, false
+	l.target = l.level
+	l.release = release
+	if delay > 0 {
+		l.state = api.StateBackoff
+		l.backoff.arm(delay)
+		return
+	}
+	l.enterWaiting(l.level, release)
+}
+
+func (l *loop) gpuFaultGiveUp(e Exit, detail string) {
+	l.state = api.StateFatal
+	l.emit(api.Event{Event: api.EventGiveUp, Reason: api.ReasonGPUFault, Status: ptr(e.Status()), Detail: detail})
+	l.finish(1, fmt.Errorf("giving up: %s", detail))
+}
+
+// holdForGPU keeps a gpu_fault restart waiting while the sample failed or
+// a watched GPU is still faulted: without a GPU that answers there is
+// nothing to start on.
+func (l *loop) holdForGPU(r sampleResult) bool {
+	if !l.faults.awaiting {
+		return false
+	}
+	if r.err == nil && len(l.faults.faulted) == 0 {
+		l.faults.awaiting = false
+		return false
+	}
+	if !l.faults.noted {
+		l.faults.noted = true
+		l.deps.Logf("waiting for the faulted GPU to answer again before restarting")
+	}
+	return true
+}

@@ -1,0 +1,109 @@
+package supervisor
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpuguard/gpuguard/gpu"
+)
+
+// sampleResult is one probe call, made off the loop goroutine.
+type sampleResult struct {
+	sample gpu.Sample
+	err    error
+	took   time.Duration
+	tree   []int
+	forPID int
+	// due is when the call was due; next when the sampler armed the next
+	// one for (due + the period the loop last asked for), before the call.
+	due, next time.Time
+}
+
+// sampleTarget is the child whose processes a sample looks for.
+type sampleTarget struct {
+	pid   int               // the child's main process
+	owned func([]int) []int // which GPU processes are the child's; nil: unknown
+}
+
+// sampler makes the probe calls, one at a time, on one goroutine for the
+// whole run, so a hung driver call blocks it and never the loop. It sleeps
+// on its own timer, next, and as soon as it wakes re-arms it for the
+// following call with the period the loop last published, before it calls
+// the probe: a sample costs the timer's wake-up of the sampler and one
+// hand-off, the result, to the loop, and nothing wakes the loop between
+// samples. (Re-arming first matters: a timer moved earlier than the one a
+// sleeping thread waits for wakes that thread.) The loop re-arms next only
+// when the period it computes from the result differs, or when it wants a
+// sample at once (kick: a start waits for it, so it must not wait for a
+// timer). out holds one result, so the sampler never waits for the loop to
+// take it.
+type sampler struct {
+	probe   gpu.Probe
+	timeout time.Duration
+	next    *time.Timer
+	kick    chan struct{}
+	period  atomic.Int64                 // nanoseconds
+	target  atomic.Pointer[sampleTarget] // nil: no child
+	out     chan sampleResult
+}
+
+func newSampler(probe gpu.Probe, timeout, period time.Duration) *sampler {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	s := &sampler{probe: probe, timeout: timeout, next: t, kick: make(chan struct{}, 1), out: make(chan sampleResult, 1)}
+	s.period.Store(int64(period))
+	return s
+}
+
+func (s *sampler) run(ctx context.Context, done <-chan struct{}) {
+	for {
+		var due time.Time
+		select {
+		case due = <-s.next.C:
+		case <-s.kick:
+			due = time.Now()
+		case <-done:
+			return
+		}
+		now := time.Now()
+		next := due.Add(time.Duration(s.period.Load()))
+		if next.Before(now) {
+			next = now
+		}
+		s.next.Reset(next.Sub(now))
+		r := s.sample(ctx)
+		r.due, r.next = due, next
+		select {
+		case s.out <- r:
+		case <-done:
+			return
+		}
+	}
+}
+
+func (s *sampler) sample(ctx context.Context) sampleResult {
+	// The deadline is for backends that can honour it (npu-smi is a
+	// command); the loop notices a call that ignores it on its own.
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	t0 := time.Now()
+	smp, err := s.probe.Sample(cctx)
+	cancel()
+	r := sampleResult{sample: smp, err: err, took: time.Since(t0)}
+	if tg := s.target.Load(); tg != nil {
+		r.forPID = tg.pid
+		// Only processes that hold GPU memory can matter, so only they
+		// are checked: no scan of every process on the host.
+		r.tree = []int{tg.pid}
+		if tg.owned != nil && len(smp.Processes) > 0 {
+			pids := make([]int, 0, len(smp.Processes))
+			for _, p := range smp.Processes {
+				if p.PID != tg.pid {
+					pids = append(pids, p.PID)
+				}
+			}
+			r.tree = append(r.tree, tg.owned(pids)...)
+		}
+	}
+	return r
+}
