@@ -71,7 +71,9 @@ func BenchmarkIdle(b *testing.B) {
 		if *idleEarlyoom {
 			eo = startEarlyoom(b)
 		}
-		time.Sleep(3 * time.Second) // warm-up: first samples, GC settled
+		// Warm-up: first samples, GC settled, and the calm period reached
+		// (a trend of 5 samples over 1 s, then 5 s without a rise).
+		time.Sleep(10 * time.Second)
 		pid := g.cmd.Process.Pid
 		tick0, sched0, wake0 := cpuTime(b, pid)
 		_, floor0, floorWake0 := cpuTime(b, floor.Process.Pid)

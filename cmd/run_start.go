@@ -43,6 +43,7 @@ func runRun(o *RunOptions) error {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(o.IO.ErrOut, "gpuguard[%s]: %s\n", r.name, fmt.Sprintf(format, args...))
 	}
+	schedulerForIdle(o.IO.Getenv)
 
 	// Claim the name first: a second instance must not touch the state dir.
 	srv, err := control.Listen(r.runtimeDir, r.name)
