@@ -319,8 +319,8 @@ EOF
   local rc=$?
   say "under gpuguard: exit $rc; $(grep -c 'live change' "$out/kv-gpuguard.log") live changes; $(grep -q survived "$out/kv-gpuguard.log" && echo survived || echo 'did NOT survive')"
   grep -E "stepdown|live change|survived" "$out/kv-gpuguard.log" | head -8 | tee -a "$summary"
-  grep -q survived "$out/kv-gpuguard.log"
-  ck $? "kv growth under gpuguard survived"
+  grep -q survived "$out/kv-gpuguard.log" && grep -q 'live change' "$out/kv-gpuguard.log"
+  ck $? "kv growth under gpuguard: stepped down live and survived"
   keep kv
   FRACTION=$frac4 STEPS=30 timeout "$(lim 60)" python3 examples/gpu/kv_growth.py > "$out/kv-alone.log" 2>&1
   rc=$?
