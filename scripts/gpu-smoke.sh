@@ -287,16 +287,19 @@ section2() {
   grep -E "LATENCY|GPU [0-9]|no NVML|--- " "$out/nvml-latency.txt" | cut -c1-400 | tee -a "$summary"
 }
 
-section3() {
-  section "3. KV-cache growth under scope=process, quota 4 GiB, live profiles"
-  cat > "$work/kv.toml" <<'EOF'
-name = "kv"
+# kv_policy NAME PRIORITY SCOPE QUOTA BIG MID SMALL: $work/NAME.toml, a
+# kv_growth.py child with live profiles capping its cache at BIG, MID and
+# SMALL MiB (sections 3 and 6).
+kv_policy() {
+  cat > "$work/$1.toml" <<EOF
+name = "$1"
+priority = $2
 command = ["python3", "examples/gpu/kv_growth.py"]
 [watch]
 backend = "nvml"
 interval = "100ms"
-scope = "process"
-quota = "4GiB"
+scope = "$3"
+quota = "$4"
 [watermark]
 sustain = "200ms"
 grace = "2s"
@@ -305,16 +308,21 @@ stop_timeout = "10s"
 [[profile]]
 name = "big"
 live = true
-env = { CACHE_CAP_MB = "100000" }
+env = { CACHE_CAP_MB = "$5" }
 [[profile]]
-name = "half"
+name = "mid"
 live = true
-env = { CACHE_CAP_MB = "1536" }
+env = { CACHE_CAP_MB = "$6" }
 [[profile]]
 name = "small"
 live = true
-env = { CACHE_CAP_MB = "768" }
+env = { CACHE_CAP_MB = "$7" }
 EOF
+}
+
+section3() {
+  section "3. KV-cache growth under scope=process, quota 4 GiB, live profiles"
+  kv_policy kv 0 process 4GiB 100000 1536 768
   STEPS=30 timeout "$(lim 60)" "$gg" run --policy "$work/kv.toml" > "$out/kv-gpuguard.log" 2>&1
   local rc=$?
   say "under gpuguard: exit $rc; $(grep -c 'live change' "$out/kv-gpuguard.log") live changes; $(grep -q survived "$out/kv-gpuguard.log" && echo survived || echo 'did NOT survive')"
@@ -395,46 +403,14 @@ EOF
   ck $? "detection latency at 100 ms measured"
 }
 
-# tenant_policy NAME PRIORITY QUOTA BIG MID SMALL: a kv_growth tenant with
-# live profiles capping its cache at BIG, MID and SMALL MiB.
-tenant_policy() {
-  cat > "$work/$1.toml" <<EOF
-name = "$1"
-priority = $2
-command = ["python3", "examples/gpu/kv_growth.py"]
-[watch]
-backend = "nvml"
-interval = "100ms"
-scope = "device"
-quota = "$3"
-[watermark]
-sustain = "200ms"
-grace = "2s"
-[restart]
-stop_timeout = "10s"
-[[profile]]
-name = "big"
-live = true
-env = { CACHE_CAP_MB = "$4" }
-[[profile]]
-name = "mid"
-live = true
-env = { CACHE_CAP_MB = "$5" }
-[[profile]]
-name = "small"
-live = true
-env = { CACHE_CAP_MB = "$6" }
-EOF
-}
-
 section6() {
   section "6. two PyTorch tenants sharing the GPU, priorities 10 and 90, both growing"
   gg_mem || { say "CHECK FAIL sharing: skipped"; return; }
   local quota=$((g_used + 20 * GiB)) a b
   say "GPU 0 used $((g_used >> 20)) MiB before; quota $((quota >> 20)) MiB, high at $((quota * 9 / 10 >> 20)) MiB;" \
     "lo (priority 10) grows 1 GiB/s uncapped, hi (priority 90) 1 GiB/s up to 6 GiB; live caps 4 GiB, 2 GiB (lo)"
-  tenant_policy lo 10 "$quota" 100000 4096 2048
-  tenant_policy hi 90 "$quota" 6144 3072 1536
+  kv_policy lo 10 device "$quota" 100000 4096 2048
+  kv_policy hi 90 device "$quota" 6144 3072 1536
   rm -f "$work/go"
   export READY=1 GO_FILE="$work/go" STEPS=60 STEP_MB=256 STEP_SECONDS=0.25
   run_gg lo "$(lim 150)" --policy "$work/lo.toml" --devices 0 &
