@@ -374,18 +374,17 @@ if ex and len(st) > 1:
 EOF
 }
 
-section5() {
-  section "5. detection latency with real NVML, interval 100 ms"
-  local used_mib quota_mib
-  used_mib=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 | head -1)
-  quota_mib=$((used_mib + 8192))
-  cat > "$work/detect.toml" <<EOF
-name = "detect"
-command = ["python3", "examples/gpu/detect_latency.py"]
+# signal_policy NAME EXAMPLE QUOTA WATCH: $work/NAME.toml, the child EXAMPLE
+# measuring detection: two live profiles, no sustain, no grace, the quota,
+# and the extra [watch] line WATCH (sections 5 and 8).
+signal_policy() {
+  cat > "$work/$1.toml" <<EOF
+name = "$1"
+command = ["python3", "$2"]
 [watch]
 backend = "nvml"
-interval = "100ms"
-quota = "${quota_mib}MiB"
+quota = "$3"
+$4
 [watermark]
 sustain = "0s"
 grace = "0s"
@@ -396,6 +395,14 @@ live = true
 name = "b"
 live = true
 EOF
+}
+
+section5() {
+  section "5. detection latency with real NVML, interval 100 ms"
+  local used_mib quota_mib
+  used_mib=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 | head -1)
+  quota_mib=$((used_mib + 8192))
+  signal_policy detect examples/gpu/detect_latency.py "${quota_mib}MiB" 'interval = "100ms"'
   BLOCK_MB=7680 ROUNDS=20 timeout "$(lim 90)" "$gg" run --policy "$work/detect.toml" --devices 0 > "$out/detect.log" 2>&1
   say "exit $?"
   grep -E "DETECTION|no signal" "$out/detect.log" | tee -a "$summary"
@@ -473,23 +480,7 @@ section8() {
   gg_mem || { say "CHECK FAIL ramp: skipped"; return; }
   local quota=$((g_used + 8 * GiB)) job
   say "GPU 0 used $((g_used >> 20)) MiB of $((g_total >> 20)) MiB before; quota $((quota >> 20)) MiB; the child grows 64 MiB every 50 ms"
-  cat > "$work/ramp.toml" <<EOF
-name = "ramp"
-command = ["python3", "examples/gpu/ramp.py"]
-[watch]
-backend = "nvml"
-scope = "device"
-quota = "$quota"
-[watermark]
-sustain = "0s"
-grace = "0s"
-[[profile]]
-name = "a"
-live = true
-[[profile]]
-name = "b"
-live = true
-EOF
+  signal_policy ramp examples/gpu/ramp.py "$quota" 'scope = "device"'
   BLOCK_MB=64 PERIOD_MS=50 TOTAL_MB=7680 SHRINK_MB=1024 HOLD_S=9 run_gg ramp "$(lim 90)" --policy "$work/ramp.toml" --devices 0 &
   job=$!
   if wait_line "$out/ramp.err" "started" "$(lim 30)" "$job"; then

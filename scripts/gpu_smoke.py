@@ -217,9 +217,12 @@ def cmd_ramp(log, jpath, total, quota, high, trace, calm):
     if not sigs:
         check(False, "ramp: no SIGUSR1 arrived")
         return
-    lat = (sigs[0]["m"] - crossing["m"]) * 1000
+    # The block became visible to NVML somewhere inside its allocation:
+    # count from the allocation's start (an upper bound), and show its end.
+    lat = (sigs[0]["m"] - crossing.get("m0", crossing["m"])) * 1000
     print(f"  crossed high ({line / GiB:.2f} GiB used, by cudaMemGetInfo) at block {crossing['mib']} MiB; "
-          f"SIGUSR1 {lat:.0f} ms later")
+          f"SIGUSR1 {lat:.0f} ms after that block's allocation began, "
+          f"{(sigs[0]['m'] - crossing['m']) * 1000:.0f} ms after it was done")
     sd = events(journal(jpath), "stepdown")
     if sd:
         print(f"  stepdown journaled {(rfc3339(sd[0]['time']) - crossing['t']) * 1000:.0f} ms after the crossing "

@@ -11,7 +11,9 @@ as a server does on a live step down; then it holds.
 Everything it does is one JSON line on stdout, with "t" (wall clock, to
 compare with gpuguard's journal) and "m" (monotonic, for latencies):
   {"ev": "cuda"}                        the CUDA context is up
-  {"ev": "alloc", "mib": N, "free": B}  after each block; B from cudaMemGetInfo
+  {"ev": "alloc", "mib": N, "free": B, "m0": M}
+                                        after each block: B from cudaMemGetInfo,
+                                        M when its allocation began
   {"ev": "signal", ...}                 a SIGUSR1 arrival (times from the handler)
   {"ev": "flat", "mib": N}              the ramp is over: memory stays as it is
   {"ev": "done"}                        about to exit 0
@@ -65,9 +67,10 @@ def main():
     seen = 0
     next_at = time.monotonic()
     while len(blocks) * block < total:
+        m0 = time.monotonic()
         blocks.append(torch.empty(block * MiB, dtype=torch.uint8, device="cuda"))
         torch.cuda.synchronize()
-        emit("alloc", mib=len(blocks) * block, free=torch.cuda.mem_get_info()[0])
+        emit("alloc", mib=len(blocks) * block, free=torch.cuda.mem_get_info()[0], m0=m0)
         seen = report_signals(seen)
         if seen and shrink >= 0:
             del blocks[shrink // block:]
