@@ -54,6 +54,18 @@ real out-of-memory exit restarts it in the next profile of a ladder declared in
 policy.toml, keeping its checkpoint.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// An unknown command is a usage error (64), like every other.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return c.Help()
+			}
+			hint := ""
+			if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+				hint = fmt.Sprintf(" (did you mean %q?)", s[0])
+			}
+			return exitf(ExitUsage, "unknown command %q for %q%s\nRun 'gpuguard --help' for the commands.", args[0], c.CommandPath(), hint)
+		},
 	}
 	root.SetIn(stdio.In)
 	root.SetOut(stdio.Out)
@@ -70,7 +82,12 @@ policy.toml, keeping its checkpoint.`,
 		NewCmdPolicy(stdio),
 		NewCmdSim(stdio),
 		NewCmdVersion(stdio, nil),
+		NewCmdCompletion(stdio),
 	)
+	// Ours replaces cobra's, which prints its help and exits 0 for a shell
+	// it does not know.
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SuggestionsMinimumDistance = 2
 	return root
 }
 

@@ -70,13 +70,12 @@ func run(args []string, stderr io.Writer) error {
 	return nil
 }
 
-// commandTree is gpuguard's command tree as the binary builds it, with the
-// `completion` command cobra would add at run time, so that it gets its man
-// pages too, and without cobra's "Auto generated ... on <date>" footer
-// (dates belong in the header alone, which SOURCE_DATE_EPOCH fixes).
+// commandTree is gpuguard's command tree as the binary builds it (its
+// own `completion` command included), without cobra's "Auto generated ...
+// on <date>" footer (dates belong in the header alone, which
+// SOURCE_DATE_EPOCH fixes).
 func commandTree() *cobra.Command {
 	root := cmd.NewRootCmd(&cmd.IO{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard, Getenv: os.Getenv})
-	root.InitDefaultCompletionCmd()
 	var walk func(*cobra.Command)
 	walk = func(c *cobra.Command) {
 		c.DisableAutoGenTag = true

@@ -32,7 +32,7 @@ func TestManPageForEveryCommand(t *testing.T) {
 		}
 	}
 	walk(commandTree())
-	for _, must := range []string{"gpuguard.1", "gpuguard-run.1", "gpuguard-policy-check.1", "gpuguard-version.1", "gpuguard-completion-bash.1"} {
+	for _, must := range []string{"gpuguard.1", "gpuguard-run.1", "gpuguard-policy-check.1", "gpuguard-version.1", "gpuguard-completion.1"} {
 		if !want[must] {
 			t.Errorf("the command tree has no %s", must)
 		}
