@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/jsonline"
 )
 
 // MaxLineBytes is the longest request line the server reads, not counting
@@ -214,14 +215,11 @@ type stepReply struct {
 // marshal except for an id that is not valid JSON, which decodeRequest
 // never produces; the fallback keeps the connection's framing intact.
 func encodeLine(v any) []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	// Reasons such as "watermark 0.93 > 0.90" stay readable in socat.
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	b, err := jsonline.Marshal(v) // "watermark 0.93 > 0.90" stays readable in socat
+	if err != nil {
 		return []byte(`{"ok":false,"error":"internal error: cannot encode reply"}` + "\n")
 	}
-	return b.Bytes() // Encode ends the line
+	return append(b, '\n')
 }
 
 func errorLine(id json.RawMessage, err error) []byte {

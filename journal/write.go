@@ -1,18 +1,18 @@
 package journal
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/jsonline"
 )
 
 // append writes one event as one line with one Write call. When the line
 // opens a fresh file (after a rotation), a totals record goes first, so
 // every file begins with the run's figures so far.
 func (j *Journal) append(ev api.Event) {
-	line, err := json.Marshal(ev)
+	line, err := jsonline.Marshal(ev)
 	if err != nil {
 		j.fail(fmt.Errorf("encoding a %s event: %w", ev.Event, err))
 		return
@@ -49,7 +49,7 @@ func (j *Journal) ready(n int64) error {
 func (j *Journal) writeLine(ev api.Event, line []byte) {
 	if line == nil {
 		var err error
-		if line, err = json.Marshal(ev); err != nil {
+		if line, err = jsonline.Marshal(ev); err != nil {
 			j.fail(fmt.Errorf("encoding a %s event: %w", ev.Event, err))
 			return
 		}

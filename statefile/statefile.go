@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/jsonline"
 )
 
 // Write replaces the state file at path with st. The file holds the
@@ -17,7 +18,7 @@ func Write(path string, st api.ProfileState) error {
 	if st.Env == nil {
 		st.Env = map[string]string{}
 	}
-	data, err := json.Marshal(st)
+	data, err := jsonline.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("encoding state: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"reflect"
 	"slices"
 	"testing"
@@ -194,5 +195,21 @@ func TestReadErrors(t *testing.T) {
 	os.WriteFile(bad, []byte(`{"seq":`), 0o600)
 	if _, err := Read(bad); err == nil {
 		t.Error("truncated JSON read without error")
+	}
+}
+
+// TestWriteKeepsReasonReadable: the reason is written as people read it
+// ("watermark 0.94 > 0.90"), not HTML-escaped, so grep finds it.
+func TestWriteKeepsReasonReadable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	if err := Write(path, api.ProfileState{Seq: 1, Profile: "int8", Reason: "watermark 0.94 > 0.90"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"reason":"watermark 0.94 > 0.90"`) {
+		t.Fatalf("state file %s", b)
 	}
 }
