@@ -6,9 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
