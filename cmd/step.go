@@ -75,14 +75,7 @@ func runStep(ctx context.Context, o *StepOptions) error {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 
-	sock, err := stepFindSocket(o)
-	if err != nil {
-		return err
-	}
-	c, err := control.Dial(ctx, sock)
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		return exitf(ExitFailure, "instance %q is not running (stale socket %s)", o.Name, sock)
-	}
+	c, err := dialInstance(ctx, o.IO, o.RuntimeDir, o.Name)
 	if err != nil {
 		return err
 	}
@@ -99,20 +92,31 @@ func runStep(ctx context.Context, o *StepOptions) error {
 	return nil
 }
 
-// stepFindSocket looks for NAME's socket in the runtime dirs, in order.
-func stepFindSocket(o *StepOptions) (string, error) {
+// dialInstance connects to the control socket of the instance name, found
+// in the runtime dirs in order (runtimeDir if given); a missing or stale
+// socket exits 1.
+func dialInstance(ctx context.Context, stdio *IO, runtimeDir, name string) (*control.Client, error) {
 	env := paths.System()
-	env.Getenv = o.IO.Getenv
-	dirs, err := env.RuntimeDirs(o.RuntimeDir)
+	env.Getenv = stdio.Getenv
+	dirs, err := env.RuntimeDirs(runtimeDir)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
+	sock := ""
 	for _, d := range dirs {
-		p := paths.Socket(d, o.Name)
+		p := paths.Socket(d, name)
 		fi, err := os.Lstat(p)
 		if err == nil && fi.Mode()&fs.ModeSocket != 0 {
-			return p, nil
+			sock = p
+			break
 		}
 	}
-	return "", exitf(ExitFailure, "no such instance %q (no socket in %s)", o.Name, strings.Join(dirs, ", "))
+	if sock == "" {
+		return nil, exitf(ExitFailure, "no such instance %q (no socket in %s)", name, strings.Join(dirs, ", "))
+	}
+	c, err := control.Dial(ctx, sock)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return nil, exitf(ExitFailure, "instance %q is not running (stale socket %s)", name, sock)
+	}
+	return c, err
 }
