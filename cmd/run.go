@@ -112,9 +112,12 @@ var visibleDevicesVar = map[string]string{
 // resolvedRun is a run whose inputs are all checked: what remains can only
 // fail at run time.
 type resolvedRun struct {
-	opts       *RunOptions
-	pol        *policy.Policy
-	name       string
+	opts *RunOptions
+	pol  *policy.Policy
+	name string
+	// nameFrom is the policy key the name came from: "name", "command"
+	// (its base name), or "" when --name gave it.
+	nameFrom   string
 	command    []string
 	startLevel int
 	devices    []string
@@ -159,10 +162,11 @@ func resolveRun(o *RunOptions) (*resolvedRun, error) {
 	return r, nil
 }
 
-// resolvePolicy applies the run's flags to pol, the run's policy file as
-// read, and derives what depends on both: the command, the instance name,
-// the devices. Start and reload share it, so a flag given at start keeps
-// overriding the file after a reload (run_reload.go).
+// resolvePolicy applies the run's flags (--backend, --interval,
+// --priority, --metrics-addr, --name, -- CMD) to pol, the run's policy file
+// as read, and derives what depends on both: the command, the instance
+// name, the devices. Start and reload share it, so a flag given at start
+// keeps overriding the file after a reload (run_reload.go).
 func resolvePolicy(o *RunOptions, pol *policy.Policy) (*resolvedRun, error) {
 	if o.Backend != nil {
 		if !slices.Contains(backends, *o.Backend) {
@@ -198,14 +202,17 @@ func resolvePolicy(o *RunOptions, pol *policy.Policy) (*resolvedRun, error) {
 	}
 	r.name = o.Name
 	if r.name == "" {
-		r.name = pol.Name
+		r.name, r.nameFrom = pol.Name, "name"
 	}
 	if r.name == "" {
-		r.name = filepath.Base(r.command[0])
+		r.name, r.nameFrom = filepath.Base(r.command[0]), "command"
 	}
 	if err := paths.ValidName(r.name); err != nil {
 		return nil, exitf(ExitUsage, "%v (set --name)", err)
 	}
+	// What runs is the resolved policy, as for the flags above: a reload
+	// that changes only a key a flag fixes changes nothing.
+	pol.Name, pol.Command = r.name, r.command
 	var err error
 	if r.devices, r.drmDevices, err = selectDevices(pol.Watch.Backend, o.Devices, o.IO.Getenv); err != nil {
 		return nil, withCode(ExitUsage, err)

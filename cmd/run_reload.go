@@ -88,11 +88,7 @@ func (rr *runReloader) sameInstance(r *resolvedRun, data []byte) policy.ErrorLis
 	src, was := rr.start.pol.Source, rr.start
 	var errs policy.ErrorList
 	if r.name != was.name {
-		key := "name"
-		if r.pol.Name == "" {
-			key = "command" // the name came from the command's base name
-		}
-		errs = append(errs, keyError(src, data, key, fmt.Sprintf("would rename the instance from %q to %q; restart gpuguard to rename it", was.name, r.name)))
+		errs = append(errs, keyError(src, data, r.nameFrom, fmt.Sprintf("would rename the instance from %q to %q; restart gpuguard to rename it", was.name, r.name)))
 	}
 	switch {
 	case r.pol.Watch.Backend != was.pol.Watch.Backend:

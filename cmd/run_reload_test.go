@@ -99,6 +99,17 @@ func TestReloadFlagsStillWin(t *testing.T) {
 	if !slices.Equal(rl.Command, []string{"serve", "--batch", "${MAX_BATCH}"}) {
 		t.Errorf("command %q", rl.Command)
 	}
+
+	// --name and -- CMD win over name and command: a new name is no
+	// rename, a new command runs nowhere.
+	rr, path, cur, _ = reloadRun(t, reloadBase, RunOptions{Name: "fixed", Command: []string{"cmdline", "${MAX_BATCH}"}})
+	rewrite(t, path, strings.NewReplacer(`"llama"`, `"alpaca"`, `"serve"`, `"other"`).Replace(reloadBase))
+	if rl, err = rr.Load(cur); err != nil {
+		t.Fatal(err)
+	}
+	if got := policy.Diff(cur, rl.Policy); len(got) != 0 || !slices.Equal(rl.Command, []string{"cmdline", "${MAX_BATCH}"}) {
+		t.Errorf("changed %q, command %q; want nothing and the command line's", got, rl.Command)
+	}
 }
 
 // TestReloadRefused: every way a file is refused lists its problems with
