@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuguard/gpuguard/control"
-	"github.com/gpuguard/gpuguard/paths"
 )
 
 // ReloadOptions is what `gpuguard reload` was asked to do.
@@ -51,11 +47,8 @@ it (systemctl reload gpuguard@NAME).`,
 		Args:    usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Name = args[0]
-			if err := paths.ValidName(opts.Name); err != nil {
-				return &ExitError{Code: ExitUsage, Err: err}
-			}
-			if opts.Timeout <= 0 {
-				return exitf(ExitUsage, "--timeout must be positive, got %s", opts.Timeout)
+			if err := checkInstance(opts.Name, opts.Timeout); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(opts)
@@ -63,26 +56,17 @@ it (systemctl reload gpuguard@NAME).`,
 			return runReload(c.Context(), opts)
 		},
 	}
-	c.Flags().StringVar(&opts.RuntimeDir, "runtime-dir", "", "directory of control sockets")
-	c.Flags().DurationVar(&opts.Timeout, "timeout", reloadDefaultTimeout, "how long to wait for the instance to answer")
+	instanceFlags(c, &opts.RuntimeDir, &opts.Timeout, reloadDefaultTimeout)
 	return c
 }
 
 func runReload(ctx context.Context, o *ReloadOptions) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-
-	c, err := dialInstance(ctx, o.IO, o.RuntimeDir, o.Name)
-	if err != nil {
+	var changed []string
+	err := withInstance(ctx, o.IO, o.RuntimeDir, o.Name, o.Timeout, func(ctx context.Context, c *control.Client) error {
+		var err error
+		changed, err = c.Reload(ctx)
 		return err
-	}
-	defer c.Close()
-	changed, err := c.Reload(ctx)
+	})
 	var re *control.RemoteError
 	switch {
 	case errors.As(err, &re) && len(re.Errors) > 0:

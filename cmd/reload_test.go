@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuguard/gpuguard/control"
 	"github.com/gpuguard/gpuguard/policy"
 )
 
@@ -21,33 +20,16 @@ type reloadTestBackend struct {
 
 func (b *reloadTestBackend) Reload(context.Context) ([]string, error) { return b.changed, b.err }
 
-// reloadTestServe serves b as the instance name in dir until the test ends.
-func reloadTestServe(t *testing.T, dir, name string, b control.Backend) {
-	t.Helper()
-	s, err := control.Listen(dir, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, b) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		s.Close()
-	})
-}
-
 func TestReload(t *testing.T) {
 	dir := t.TempDir()
 	problems := policy.ErrorList{
 		{File: "/etc/gpuguard/bad.toml", Line: 7, Key: "watermark.high", Msg: "must be below watermark.critical (0.97), got 0.99"},
 		{File: "/etc/gpuguard/bad.toml", Line: 1, Key: "name", Msg: `would rename the instance from "bad" to "other"; restart gpuguard to rename it`},
 	}
-	reloadTestServe(t, dir, "llama", &reloadTestBackend{statusTestBackend: &statusTestBackend{name: "llama"}, changed: []string{"watermark.high", "profile"}})
-	reloadTestServe(t, dir, "same", &reloadTestBackend{statusTestBackend: &statusTestBackend{name: "same"}})
-	reloadTestServe(t, dir, "bad", &reloadTestBackend{statusTestBackend: &statusTestBackend{name: "bad"}, err: problems})
-	reloadTestServe(t, dir, "ending", &reloadTestBackend{statusTestBackend: &statusTestBackend{name: "ending"}, err: errors.New("instance is shutting down")})
+	serveBackend(t, dir, "llama", &reloadTestBackend{statusTestBackend: &statusTestBackend{name: "llama"}, changed: []string{"watermark.high", "profile"}})
+	serveBackend(t, dir, "same", &reloadTestBackend{statusTestBackend: &statusTestBackend{name: "same"}})
+	serveBackend(t, dir, "bad", &reloadTestBackend{statusTestBackend: &statusTestBackend{name: "bad"}, err: problems})
+	serveBackend(t, dir, "ending", &reloadTestBackend{statusTestBackend: &statusTestBackend{name: "ending"}, err: errors.New("instance is shutting down")})
 	statusTestStale(t, dir, "dead")
 	env := map[string]string{"GPUGUARD_RUNTIME_DIR": dir}
 

@@ -3,8 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,19 +46,6 @@ func lineOf(t *testing.T, text, prefix string) int {
 	return 0
 }
 
-// scrapeMetrics returns the metrics page at addr ("" when it does not
-// answer).
-func scrapeMetrics(addr string) string {
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
-}
-
 // TestReload drives `gpuguard reload` against a running instance after
 // editing its policy file: the changed keys are printed and journaled,
 // counted in gpuguard_reloads_total, a new metrics address and priority
@@ -75,7 +60,7 @@ func TestReload(t *testing.T) {
 	script := `trap 'exit 0' TERM; trap 'echo "notified"' USR1; echo "up $GPUGUARD_PROFILE $GPUGUARD_LAST_EXIT"; while :; do sleep 0.02; done`
 	p := e.start(append([]string{"run", "--policy", path}, sh(script)...))
 	p.expect("up fp16 none")
-	waitFor(t, "metrics on "+a, 30*time.Second, func() bool { return scrapeMetrics(a) != "" })
+	waitFor(t, "metrics on "+a, 30*time.Second, func() bool { return scrape(t, a) != "" })
 	reload := func() (int, string, string) {
 		return e.run([]string{"reload", "rl", "--runtime-dir", e.runDir})
 	}
@@ -87,10 +72,10 @@ func TestReload(t *testing.T) {
 	if code != 0 || out != "rl: policy reloaded, changed: priority, metrics.listen\n" {
 		t.Fatalf("reload: exit %d, out %q, stderr %s", code, out, stderr)
 	}
-	if m := scrapeMetrics(b); !strings.Contains(m, `gpuguard_reloads_total{name="rl",result="ok"} 1`) {
+	if m := scrape(t, b); !strings.Contains(m, `gpuguard_reloads_total{name="rl",result="ok"} 1`) {
 		t.Errorf("metrics on the new address %s:\n%s", b, m)
 	}
-	waitFor(t, "the old metrics address to go", 30*time.Second, func() bool { return scrapeMetrics(a) == "" })
+	waitFor(t, "the old metrics address to go", 30*time.Second, func() bool { return scrape(t, a) == "" })
 	waitFor(t, "the new priority in the tenant file", 30*time.Second, func() bool {
 		files, _ := filepath.Glob(filepath.Join(e.runDir, "gpus", "*", "t.rl"))
 		if len(files) != 1 {
@@ -124,7 +109,7 @@ func TestReload(t *testing.T) {
 	if code != 78 || out != "" {
 		t.Fatalf("invalid reload: exit %d out %q, want 78", code, out)
 	}
-	if m := scrapeMetrics(b); !strings.Contains(m, `gpuguard_reloads_total{name="rl",result="error"} 1`) {
+	if m := scrape(t, b); !strings.Contains(m, `gpuguard_reloads_total{name="rl",result="error"} 1`) {
 		t.Errorf("the refused reload is not counted:\n%s", m)
 	}
 	if code, out, _ := e.run([]string{"status", "rl", "--json", "--runtime-dir", e.runDir}); code != 0 || !strings.Contains(out, `"priority": -5`) {

@@ -163,15 +163,24 @@ func open(path string, opts Options, fs fsys) (*Journal, error) {
 // supervisor.Observer. Events observed after Close are ignored.
 func (j *Journal) Observe(ev api.Event) {
 	j.last.Store(&ev)
+	if !j.offer(item{ev: ev}) {
+		j.dropped.Add(1)
+	}
+}
+
+// offer queues it without waiting; it reports false when the queue is
+// full (a closed journal takes nothing and reports true).
+func (j *Journal) offer(it item) bool {
 	j.mu.RLock()
 	defer j.mu.RUnlock()
 	if j.closed {
-		return
+		return true
 	}
 	select {
-	case j.queue <- item{ev: ev}:
+	case j.queue <- it:
+		return true
 	default:
-		j.dropped.Add(1)
+		return false
 	}
 }
 
@@ -182,15 +191,7 @@ func (j *Journal) Observe(ev api.Event) {
 // the supervisor loop calls it.
 func (j *Journal) SetLimits(l Limits) {
 	j.limits.Store(&l)
-	j.mu.RLock()
-	defer j.mu.RUnlock()
-	if j.closed {
-		return
-	}
-	select {
-	case j.queue <- item{wake: true}:
-	default: // a full queue wakes the writer anyway
-	}
+	j.offer(item{wake: true}) // a full queue wakes the writer anyway
 }
 
 // takeLimits applies limits that SetLimits left for the writer.
