@@ -155,6 +155,13 @@ func open(path string, opts Options, fs fsys) (*Journal, error) {
 	if err := j.retain(time.Now(), false); err != nil {
 		opts.Logf("journal: %v", err)
 	}
+	if opts.Totals != nil {
+		// The run's first line, written here rather than by the writer:
+		// on a busy host (one scheduler P) the writer may first run after
+		// the child's start was observed, and a record timed then would
+		// account the run from there, losing the time since the start.
+		j.record(time.Now())
+	}
 	go j.write()
 	return j, nil
 }
@@ -263,9 +270,6 @@ func (j *Journal) Close() error {
 // the pending summary's second and for the next periodic record.
 func (j *Journal) write() {
 	defer close(j.done)
-	if j.opts.Totals != nil {
-		j.record(time.Now()) // the run's first line
-	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var armed time.Time
