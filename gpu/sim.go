@@ -42,8 +42,11 @@ type SimOptions struct {
 // the integers (bytes) in the files of Dir/<i>/:
 //
 //   - a file named by a PID is that process's usage and counts only while
-//     the process is alive, because a dead process's memory is freed
-//     (a zombie, not yet reaped, still counts, as it would on a GPU);
+//     the process is alive, because a dead process's memory is freed. A
+//     zombie (exited, not yet reaped) is dead: a GPU driver frees a
+//     process's memory as it exits, when its files are closed, not when
+//     its parent reaps it (which, for an orphan under a slow init, can
+//     take seconds);
 //   - any other name is another tenant and always counts;
 //   - names starting with "." are ignored, so writers can write a temp name
 //     and rename it into place (SimSet does);

@@ -3,12 +3,15 @@ package gpu
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // deadPID is above any kernel's pid_max (at most 2^22), so kill(2) always
@@ -182,5 +185,61 @@ func TestSimUUIDs(t *testing.T) {
 	}
 	if !regexp.MustCompile(`^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`).MatchString(ua[0]) {
 		t.Errorf("UUID %q does not look like a GPU UUID", ua[0])
+	}
+}
+
+// TestSimZombieIsDead: a PID file counts only while its process runs; a
+// child that has exited and is not yet reaped (a zombie) frees its memory
+// like any dead process.
+func TestSimZombieIsDead(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command("/bin/sh", "-c", "exit 0")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	pid := cmd.Process.Pid
+	// Not reaped: the process stays a zombie until Wait.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exited(string(b)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d did not become a zombie: %s", pid, b)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the process's state; not synchronisation of our own
+	}
+	writeFile(t, filepath.Join(dir, "0", strconv.Itoa(pid)), "500")
+	writeFile(t, filepath.Join(dir, "0", strconv.Itoa(os.Getpid())), "7")
+	s, err := NewSim(SimOptions{Dir: dir, Memory: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Sample(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Devices[0].Used != 7 || len(got.Processes) != 1 || got.Processes[0].PID != os.Getpid() {
+		t.Fatalf("a zombie's usage counted: %+v", got)
+	}
+}
+
+func TestExited(t *testing.T) {
+	for stat, want := range map[string]bool{
+		"123 (sh) Z 1 123 123 0 -1": true,
+		"123 (sh) X 1 123":          true,
+		"123 (sh) S 1 123 123 0 -1": false,
+		"123 (odd) Z name) R 1 2 3": false, // the state follows the last ')'
+		"123 (odd) R name) Z 1 2 3": true,
+		"garbage":                   false,
+		"":                          false,
+	} {
+		if got := exited(stat); got != want {
+			t.Errorf("exited(%q) = %v, want %v", stat, got, want)
+		}
 	}
 }

@@ -62,10 +62,31 @@ func simPID(name string) (int, bool) {
 	return int(n), true
 }
 
-// alive reports whether process pid exists: kill(pid, 0) fails with ESRCH
-// only for a dead one (EPERM means it exists but is another user's).
+// alive reports whether process pid runs: kill(pid, 0) fails with ESRCH
+// only for a process that is gone (EPERM means it exists but is another
+// user's), and a zombie, which kill(2) still finds, has exited. When
+// /proc cannot tell, a process that exists counts as alive.
 func alive(pid int) bool {
-	return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	return !exited(string(b))
+}
+
+// exited reports whether a /proc/<pid>/stat line is that of a process that
+// has exited: state Z (zombie) or X (dead). The state follows the command
+// name, which is in parentheses and may itself hold ") ".
+func exited(stat string) bool {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return false
+	}
+	state := stat[i+2]
+	return state == 'Z' || state == 'X'
 }
 
 // readSimFile returns the integer in the file, or 0 when it cannot be read

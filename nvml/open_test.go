@@ -5,6 +5,7 @@ package nvml
 import (
 	"context"
 	"errors"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -168,7 +169,7 @@ func TestNoGPUIsUnavailable(t *testing.T) {
 // Open must fail cleanly with ErrUnavailable, never crash; on a GPU
 // machine it takes one real sample.
 func TestRealLibrary(t *testing.T) {
-	p, err := Open(Options{})
+	p, err := Open(Options{LibraryPath: os.Getenv(EnvLibrary)})
 	if err == nil {
 		defer p.Close()
 		s := mustSample(t, p)

@@ -4,6 +4,7 @@ package nvml
 
 import (
 	"context"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -16,14 +17,7 @@ import (
 // each) and gpuguard's probe tick. It needs a GPU and is skipped without
 // one; scripts/gpu-smoke.sh runs it on a GPU machine with -v.
 func TestRealCallLatency(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
-	lib := gonvml.New()
-	if ret := lib.Init(); ret != gonvml.SUCCESS {
-		t.Skipf("no NVML here: %v", gonvml.ErrorString(ret))
-	}
-	defer lib.Shutdown()
+	lib := openReal(t)
 	dev, ret := lib.DeviceGetHandleByIndex(0)
 	if ret != gonvml.SUCCESS {
 		t.Fatalf("device 0: %v", gonvml.ErrorString(ret))
@@ -47,7 +41,7 @@ func TestRealCallLatency(t *testing.T) {
 	measure("GetMemoryInfo_v2", func() gonvml.Return { _, r := dev.GetMemoryInfo_v2(); return r })
 	measure("GetComputeRunningProcesses", func() gonvml.Return { _, r := dev.GetComputeRunningProcesses(); return r })
 
-	p, err := Open(Options{Devices: []string{"0"}})
+	p, err := Open(Options{Devices: []string{"0"}, LibraryPath: os.Getenv(EnvLibrary)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +53,7 @@ func TestRealCallLatency(t *testing.T) {
 		}
 		return gonvml.SUCCESS
 	})
-	p2, err := Open(Options{Devices: []string{"0"}, ProcessInterval: time.Nanosecond})
+	p2, err := Open(Options{Devices: []string{"0"}, ProcessInterval: time.Nanosecond, LibraryPath: os.Getenv(EnvLibrary)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +64,24 @@ func TestRealCallLatency(t *testing.T) {
 		}
 		return gonvml.SUCCESS
 	})
+}
+
+// openReal loads the real driver library as gpuguard does (the dynamic
+// loader, then the usual driver directories; $GPUGUARD_NVML_LIB alone when
+// set), so the real-hardware tests run where gpuguard does, even when the
+// library is not in the loader's cache. It skips without NVML, and with
+// -short.
+func openReal(t *testing.T) Library {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	lib, err := load(Options{LibraryPath: os.Getenv(EnvLibrary)}, "/", realLibrary)
+	if err != nil {
+		t.Skipf("no NVML here: %v", err)
+	}
+	t.Cleanup(func() { lib.Shutdown() })
+	return lib
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

@@ -94,6 +94,9 @@ func (l *loop) applyWatermark(now time.Time) {
 		l.deps.Logf("watermark %.2f above critical at the last profile %s: nothing lower", l.ratio, l.pol.Profiles[l.level].Name)
 		return
 	}
+	if l.observeHeld(now) {
+		return // another tenant stepped for this pressure: a yield, noted
+	}
 	l.rules.stepped(now)
 	if l.cfg.Observe {
 		if v == stepUpOne {

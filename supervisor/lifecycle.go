@@ -186,6 +186,10 @@ func (l *loop) launch(level int) {
 		l.publish(st)
 	}
 	l.s.toldOOM.Store(nil)
+	// The child may run (and speak) before Launch returns: its start is
+	// when gpuguard began starting it, so that no one who heard from it
+	// sees a start event dated after that.
+	launched := time.Now()
 	child, err := l.deps.Launcher.Launch(spec)
 	if err != nil {
 		l.cannotStart(err)
@@ -193,7 +197,7 @@ func (l *loop) launch(level int) {
 	}
 	l.starts++
 	l.child = child
-	l.childStart = time.Now()
+	l.childStart = launched
 	l.childTree = map[int]bool{child.PID(): true}
 	l.state = api.StateStarting
 	l.rules.reset()
@@ -201,7 +205,7 @@ func (l *loop) launch(level int) {
 	l.fc = trend.Forecast{}
 	l.setTarget()
 	l.beganStarting(l.childStart)
-	ev := api.Event{Event: api.EventStart, PID: child.PID(), Restarts: l.restarts, Reason: l.lastExit}
+	ev := api.Event{Time: launched, Event: api.EventStart, PID: child.PID(), Restarts: l.restarts, Reason: l.lastExit}
 	if from != level {
 		ev.From, ev.To = l.pol.Profiles[from].Name, l.pol.Profiles[level].Name
 	}

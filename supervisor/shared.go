@@ -76,6 +76,21 @@ func (l *loop) coordinated() bool {
 	return l.deps.Coordinator != nil && !l.cfg.Observe && l.pol.Watch.Scope == policy.ScopeDevice
 }
 
+// notesDecisions reports whether this instance journals the other
+// tenants' decisions as yields: a coordinated one, or one in observe mode
+// that watches the device's memory (a process-scope instance steps by its
+// own quota, so a step elsewhere does not answer its pressure).
+func (l *loop) notesDecisions() bool {
+	return l.deps.Coordinator != nil && l.pol.Watch.Scope == policy.ScopeDevice
+}
+
+// observeHeld reports whether an observing tenant keeps what it would do
+// to itself for now: another tenant stepped for this pressure and its
+// grace has not passed.
+func (l *loop) observeHeld(now time.Time) bool {
+	return l.cfg.Observe && l.notesDecisions() && now.Before(l.shared.holdUntil)
+}
+
 // proposeShared takes the watermark verdict of a coordinated instance to
 // the coordinator instead of acting on it. It reports whether it handled
 // the sample (false: decide alone, as without tenants).
@@ -257,8 +272,12 @@ func (l *loop) stepKind(now time.Time, kind, why string) {
 // noteDecision records a decision another tenant executed on a GPU we
 // watch: a yield (once per decision), the sustain timer restarts, and no
 // step is proposed before its grace has passed.
+//
+// An observing tenant notes them too: it takes no part in the decision, but
+// another tenant's step is its yield like anyone's, and what it would
+// have done waits for that step's grace (see observeHeld).
 func (l *loop) noteDecision(d api.TenantDecision) {
-	if !l.coordinated() || !l.watches(d.GPU) || l.seenSeq(d.GPU, d.Seq) {
+	if !l.notesDecisions() || !l.watches(d.GPU) || l.seenSeq(d.GPU, d.Seq) {
 		return
 	}
 	l.markSeen(d.GPU, d.Seq)

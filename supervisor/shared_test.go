@@ -646,3 +646,40 @@ func TestReserveCountsOtherTenants(t *testing.T) {
 		h.wait()
 	})
 }
+
+// TestObservingTenantYields: an observing tenant takes no part in the
+// decision, but another tenant's step is its yield like anyone's, and what
+// it would have done waits for that step's grace: no `observe` event for a
+// pressure another tenant already answered.
+func TestObservingTenantYields(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fc := &fakeCoord{}
+		h := startHarness(t, livePolicy(), withCoord(fc, func(c *Config, d *Deps) { c.Observe = true }))
+		c := h.child()
+		time.Sleep(150 * time.Millisecond)
+		synctest.Wait()
+		h.probe.setUsed(15 * gib) // above high
+		d := api.TenantDecision{GPU: fakeGPU, Seq: 3, Kind: api.KindDown, To: "batch", At: time.Now().UnixNano(), GraceSeconds: 5}
+		if err := h.sup.TenantDecision(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(4 * time.Second) // past its own sustain (1s), within batch's grace (5s)
+		synctest.Wait()
+		if y := h.rec.named(api.EventYield); len(y) != 1 || y[0].To != "batch" || y[0].GPU != fakeGPU {
+			t.Fatalf("yields %+v, want one to batch", y)
+		}
+		if o := h.rec.named(api.EventObserve); len(o) != 0 {
+			t.Fatalf("observe events within the stepper's grace: %+v", o)
+		}
+		time.Sleep(2 * time.Second) // past the grace: the pressure is its own again
+		synctest.Wait()
+		if o := h.rec.named(api.EventObserve); len(o) != 1 {
+			t.Fatalf("%d observe events after the grace, want 1", len(o))
+		}
+		if props, _, _, _ := fc.got(); len(props) != 0 {
+			t.Fatalf("an observing tenant proposed %+v", props)
+		}
+		c.end(Exit{})
+		h.wait()
+	})
+}

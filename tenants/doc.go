@@ -2,26 +2,34 @@
 // who acts, without a daemon: peers that meet in the shared runtime dir.
 //
 // A tenant of a GPU is a running instance in the same runtime dir that
-// watches the same GPU UUID. Instances find each other by listing the
-// control sockets and asking each one, over the internal `tenant` request,
-// what it watches (500 ms each: a socket that refuses is a dead instance
-// and drops out at once; one that does not answer, hung or SIGSTOPped,
-// drops out at the timeout).
+// watches the same GPU UUID. Everything they share lives in files, so that
+// a decision reads a few small files instead of waking every peer:
 //
-// What they agree on lives in one directory per GPU, <runtime>/gpus/<key>/:
-//
+//   - <runtime>/gpus/live.<name>: flock(2)ed by each instance for as long as
+//     it runs. A tenant's other files count only while this lock is held;
+//     the kernel drops it when the tenant dies (even by SIGKILL), so a dead
+//     tenant drops out at once and nothing it left is stale.
+//   - per GPU, <runtime>/gpus/<key>/ (key: the UUID, or a hash of it):
+//   - t.<name>: what the tenant is and can do (priority, scope, level,
+//     observe, own usage, grace, settle), rewritten when that changes;
+//   - l.<name>: the sum of its outstanding admission leases;
 //   - the decision log: d.<seq> is a claim (this tenant decides that tenant
-//     steps), d.<seq>.ok how it ended (confirmed by the tenant that executed
-//     it, or void). Both names are created exclusively (link(2)), so of two
-//     tenants that decide at once exactly one gets the seq, and of an
-//     executor confirming and a decider giving up exactly one wins;
-//   - start claims s.<seq>: one start at a time on a shared GPU;
-//   - admit.lock: flock(2)ed while one reservation is decided.
+//     steps), d.<seq>.ok how it ended (confirmed by the executor before it
+//     steps, or void when the decider gave up). Both names are created
+//     exclusively (link(2)): of two deciders exactly one gets the seq, and
+//     of an executor confirming and a decider voiding exactly one wins, so
+//     a step happens once or not at all;
+//   - s.<seq>: start claims, one start at a time on a shared GPU;
+//   - decide.lock: taken without waiting, so that one tenant decides at a
+//     time (a holder that hangs is ignored after ClaimTTL: the exclusive
+//     claims keep it correct);
+//   - admit.lock: flocked while one reservation is decided, waited for at
+//     most LockWait.
 //
-// These rest on three kernel facts: a dead process's Unix socket refuses
-// connections, link(2) creates a name exclusively, and flock is released
-// when its holder dies. Nothing here waits on a peer without a timeout, so
-// no tenant can block the others.
+// Only the chosen tenant is asked, over its control socket (`tenant_step`,
+// within PeerTimeout). One that does not answer (hung, SIGSTOPped) is
+// passed over, and the next candidate is chosen within a second. Nothing
+// waits on a peer without a bound, so no tenant can block the others.
 //
 // The ranking (who steps) is a pure comparator chain in rank.go, the log's
 // rules pure functions in log.go; Coordinator does the I/O. The supervisor
