@@ -240,3 +240,17 @@ func TestReloadJournalLimits(t *testing.T) {
 		t.Fatalf("limits %+v, want %+v", lr.got, want)
 	}
 }
+
+// TestReloadOtherDevices: the devices follow the backend (--devices and
+// the *_VISIBLE_DEVICES variables cannot change under a running process),
+// but a resolution that watches others anyway is refused like a new
+// backend.
+func TestReloadOtherDevices(t *testing.T) {
+	rr, _, _, _ := reloadRun(t, reloadBase, RunOptions{})
+	r := *rr.start
+	r.devices = []string{"1"}
+	errs := rr.sameInstance(&r, []byte(reloadBase))
+	if len(errs) != 1 || errs[0].Key != "watch.backend" || errs[0].Line != 5 || !strings.Contains(errs[0].Msg, "other devices") {
+		t.Fatalf("problems %v", errs)
+	}
+}
