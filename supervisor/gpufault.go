@@ -61,16 +61,18 @@ func (l *loop) gpuAnswered(s gpu.Sample) {
 	}
 }
 
-// faultCause reports the fault a child exit at now is blamed on: a
-// watched GPU still faulted, or a critical fault within faultWindow.
-func (l *loop) faultCause(now time.Time) (gpu.Fault, bool) {
+// faultCause reports the fault the exit at now of a child started at
+// started is blamed on: a watched GPU still faulted, or a critical fault
+// within faultWindow that came while that child ran (a child started after
+// the GPU answered again did not meet the fault).
+func (l *loop) faultCause(now, started time.Time) (gpu.Fault, bool) {
 	var cause *gpu.Fault
 	for _, f := range l.faults.faulted {
 		if cause == nil || f.Time.After(cause.Time) {
 			cause = &f
 		}
 	}
-	if cause == nil && l.faults.last != nil && now.Sub(l.faults.last.Time) <= faultWindow {
+	if last := l.faults.last; cause == nil && last != nil && now.Sub(last.Time) <= faultWindow && !last.Time.Before(started) {
 		cause = l.faults.last
 	}
 	if cause == nil {
@@ -79,11 +81,13 @@ func (l *loop) faultCause(now time.Time) (gpu.Fault, bool) {
 	return *cause, true
 }
 
-// onGPUFaultExit handles a child exit caused by a GPU fault: never an OOM
-// or a crash. (An exit with status 0 is the child's own clean end, fault or
-// not, and ends gpuguard with 0.) on_gpu_fault = "stop" ends gpuguard with exit 1 (restarting
-// onto a broken GPU would loop); "restart" restarts in the same profile,
-// with backoff, once the GPU answers again.
+// onGPUFaultExit handles a child exit caused by a GPU fault: never an OOM,
+// a crash or a clean end. Status 0 included: a server that shuts itself
+// down "cleanly" because its GPU failed under it did not finish its work,
+// and exiting 0 would tell the service manager that all is well.
+// on_gpu_fault = "stop" ends gpuguard with exit 1 (restarting onto a broken
+// GPU would loop); "restart" restarts in the same profile, with backoff,
+// once the GPU answers again.
 func (l *loop) onGPUFaultExit(e Exit, ran time.Duration, f gpu.Fault, release map[int]bool) {
 	now := time.Now()
 	detail := fmt.Sprintf("the child exited with status %d after a GPU fault on GPU %d (%s): %s",

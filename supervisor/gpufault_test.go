@@ -202,16 +202,41 @@ func TestGPUFaultWhileStopping(t *testing.T) {
 	})
 }
 
-// TestCleanExitAfterFault: a child that exits 0 right after a critical
-// Xid ended its work: gpuguard ends with 0, not with a fault.
-func TestCleanExitAfterFault(t *testing.T) {
+// TestZeroExitAfterFault: a child that exits 0 right after a critical Xid
+// (a server that shuts itself down "cleanly" when its GPU fails) is a
+// gpu_fault exit like any other: with on_gpu_fault = "stop" gpuguard exits
+// 1, never 0, which would tell the service manager all is well.
+func TestZeroExitAfterFault(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h, faults := xidHarness(t, policy.OnGPUFaultStop)
 		c := h.child()
 		xid(faults, 79)
 		c.end(Exit{})
+		if code, err := h.wait(); code != 1 || err == nil {
+			t.Fatalf("got %d %v, want 1 and the fault", code, err)
+		}
+		if g := h.rec.named(api.EventGiveUp); len(g) != 1 || g[0].Reason != api.ReasonGPUFault {
+			t.Fatalf("giveup events %+v, want one with reason gpu_fault", g)
+		}
+	})
+}
+
+// TestFaultBeforeTheChildStarted: a child started after the GPU answered
+// again did not meet the fault: its exit, within the 10 s window of the
+// event, is its own (here a clean end), not the fault's.
+func TestFaultBeforeTheChildStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, faults := xidHarness(t, policy.OnGPUFaultRestart)
+		c := h.child()
+		xid(faults, 79)
+		c.end(Exit{Code: 1})
+		c = h.child() // restarted once the GPU answered, within the window
+		c.end(Exit{})
 		if code, err := h.wait(); code != 0 || err != nil {
-			t.Fatalf("got %d %v, want 0", code, err)
+			t.Fatalf("got %d %v, want the restarted child's clean 0", code, err)
+		}
+		if r := h.rec.named(api.EventRestart); len(r) != 1 {
+			t.Fatalf("restart events %+v, want the one after the fault", r)
 		}
 	})
 }

@@ -280,7 +280,7 @@ func (l *loop) onExit() {
 		l.restartRequested(l.level, l.pol.Profiles[l.level].Name, exitRequested, e, release, detail)
 		return
 	}
-	if f, ok := l.faultCause(now); ok && e.Status() != 0 {
+	if f, ok := l.faultCause(now, now.Add(-ran)); ok {
 		l.onGPUFaultExit(e, ran, f, release)
 		return
 	}
