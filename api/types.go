@@ -102,7 +102,9 @@ const (
 	// EventYield records that another tenant of a shared GPU (To) steps
 	// for this pressure, so this instance does not.
 	EventYield = "yield"
-	// EventReload records an applied policy reload (Changed lists keys).
+	// EventReload records a policy reload: applied (Changed lists the
+	// keys, empty when none changed) or refused (Reason "error", Detail the
+	// problems; nothing changed).
 	EventReload = "reload"
 	// EventGPUFault records a GPU fault event (an Xid) on a watched GPU.
 	EventGPUFault = "gpu_fault"
@@ -131,6 +133,9 @@ const (
 	ReasonGPUFault = "gpu_fault"
 	// ReasonReload is a restart because a reload removed the profile.
 	ReasonReload = "reload"
+	// ReasonError is a reload event's reason when the reload was refused
+	// (nothing changed); an applied reload's reason is empty.
+	ReasonError = "error"
 )
 
 // Event is one line of the event journal (<state-dir>/events.jsonl).
@@ -162,7 +167,8 @@ type Event struct {
 	// Xid is a GPU fault's Xid (gpu_fault).
 	Xid int `json:"xid,omitempty"`
 	// Changed lists the policy keys a reload changed (reload).
-	Changed []string `json:"changed,omitempty"`
+	// Non-nil on every applied reload: "changed":[] says nothing changed.
+	Changed []string `json:"changed,omitzero"`
 
 	// Admission fields.
 	Decision string `json:"decision,omitempty"`

@@ -65,11 +65,7 @@ func runPolicyCheck(stdio *IO, file string) error {
 		if name == "" {
 			name = policy.DefaultFile
 		}
-		problems := "1 problem"
-		if len(list) > 1 {
-			problems = fmt.Sprintf("%d problems", len(list))
-		}
-		return exitf(ExitConfig, "%s: invalid policy (%s)", name, problems)
+		return exitf(ExitConfig, "%s: invalid policy (%s)", name, problemCount(len(list)))
 	}
 	if pol.Source == "" {
 		fmt.Fprintf(stdio.Out, "no %s in the working directory: showing the built-in defaults\n\n", policy.DefaultFile)

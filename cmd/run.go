@@ -112,9 +112,12 @@ var visibleDevicesVar = map[string]string{
 // resolvedRun is a run whose inputs are all checked: what remains can only
 // fail at run time.
 type resolvedRun struct {
-	opts       *RunOptions
-	pol        *policy.Policy
-	name       string
+	opts *RunOptions
+	pol  *policy.Policy
+	name string
+	// nameFrom is the policy key the name came from: "name", "command"
+	// (its base name), or "" when --name gave it.
+	nameFrom   string
 	command    []string
 	startLevel int
 	devices    []string
@@ -131,6 +134,40 @@ func resolveRun(o *RunOptions) (*resolvedRun, error) {
 	if err != nil {
 		return nil, withCode(ExitConfig, err)
 	}
+	r, err := resolvePolicy(o, pol)
+	if err != nil {
+		return nil, err
+	}
+	if o.Profile != "" {
+		i, ok := pol.ProfileIndex(o.Profile)
+		if !ok {
+			return nil, exitf(ExitUsage, "--profile %q: no such profile in the ladder (%s)", o.Profile, profileNames(pol))
+		}
+		r.startLevel = i
+	}
+	if r.simMemory, err = policy.ParseSize(o.SimMemory); err != nil || r.simMemory == 0 {
+		return nil, exitf(ExitUsage, "--sim-memory %q: want a size such as 16GiB", o.SimMemory)
+	}
+	if o.SimDevices < 1 {
+		return nil, exitf(ExitUsage, "--sim-devices must be at least 1")
+	}
+	env := paths.System()
+	env.Getenv = o.IO.Getenv
+	if r.stateDir, err = env.StateDir(o.StateDir, r.name); err != nil {
+		return nil, withCode(ExitUsage, err)
+	}
+	if r.runtimeDir, err = env.RuntimeDir(o.RuntimeDir); err != nil {
+		return nil, withCode(ExitUsage, err)
+	}
+	return r, nil
+}
+
+// resolvePolicy applies the run's flags (--backend, --interval,
+// --priority, --metrics-addr, --name, -- CMD) to pol, the run's policy file
+// as read, and derives what depends on both: the command, the instance
+// name, the devices. Start and reload share it, so a flag given at start
+// keeps overriding the file after a reload (run_reload.go).
+func resolvePolicy(o *RunOptions, pol *policy.Policy) (*resolvedRun, error) {
 	if o.Backend != nil {
 		if !slices.Contains(backends, *o.Backend) {
 			return nil, exitf(ExitUsage, "--backend %q: want one of %s", *o.Backend, strings.Join(backends, ", "))
@@ -165,36 +202,19 @@ func resolveRun(o *RunOptions) (*resolvedRun, error) {
 	}
 	r.name = o.Name
 	if r.name == "" {
-		r.name = pol.Name
+		r.name, r.nameFrom = pol.Name, "name"
 	}
 	if r.name == "" {
-		r.name = filepath.Base(r.command[0])
+		r.name, r.nameFrom = filepath.Base(r.command[0]), "command"
 	}
 	if err := paths.ValidName(r.name); err != nil {
 		return nil, exitf(ExitUsage, "%v (set --name)", err)
 	}
-	if o.Profile != "" {
-		i, ok := pol.ProfileIndex(o.Profile)
-		if !ok {
-			return nil, exitf(ExitUsage, "--profile %q: no such profile in the ladder (%s)", o.Profile, profileNames(pol))
-		}
-		r.startLevel = i
-	}
+	// What runs is the resolved policy, as for the flags above: a reload
+	// that changes only a key a flag fixes changes nothing.
+	pol.Name, pol.Command = r.name, r.command
+	var err error
 	if r.devices, r.drmDevices, err = selectDevices(pol.Watch.Backend, o.Devices, o.IO.Getenv); err != nil {
-		return nil, withCode(ExitUsage, err)
-	}
-	if r.simMemory, err = policy.ParseSize(o.SimMemory); err != nil || r.simMemory == 0 {
-		return nil, exitf(ExitUsage, "--sim-memory %q: want a size such as 16GiB", o.SimMemory)
-	}
-	if o.SimDevices < 1 {
-		return nil, exitf(ExitUsage, "--sim-devices must be at least 1")
-	}
-	env := paths.System()
-	env.Getenv = o.IO.Getenv
-	if r.stateDir, err = env.StateDir(o.StateDir, r.name); err != nil {
-		return nil, withCode(ExitUsage, err)
-	}
-	if r.runtimeDir, err = env.RuntimeDir(o.RuntimeDir); err != nil {
 		return nil, withCode(ExitUsage, err)
 	}
 	return r, nil

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -55,13 +54,17 @@ func runRun(o *RunOptions) error {
 	}
 	defer srv.Close()
 
-	var metricsLn net.Listener
-	if addr := r.pol.Metrics.Listen; addr != "" {
-		if metricsLn, err = metrics.Listen(addr); err != nil {
-			return &ExitError{Code: ExitConfig, Err: fmt.Errorf("metrics listen address %q: %w", addr, err)}
-		}
-		defer metricsLn.Close()
+	// The metrics address is bound before anything else starts, so a port
+	// in use is a configuration error; a reload may move it (Endpoint).
+	var sup *supervisor.Supervisor
+	m := metrics.New(r.name, func() api.Status { return sup.Status() })
+	endpoint := metrics.NewEndpoint(m.Handler())
+	defer endpoint.Close()
+	move, err := endpoint.Prepare(r.pol.Metrics.Listen)
+	if err != nil {
+		return &ExitError{Code: ExitConfig, Err: fmt.Errorf("metrics listen address %q: %w", r.pol.Metrics.Listen, err)}
 	}
+	defer move.Abort() // unless committed
 
 	simDir := ""
 	if r.pol.Watch.Backend == "sim" {
@@ -116,14 +119,13 @@ func runRun(o *RunOptions) error {
 	// The tenants of a shared GPU agree through the runtime dir (docs/sharing.md).
 	coord := tenants.New(tenants.Options{RuntimeDir: r.runtimeDir, Name: r.name, Logf: logf})
 	defer coord.Close()
-	var sup *supervisor.Supervisor
-	m := metrics.New(r.name, func() api.Status { return sup.Status() })
 	m.CountJournalLosses(jr.Dropped)
 	sup, err = supervisor.New(cfg, supervisor.Deps{
 		Probe: probe, Launcher: launcher, Owned: proc.Descendants,
 		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
 		Faults: faults, Coordinator: coord,
+		Reloader: &runReloader{opts: o, start: r, metrics: endpoint, journal: jr},
 	})
 	if err != nil {
 		return err
@@ -132,9 +134,7 @@ func runRun(o *RunOptions) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go srv.Serve(ctx, sup)
-	if metricsLn != nil {
-		go metrics.Serve(ctx, metricsLn, m.Handler())
-	}
+	move.Commit()
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(signals)
@@ -154,12 +154,19 @@ func runRun(o *RunOptions) error {
 // records. max_files = 0 keeps no rotated file, where the journal's zero
 // means its default.
 func journalOptions(pol policy.Journal, name string, now time.Time, logf func(string, ...any)) journal.Options {
+	l := journalLimits(pol)
+	return journal.Options{MaxBytes: l.MaxBytes, MaxFiles: l.MaxFiles, MaxAge: l.MaxAge,
+		Totals: report.NewTally(now), Name: name, Logf: logf}
+}
+
+// journalLimits are the policy's [journal] keys as the journal's limits, at
+// start and after a reload.
+func journalLimits(pol policy.Journal) journal.Limits {
 	files := pol.MaxFiles
 	if files == 0 {
 		files = -1
 	}
-	return journal.Options{MaxBytes: int64(pol.MaxSize), MaxFiles: files, MaxAge: pol.MaxAge,
-		Totals: report.NewTally(now), Name: name, Logf: logf}
+	return journal.Limits{MaxBytes: int64(pol.MaxSize), MaxFiles: files, MaxAge: pol.MaxAge}
 }
 
 // procLauncher starts children with package proc. Both fields may be nil.

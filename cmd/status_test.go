@@ -62,11 +62,19 @@ func (b *statusTestBackend) Release(context.Context, string) error { return nil 
 // ends.
 func statusTestServe(t *testing.T, dir, name string) *statusTestBackend {
 	t.Helper()
+	b := &statusTestBackend{name: name}
+	serveBackend(t, dir, name, b)
+	return b
+}
+
+// serveBackend runs a real control server answering from b for name in dir
+// until the test ends.
+func serveBackend(t *testing.T, dir, name string, b control.Backend) {
+	t.Helper()
 	s, err := control.Listen(dir, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &statusTestBackend{name: name}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, b) }()
@@ -75,7 +83,6 @@ func statusTestServe(t *testing.T, dir, name string) *statusTestBackend {
 		<-done
 		s.Close()
 	})
-	return b
 }
 
 // statusTestStale leaves a socket nobody listens on, as a killed instance does.

@@ -4,17 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuguard/gpuguard/control"
-	"github.com/gpuguard/gpuguard/paths"
 )
 
 // StepOptions is what `gpuguard step` was asked to do.
@@ -46,14 +40,11 @@ ladder).`,
 		Args:    usageArgs(cobra.ExactArgs(2)),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Name, opts.Direction = args[0], args[1]
-			if err := paths.ValidName(opts.Name); err != nil {
-				return &ExitError{Code: ExitUsage, Err: err}
+			if err := checkInstance(opts.Name, opts.Timeout); err != nil {
+				return err
 			}
 			if opts.Direction != control.StepDown && opts.Direction != control.StepUp {
 				return exitf(ExitUsage, "direction %q: want down or up\n%s", opts.Direction, c.UseLine())
-			}
-			if opts.Timeout <= 0 {
-				return exitf(ExitUsage, "--timeout must be positive, got %s", opts.Timeout)
 			}
 			if runF != nil {
 				return runF(opts)
@@ -61,58 +52,21 @@ ladder).`,
 			return runStep(c.Context(), opts)
 		},
 	}
-	c.Flags().StringVar(&opts.RuntimeDir, "runtime-dir", "", "directory of control sockets")
-	c.Flags().DurationVar(&opts.Timeout, "timeout", stepDefaultTimeout, "how long to wait for the instance to answer")
+	instanceFlags(c, &opts.RuntimeDir, &opts.Timeout, stepDefaultTimeout)
 	return c
 }
 
 func runStep(ctx context.Context, o *StepOptions) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-
-	sock, err := stepFindSocket(o)
-	if err != nil {
-		return err
-	}
-	c, err := control.Dial(ctx, sock)
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		return exitf(ExitFailure, "instance %q is not running (stale socket %s)", o.Name, sock)
-	}
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	profile, err := c.Step(ctx, o.Direction)
-	var re *control.RemoteError
-	if errors.As(err, &re) {
-		return exitf(ExitFailure, "instance %q refused to step %s: %s", o.Name, o.Direction, re.Message)
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(o.IO.Out, profile)
-	return nil
-}
-
-// stepFindSocket looks for NAME's socket in the runtime dirs, in order.
-func stepFindSocket(o *StepOptions) (string, error) {
-	env := paths.System()
-	env.Getenv = o.IO.Getenv
-	dirs, err := env.RuntimeDirs(o.RuntimeDir)
-	if err != nil {
-		return "", err
-	}
-	for _, d := range dirs {
-		p := paths.Socket(d, o.Name)
-		fi, err := os.Lstat(p)
-		if err == nil && fi.Mode()&fs.ModeSocket != 0 {
-			return p, nil
+	return withInstance(ctx, o.IO, o.RuntimeDir, o.Name, o.Timeout, func(ctx context.Context, c *control.Client) error {
+		profile, err := c.Step(ctx, o.Direction)
+		var re *control.RemoteError
+		if errors.As(err, &re) {
+			return exitf(ExitFailure, "instance %q refused to step %s: %s", o.Name, o.Direction, re.Message)
 		}
-	}
-	return "", exitf(ExitFailure, "no such instance %q (no socket in %s)", o.Name, strings.Join(dirs, ", "))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(o.IO.Out, profile)
+		return nil
+	})
 }

@@ -23,6 +23,9 @@ const maxReplyBytes = 16 << 20
 // the request and refused it.
 type RemoteError struct {
 	Message string
+	// Errors lists the problems of a refused reload, each naming the
+	// policy file, line and key; nil for other refusals.
+	Errors []string
 }
 
 func (e *RemoteError) Error() string { return e.Message }
@@ -119,14 +122,15 @@ func (c *Client) call(ctx context.Context, req any) ([]byte, error) {
 
 func replyError(line []byte) error {
 	var r struct {
-		OK    *bool  `json:"ok"`
-		Error string `json:"error"`
+		OK     *bool    `json:"ok"`
+		Error  string   `json:"error"`
+		Errors []string `json:"errors"`
 	}
 	if err := json.Unmarshal(line, &r); err != nil || r.OK == nil {
 		return fmt.Errorf("bad reply: %s", abbrev(string(line)))
 	}
 	if !*r.OK {
-		return &RemoteError{Message: r.Error}
+		return &RemoteError{Message: r.Error, Errors: r.Errors}
 	}
 	return nil
 }

@@ -105,6 +105,8 @@ func (c *conn) handle(ctx context.Context, b Backend, line []byte) bool {
 			return c.write(errorLine(id, err)) == nil
 		}
 		return c.write(encodeLine(stepReply{OK: true, ID: id, Profile: p})) == nil
+	case TypeReload:
+		return c.handleReload(ctx, b, id)
 	}
 	if handled, alive := c.handleTenant(ctx, b, req); handled {
 		return alive

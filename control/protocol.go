@@ -73,7 +73,7 @@ func decodeRequest(line []byte) (request, error) {
 	}
 	req.Type = typ
 	switch typ {
-	case TypeStatus, TypeSubscribe:
+	case TypeStatus, TypeSubscribe, TypeReload:
 		return req, nil
 	case TypeOOM:
 		req.Detail, _, err = stringField(fields, "detail")
@@ -97,7 +97,7 @@ func decodeRequest(line []byte) (request, error) {
 	if handled, err := decodeTenant(typ, line, &req); handled {
 		return req, err
 	}
-	return req, fmt.Errorf("unknown request type %q (want status, subscribe, oom, reserve, release, step or ready)", typ)
+	return req, fmt.Errorf("unknown request type %q (want status, subscribe, oom, reserve, release, step, reload or ready)", typ)
 }
 
 // decodeReserve applies the protocol's defaults (priority P1, ttl 60s).

@@ -21,5 +21,6 @@
 //   - retention (rotate.go): past MaxBytes, events.jsonl becomes
 //     events.jsonl.1 and older files shift up; MaxFiles rotated files are
 //     kept, and with MaxAge every further file whose newest line is younger
-//     than it, up to MaxRetained files.
+//     than it, up to MaxRetained files. SetLimits changes these limits on a
+//     running journal (a policy reload), applied as Open applies them.
 package journal

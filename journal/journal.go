@@ -50,6 +50,26 @@ type Options struct {
 	ceiling int
 }
 
+// Limits are the size and retention options, which a running journal can
+// change (SetLimits). Zero values mean what they mean in Options.
+type Limits struct {
+	MaxBytes int64
+	MaxFiles int
+	MaxAge   time.Duration
+}
+
+// setLimits puts l into o with the defaults applied.
+func (o *Options) setLimits(l Limits) {
+	o.MaxBytes, o.MaxFiles, o.MaxAge = l.MaxBytes, l.MaxFiles, l.MaxAge
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.MaxFiles == 0 {
+		o.MaxFiles = DefaultMaxFiles
+	}
+	o.MaxFiles = max(o.MaxFiles, 0)
+}
+
 // Totals keeps a run's cumulative figures. The journal feeds it every line
 // it writes (summaries, not the admissions they stand for), and writes
 // Record's result as the first line of the run, as the first line of every
@@ -75,6 +95,9 @@ type Journal struct {
 
 	last    atomic.Pointer[api.Event]
 	dropped atomic.Uint64
+	// limits are new limits for the writer to take (SetLimits); nil when
+	// none are waiting.
+	limits atomic.Pointer[Limits]
 
 	// Owned by the writer goroutine.
 	f          file
@@ -90,10 +113,12 @@ type Journal struct {
 }
 
 // item is one queued event, or (with flushed set) a marker the writer
-// closes once everything queued before it is written.
+// closes once everything queued before it is written, or (with wake set)
+// only a nudge to take new limits.
 type item struct {
 	ev      api.Event
 	flushed chan struct{}
+	wake    bool
 }
 
 // Open opens (creating it 0600, and its directory 0700, if missing) the
@@ -104,13 +129,7 @@ func Open(path string, opts Options) (*Journal, error) {
 }
 
 func open(path string, opts Options, fs fsys) (*Journal, error) {
-	if opts.MaxBytes <= 0 {
-		opts.MaxBytes = DefaultMaxBytes
-	}
-	if opts.MaxFiles == 0 {
-		opts.MaxFiles = DefaultMaxFiles
-	}
-	opts.MaxFiles = max(opts.MaxFiles, 0)
+	opts.setLimits(Limits{MaxBytes: opts.MaxBytes, MaxFiles: opts.MaxFiles, MaxAge: opts.MaxAge})
 	if opts.ceiling == 0 {
 		opts.ceiling = MaxRetained
 	}
@@ -136,6 +155,13 @@ func open(path string, opts Options, fs fsys) (*Journal, error) {
 	if err := j.retain(time.Now(), false); err != nil {
 		opts.Logf("journal: %v", err)
 	}
+	if opts.Totals != nil {
+		// The run's first line, written here rather than by the writer:
+		// on a busy host (one scheduler P) the writer may first run after
+		// the child's start was observed, and a record timed then would
+		// account the run from there, losing the time since the start.
+		j.record(time.Now())
+	}
 	go j.write()
 	return j, nil
 }
@@ -144,15 +170,47 @@ func open(path string, opts Options, fs fsys) (*Journal, error) {
 // supervisor.Observer. Events observed after Close are ignored.
 func (j *Journal) Observe(ev api.Event) {
 	j.last.Store(&ev)
+	if !j.offer(item{ev: ev}) {
+		j.dropped.Add(1)
+	}
+}
+
+// offer queues it without waiting; it reports false when the queue is
+// full (a closed journal takes nothing and reports true).
+func (j *Journal) offer(it item) bool {
 	j.mu.RLock()
 	defer j.mu.RUnlock()
 	if j.closed {
-		return
+		return true
 	}
 	select {
-	case j.queue <- item{ev: ev}:
+	case j.queue <- it:
+		return true
 	default:
-		j.dropped.Add(1)
+		return false
+	}
+}
+
+// SetLimits changes the size and retention limits of the running journal
+// (a policy reload). The writer takes them before the next line it writes:
+// a lower MaxBytes rotates at that line, and the rotated files the new
+// limits no longer keep are removed then, as Open does. It returns at once;
+// the supervisor loop calls it.
+func (j *Journal) SetLimits(l Limits) {
+	j.limits.Store(&l)
+	j.offer(item{wake: true}) // a full queue wakes the writer anyway
+}
+
+// takeLimits applies limits that SetLimits left for the writer.
+func (j *Journal) takeLimits(now time.Time) {
+	l := j.limits.Swap(nil)
+	if l == nil {
+		return
+	}
+	j.opts.setLimits(*l)
+	j.capWarned = false
+	if err := j.retain(now, false); err != nil {
+		j.opts.Logf("journal: %v", err)
 	}
 }
 
@@ -212,9 +270,6 @@ func (j *Journal) Close() error {
 // the pending summary's second and for the next periodic record.
 func (j *Journal) write() {
 	defer close(j.done)
-	if j.opts.Totals != nil {
-		j.record(time.Now()) // the run's first line
-	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var armed time.Time
@@ -229,9 +284,13 @@ func (j *Journal) write() {
 		}
 		select {
 		case it, ok := <-j.queue:
+			j.takeLimits(time.Now())
 			if !ok {
 				j.finish(time.Now())
 				return
+			}
+			if it.wake {
+				continue
 			}
 			if it.flushed != nil {
 				close(it.flushed)

@@ -230,3 +230,43 @@ func TestOpenAppliesRetention(t *testing.T) {
 		}
 	}
 }
+
+// TestSetLimits: limits changed on a running journal apply at once: fewer
+// files kept removes the rotated files beyond them before the next line,
+// and a smaller size rotates at the next line that does not fit.
+func TestSetLimits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		j, m, path := openMem(t, Options{MaxBytes: lineSize() + 5, MaxFiles: 4})
+		defer j.Close()
+		for i := range 6 {
+			j.Observe(event(i))
+		}
+		j.Flush()
+		if n := len(m.names()); n != 5 {
+			t.Fatalf("%d files before, want the current one and 4 rotated: %v", n, m.names())
+		}
+		j.SetLimits(Limits{MaxBytes: 3 * lineSize(), MaxFiles: 1})
+		j.Flush()
+		if got := m.names(); !slices.Equal(got, []string{path, rotated(path, 1)}) {
+			t.Fatalf("after max_files 1: files %v, want the current one and .1", got)
+		}
+		// Two lines go to a file now (three lines' size, less the margin
+		// each write keeps) where one did before.
+		for i := 6; i < 9; i++ {
+			j.Observe(event(i))
+		}
+		j.Flush()
+		if got := pids(t, m, path); !slices.Equal(got, []int{7, 8}) {
+			t.Errorf("current file holds %v, want 7 and 8", got)
+		}
+		// Zero values are the defaults, as at Open: 16 MiB files.
+		j.SetLimits(Limits{})
+		for i := range 200 {
+			j.Observe(event(i % 10))
+		}
+		j.Flush()
+		if got := m.names(); !slices.Equal(got, []string{path, rotated(path, 1)}) {
+			t.Errorf("with the default size nothing more rotates: files %v", got)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"path/filepath"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -97,4 +98,40 @@ func TestNoTotalsWithoutTally(t *testing.T) {
 			t.Errorf("lines %+v, want the one event", evs)
 		}
 	})
+}
+
+// firstRecordTotals notes when its first record was asked for.
+type firstRecordTotals struct {
+	mu    sync.Mutex
+	first time.Time
+}
+
+func (f *firstRecordTotals) Add(api.Event) {}
+
+func (f *firstRecordTotals) Record(now time.Time) api.Event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.first.IsZero() {
+		f.first = now
+	}
+	return api.Event{Time: now, Event: api.EventTotals, Totals: &api.Totals{}}
+}
+
+// TestFirstRecordAtOpen: the run's first record is timed when Open runs,
+// not when the writer goroutine first gets to run: on a busy host (one
+// scheduler P) that can be after the child's start was observed, and the
+// run would then be accounted from the record, losing the time since.
+func TestFirstRecordAtOpen(t *testing.T) {
+	ft := &firstRecordTotals{}
+	before := time.Now()
+	j, _, _ := openMem(t, Options{Totals: ft})
+	after := time.Now()
+	ft.mu.Lock()
+	first := ft.first
+	ft.mu.Unlock()
+	j.Close()
+	if first.Before(before) || first.After(after) {
+		t.Fatalf("first record at %s, want within Open (%s .. %s)", first.Format(time.RFC3339Nano),
+			before.Format(time.RFC3339Nano), after.Format(time.RFC3339Nano))
+	}
 }

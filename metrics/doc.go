@@ -11,4 +11,9 @@
 // two supervisors in one process, or a test, cannot collide, and every series
 // carries the label name=<instance> so a host running several instances can
 // be scraped by one job.
+//
+// Endpoint serves the handler on the policy's listen address and moves it
+// when a reload changes the address: the new address is bound before
+// anything changes, so a port in use refuses the reload instead of leaving
+// the instance without metrics.
 package metrics

@@ -28,7 +28,7 @@ var (
 // gpuguard_reloads_total.
 const (
 	ReloadOK    = "ok"
-	ReloadError = "error"
+	ReloadError = api.ReasonError
 )
 
 // probeBuckets span 10µs (a sim directory read) to 1s (a stuck driver call);

@@ -121,6 +121,17 @@ func syntaxError(source string, data []byte, err error) *Error {
 // missing one): a named policy that cannot be read is a configuration
 // error like any other.
 func Load(path string) (*Policy, error) {
+	data, err := ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data, path)
+}
+
+// ReadFile reads the policy file at path, as Load does (at most one byte
+// past MaxFileSize, for Parse to refuse): for a caller that also needs the
+// text, to Locate a key. Its error is an ErrorList too.
+func ReadFile(path string) ([]byte, error) {
 	data, err := readFile(path)
 	if err != nil {
 		msg := err.Error()
@@ -130,7 +141,7 @@ func Load(path string) (*Policy, error) {
 		}
 		return nil, ErrorList{{File: path, Msg: "cannot read policy: " + msg, Err: err}}
 	}
-	return Parse(data, path)
+	return data, nil
 }
 
 func readFile(path string) ([]byte, error) {

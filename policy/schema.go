@@ -38,6 +38,15 @@ func (d *decoder) policy(pol *Policy, raw map[string]any) {
 	for s, fs := range secs {
 		names[s] = fieldNames(fs)
 	}
+	top := d.topFields(pol, secs, names)
+	names[""] = fieldNames(top)
+	d.table(nil, raw, top, names)
+}
+
+// topFields are the document's own keys: the top-level values and the
+// ladder, then one table per section (secs) in sectionOrder. names lists
+// every table's keys, for suggestions.
+func (d *decoder) topFields(pol *Policy, secs map[string][]field, names map[string][]string) []field {
 	top := []field{
 		{"name", func(p path, v any) {
 			if s, ok := d.str(p, v); ok {
@@ -70,8 +79,7 @@ func (d *decoder) policy(pol *Policy, raw map[string]any) {
 	for _, s := range sectionOrder {
 		top = append(top, field{s, func(p path, v any) { d.table(p, v, secs[s], names) }})
 	}
-	names[""] = fieldNames(top)
-	d.table(nil, raw, top, names)
+	return top
 }
 
 func fieldNames(fs []field) []string {

@@ -74,6 +74,7 @@ func TestNotifySkippedUntilHandler(t *testing.T) {
 		if got := h.rec.gotOps(); !slices.Equal(got, want) {
 			t.Fatalf("order %v, want %v", got, want)
 		}
+		synctest.Wait() // the new child's first sample (kicked at its launch) is in
 		if st := h.sup.Status(); st.State != api.StateRunning || st.ChildPID != c.pid || len(h.rec.named(api.EventStart)) != 1 {
 			t.Fatalf("the child must keep running: %+v", st)
 		}

@@ -181,7 +181,7 @@ func (l *loop) notify(st api.ProfileState) {
 		}
 	}
 	if err := l.child.Signal(sig); err == nil {
-		l.notifiedAt = time.Now()
+		l.notifiedAt, l.notifiedSig = time.Now(), sig
 	}
 }
 
@@ -194,7 +194,7 @@ func (l *loop) emitStep(event string, to int, reason, why string) {
 // beginRestart stops the child with stop_signal so that it restarts in
 // level (GPUGUARD_LAST_EXIT=watermark).
 func (l *loop) beginRestart(level int, reason string, reply chan response) {
-	l.plan = &restartPlan{level: level, reason: reason}
+	l.plan = &restartPlan{level: level, reason: reason, from: l.pol.Profiles[l.level].Name}
 	if reply != nil {
 		l.plan.replies = append(l.plan.replies, reply)
 	}

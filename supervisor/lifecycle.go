@@ -264,16 +264,20 @@ func (l *loop) onExit() {
 		return
 	}
 	if plan := l.plan; plan != nil {
-		l.restartRequested(plan.level, e, release, "")
+		kind := exitRequested
+		if plan.reason == api.ReasonReload {
+			kind = exitReload
+		}
+		l.restartRequested(plan.level, plan.from, kind, e, release, "")
 		return
 	}
-	if diedOfNotify(e, l.pol.Notify.Signal, notifiedAt, now, notifyDeathWindow) {
+	if diedOfNotify(e, l.notifiedSig, notifiedAt, now, notifyDeathWindow) {
 		// gpuguard's own notification killed it: no crash, no backoff,
 		// not counted against max_restarts.
 		detail := fmt.Sprintf("killed by %s, the notify signal sent %s earlier for the live change to %s (its handler was not in place)",
 			policy.SignalName(e.Signal), now.Sub(notifiedAt).Round(time.Millisecond), l.pol.Profiles[l.level].Name)
 		l.deps.Logf("the child was %s; restarting it in profile %s", detail, l.pol.Profiles[l.level].Name)
-		l.restartRequested(l.level, e, release, detail)
+		l.restartRequested(l.level, l.pol.Profiles[l.level].Name, exitRequested, e, release, detail)
 		return
 	}
 	if f, ok := l.faultCause(now, now.Add(-ran)); ok {
@@ -325,12 +329,13 @@ func (l *loop) onExit() {
 }
 
 // restartRequested restarts a child that gpuguard ended itself (a restart
-// it asked for, or its notification): in level, with
-// GPUGUARD_LAST_EXIT=watermark, at once and outside the crash budget.
-func (l *loop) restartRequested(level int, e Exit, release map[int]bool, detail string) {
+// it asked for, or its notification), which ran in profile from: in level,
+// with GPUGUARD_LAST_EXIT=kind (watermark, or reload when a reload removed
+// its profile), at once and outside the crash budget.
+func (l *loop) restartRequested(level int, from string, kind exitKind, e Exit, release map[int]bool, detail string) {
 	l.restarts++
-	l.lastExit = string(exitRequested)
-	l.emit(api.Event{Event: api.EventRestart, Reason: api.ReasonWatermark, From: l.pol.Profiles[l.level].Name,
+	l.lastExit = string(kind)
+	l.emit(api.Event{Event: api.EventRestart, Reason: string(kind), From: from,
 		To: l.pol.Profiles[level].Name, Restarts: l.restarts, Status: ptr(e.Status()), Detail: detail})
 	l.enterWaiting(level, release)
 }

@@ -31,8 +31,10 @@ type loop struct {
 	lastExit string // none | oom | crash | watermark | gpu_fault
 	seq      int
 	// notifiedAt is when the current child was last sent the notify
-	// signal (zero: never), to tell its death by that signal.
-	notifiedAt time.Time
+	// signal (zero: never), and notifiedSig which one (a reload may change
+	// [notify] signal since), to tell its death by that signal.
+	notifiedAt  time.Time
+	notifiedSig syscall.Signal
 
 	child      Child
 	childStart time.Time
@@ -101,7 +103,8 @@ const reasonGPULost = "gpu_lost"
 // profile with live = false, a critical restart, a manual step).
 type restartPlan struct {
 	level   int
-	reason  string // watermark | critical | manual | recovered
+	reason  string // watermark | critical | manual | recovered | reload
+	from    string // the profile the stopped child runs in
 	replies []chan response
 }
 
@@ -292,6 +295,8 @@ func (l *loop) onRequest(r request) {
 			return
 		}
 		r.reply <- response{}
+	case opReload:
+		l.applyReload(r)
 	default:
 		l.onSharedRequest(r)
 	}

@@ -15,6 +15,8 @@ const (
 	exitOOM       exitKind = "oom"
 	exitCrash     exitKind = "crash"
 	exitRequested exitKind = "watermark" // gpuguard stopped it to restart it
+	// exitReload: gpuguard stopped it because a reload removed its profile.
+	exitReload exitKind = "reload"
 )
 
 // classifyExit decides whether an exit was an out-of-memory exit: the child

@@ -40,7 +40,7 @@ type sampleTarget struct {
 // take it.
 type sampler struct {
 	probe   gpu.Probe
-	timeout time.Duration
+	timeout atomic.Int64 // nanoseconds; a reload may change it
 	next    *time.Timer
 	kick    chan struct{}
 	period  atomic.Int64                 // nanoseconds
@@ -51,7 +51,8 @@ type sampler struct {
 func newSampler(probe gpu.Probe, timeout, period time.Duration) *sampler {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	s := &sampler{probe: probe, timeout: timeout, next: t, kick: make(chan struct{}, 1), out: make(chan sampleResult, 1)}
+	s := &sampler{probe: probe, next: t, kick: make(chan struct{}, 1), out: make(chan sampleResult, 1)}
+	s.timeout.Store(int64(timeout))
 	s.period.Store(int64(period))
 	return s
 }
@@ -85,7 +86,7 @@ func (s *sampler) run(ctx context.Context, done <-chan struct{}) {
 func (s *sampler) sample(ctx context.Context) sampleResult {
 	// The deadline is for backends that can honour it (npu-smi is a
 	// command); the loop notices a call that ignores it on its own.
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	cctx, cancel := context.WithTimeout(ctx, time.Duration(s.timeout.Load()))
 	t0 := time.Now()
 	smp, err := s.probe.Sample(cctx)
 	cancel()

@@ -32,6 +32,7 @@ type fakeCoord struct {
 	admits    int
 	leases    []uint64 // every SetLeases figure
 	leaseErr  error
+	info      api.TenantInfo // the last published
 }
 
 func (f *fakeCoord) Decide(ctx context.Context, p tenants.Proposal) tenants.Outcome {
@@ -116,7 +117,18 @@ func (f *fakeCoord) SetLeases(gpus []string, bytes uint64) error {
 	return nil
 }
 
-func (f *fakeCoord) Publish(info api.TenantInfo) {}
+func (f *fakeCoord) Publish(info api.TenantInfo) {
+	f.mu.Lock()
+	f.info = info
+	f.mu.Unlock()
+}
+
+// lastInfo is the TenantInfo published last.
+func (f *fakeCoord) lastInfo() api.TenantInfo {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.info
+}
 
 func (f *fakeCoord) published() []uint64 {
 	f.mu.Lock()

@@ -33,7 +33,8 @@ type Config struct {
 	// BaseEnv is the child's environment before the profile's env and the
 	// GPUGUARD_* variables (already without NOTIFY_SOCKET and WATCHDOG_*).
 	BaseEnv []string
-	// ProbeTimeout bounds one probe call; 0 = max(5 intervals, 2s).
+	// ProbeTimeout bounds one probe call; 0 = max(5 intervals, 2s), which
+	// follows the interval when a reload changes it.
 	ProbeTimeout time.Duration
 }
 
@@ -58,6 +59,8 @@ type Deps struct {
 	// Coordinator agrees with the other tenants of the watched GPUs; nil
 	// decides alone.
 	Coordinator Coordinator
+	// Reloader re-reads the policy for Reload; nil refuses reloads.
+	Reloader Reloader
 	// Logf prints one human-readable line about what gpuguard does.
 	Logf func(format string, args ...any)
 }
@@ -91,6 +94,14 @@ type Supervisor struct {
 	starting atomic.Bool
 	// leaseMu serialises publishing the leases to the other tenants.
 	leaseMu sync.Mutex
+
+	// pol is the policy in force (the loop replaces it on a reload);
+	// reloadMu makes reloads one at a time, so a reload's Load sees the
+	// policy its result will replace. probeAuto: cfg.ProbeTimeout was
+	// derived from the interval, and follows it.
+	pol       atomic.Pointer[policy.Policy]
+	reloadMu  sync.Mutex
+	probeAuto bool
 }
 
 // snapshot is the loop's state copied out after every event; uptimes are
@@ -112,14 +123,16 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 	case cfg.StartLevel < 0 || cfg.StartLevel >= len(cfg.Policy.Profiles):
 		return nil, fmt.Errorf("supervisor: start level %d outside the ladder", cfg.StartLevel)
 	}
-	if cfg.ProbeTimeout <= 0 {
-		cfg.ProbeTimeout = max(5*cfg.Policy.Watch.Interval, 2*time.Second)
+	probeAuto := cfg.ProbeTimeout <= 0
+	if probeAuto {
+		cfg.ProbeTimeout = defaultProbeTimeout(cfg.Policy)
 	}
 	if deps.Logf == nil {
 		deps.Logf = func(string, ...any) {}
 	}
 	s := &Supervisor{cfg: cfg, deps: deps, reqs: make(chan request), done: make(chan struct{}), started: time.Now(),
-		ledger: admission.NewLedger()}
+		ledger: admission.NewLedger(), probeAuto: probeAuto}
+	s.pol.Store(cfg.Policy)
 	st := api.Status{Name: cfg.Name, PID: os.Getpid(), State: api.StateStarting,
 		Profile: cfg.Policy.Profiles[cfg.StartLevel].Name, Level: cfg.StartLevel,
 		Levels: len(cfg.Policy.Profiles), Priority: cfg.Policy.Priority,
@@ -190,13 +203,26 @@ func (s *Supervisor) Release(ctx context.Context, lease string) error {
 
 func (s *Supervisor) call(ctx context.Context, r request) (response, error) {
 	r.reply = make(chan response, 1)
+	if err := s.send(ctx, r); err != nil {
+		return response{}, err
+	}
+	return s.await(ctx, r)
+}
+
+// send hands r to the loop; an error means the loop never got it.
+func (s *Supervisor) send(ctx context.Context, r request) error {
 	select {
 	case s.reqs <- r:
+		return nil
 	case <-s.done:
-		return response{}, errors.New("instance is shutting down")
+		return errors.New("instance is shutting down")
 	case <-ctx.Done():
-		return response{}, ctx.Err()
+		return ctx.Err()
 	}
+}
+
+// await waits for the loop's reply to r, which send handed over.
+func (s *Supervisor) await(ctx context.Context, r request) (response, error) {
 	select {
 	case resp := <-r.reply:
 		return resp, resp.err
@@ -217,6 +243,7 @@ const (
 	opTenantDecision
 	opReady
 	opEmit
+	opReload
 )
 
 // request is a control call handed to the loop goroutine.
@@ -233,6 +260,7 @@ type request struct {
 	tenantStep     api.TenantStep
 	tenantDecision api.TenantDecision
 	event          api.Event
+	reload         *Reload
 	reply          chan response
 }
 
@@ -240,5 +268,6 @@ type response struct {
 	profile        string
 	decision       admission.Decision
 	tenantDecision api.TenantDecision
+	changed        []string // reload
 	err            error
 }

@@ -120,6 +120,7 @@ func TestPackage(t *testing.T) {
 			"usr/share/man/man1/gpuguard-status.1.gz":           0o644,
 			"usr/share/man/man1/gpuguard-policy-check.1.gz":     0o644,
 			"usr/share/man/man1/gpuguard-report.1.gz":           0o644,
+			"usr/share/man/man1/gpuguard-reload.1.gz":           0o644,
 			"usr/share/man/man1/gpuguard-version.1.gz":          0o644,
 			"usr/share/bash-completion/completions/gpuguard":    0o644,
 			"usr/share/zsh/vendor-completions/_gpuguard":        0o644,
@@ -207,6 +208,9 @@ func TestPackage(t *testing.T) {
 		got := read(t, filepath.Join(p.root, unitPath))
 		if !strings.Contains(got, "\nExecStart=/usr/bin/gpuguard run --policy /etc/gpuguard/%i.toml") {
 			t.Errorf("packaged unit's ExecStart does not run /usr/bin/gpuguard:\n%s", got)
+		}
+		if !strings.Contains(got, "\nExecReload=/usr/bin/gpuguard reload %i\n") {
+			t.Errorf("packaged unit's ExecReload does not run /usr/bin/gpuguard reload %%i:\n%s", got)
 		}
 		// The packaged unit is the source unit with only that path changed.
 		if want := withDirectivePath(src, "/usr/local/bin/gpuguard", "/usr/bin/gpuguard"); got != want {

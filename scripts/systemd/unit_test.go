@@ -62,6 +62,11 @@ func TestUnitSettings(t *testing.T) {
 	if exec := strings.Join(d["ExecStart"], ""); !strings.HasPrefix(exec, "/usr/local/bin/gpuguard run --policy /etc/gpuguard/%i.toml") {
 		t.Errorf("ExecStart = %q", exec)
 	}
+	// The reload finds the instance's socket through the unit's own
+	// GPUGUARD_RUNTIME_DIR, by the name ExecStart gives it.
+	if exec := d["ExecReload"]; len(exec) != 1 || exec[0] != "/usr/local/bin/gpuguard reload %i" {
+		t.Errorf("ExecReload = %q, want /usr/local/bin/gpuguard reload %%i", exec)
+	}
 	env := strings.Join(d["Environment"], " ")
 	for _, kv := range []string{"GPUGUARD_STATE_DIR=/var/lib/gpuguard", "GPUGUARD_RUNTIME_DIR=/run/gpuguard"} {
 		if !strings.Contains(env, kv) {

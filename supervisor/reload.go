@@ -1,0 +1,210 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/policy"
+)
+
+// Reloader re-reads the policy file the instance was started with,
+// resolved as at start (the command-line flags still win), for Reload. Load
+// runs off the loop (it reads the file). cur is the policy in force: Load
+// prepares, but does not apply, what the new policy changes outside the
+// loop (a new metrics listener); it refuses, with nothing changed, a policy
+// that is invalid or that changes what only a restart can (the name, the
+// backend, the devices). Its error then holds every problem (a
+// policy.ErrorList, or any error that unwraps to a list).
+type Reloader interface {
+	Load(cur *policy.Policy) (*Reload, error)
+}
+
+// Reload is a re-read policy, ready for the loop to apply at once.
+type Reload struct {
+	Policy *policy.Policy
+	// Command and CheckpointPath are what the next start uses.
+	Command        []string
+	CheckpointPath string
+	// Commit applies what Load prepared outside the loop, once the loop
+	// has applied the policy; Abort undoes it when the loop never got the
+	// reload. Exactly one of them is called (either may be nil); the loop
+	// calls Commit, so it must return at once.
+	Commit, Abort func()
+}
+
+// ReloadError is a refused reload: nothing changed. It unwraps to every
+// problem, each naming the file, line and key where it can.
+type ReloadError struct {
+	Problems []error
+}
+
+func (e *ReloadError) Error() string {
+	msg := "policy not reloaded (nothing changed): " + e.Problems[0].Error()
+	if n := len(e.Problems) - 1; n > 0 {
+		msg += fmt.Sprintf(" (and %d more problem%s)", n, map[bool]string{true: "s"}[n > 1])
+	}
+	return msg
+}
+
+func (e *ReloadError) Unwrap() []error { return e.Problems }
+
+// refusal turns Load's error into a ReloadError listing its problems.
+func refusal(err error) *ReloadError {
+	var list interface{ Unwrap() []error }
+	if errors.As(err, &list) && len(list.Unwrap()) > 0 {
+		return &ReloadError{Problems: list.Unwrap()}
+	}
+	return &ReloadError{Problems: []error{err}}
+}
+
+// maxProblemsJournaled bounds the detail of a refused reload's event: a
+// hostile file's thousand problems stay on the reloading command's stderr.
+const maxProblemsJournaled = 5
+
+// Reload re-reads the instance's policy (Deps.Reloader) and applies it at
+// once on the loop: it returns the keys that changed (policy.Diff; empty
+// when none did). A refused reload returns a *ReloadError and changes
+// nothing. Either way the reload is journaled (a `reload` event, reason
+// "error" when refused) and so counted in gpuguard_reloads_total. Reloads
+// are taken one at a time.
+func (s *Supervisor) Reload(ctx context.Context) ([]string, error) {
+	if s.deps.Reloader == nil {
+		return nil, errors.New("this instance cannot reload its policy")
+	}
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	rl, err := s.deps.Reloader.Load(s.pol.Load())
+	if err != nil {
+		rerr := refusal(err)
+		s.refused(ctx, rerr)
+		return nil, rerr
+	}
+	r := request{op: opReload, reload: rl, reply: make(chan response, 1)}
+	if err := s.send(ctx, r); err != nil {
+		if rl.Abort != nil {
+			rl.Abort()
+		}
+		return nil, err
+	}
+	resp, err := s.await(ctx, r)
+	return resp.changed, err
+}
+
+// refused journals (and so counts) a refused reload, and logs it.
+func (s *Supervisor) refused(ctx context.Context, e *ReloadError) {
+	shown := e.Problems[:min(len(e.Problems), maxProblemsJournaled)]
+	parts := make([]string, len(shown))
+	for i, p := range shown {
+		parts[i] = p.Error()
+	}
+	detail := strings.Join(parts, "; ")
+	if n := len(e.Problems) - len(shown); n > 0 {
+		detail += fmt.Sprintf("; and %d more", n)
+	}
+	s.deps.Logf("reload refused, nothing changed: %s", detail)
+	_, _ = s.call(ctx, request{op: opEmit, event: api.Event{Event: api.EventReload, Reason: api.ReasonError, Detail: detail}})
+}
+
+// defaultProbeTimeout is Config.ProbeTimeout's default: long enough for a
+// slow driver call, five polling periods at the least.
+func defaultProbeTimeout(p *policy.Policy) time.Duration {
+	return max(5*p.Watch.Interval, 2*time.Second)
+}
+
+// applyReload makes the reloaded policy the one in force, with everything
+// derived from it, in one step of the loop: the thresholds, timers,
+// restart, notify and OOM settings are read from l.pol where they are used,
+// so they apply from the next sample or exit; the sampler's probe timeout,
+// the command and the checkpoint path are set here; the ladder is mapped
+// by name (reladder); what lies outside the loop is committed. The tenants
+// of a shared GPU see the new priority when the loop publishes after this
+// event.
+func (l *loop) applyReload(r request) {
+	rl, old := r.reload, l.pol
+	changed := policy.Diff(old, rl.Policy)
+	// The event names the profile the instance was in when it reloaded.
+	ev := api.Event{Event: api.EventReload, Changed: changed, Profile: old.Profiles[l.level].Name, Level: l.level}
+	l.pol = rl.Policy
+	l.s.pol.Store(rl.Policy)
+	l.cfg.Command, l.cfg.CheckpointPath = rl.Command, rl.CheckpointPath
+	if l.s.probeAuto {
+		l.cfg.ProbeTimeout = defaultProbeTimeout(l.pol)
+		l.smp.timeout.Store(int64(l.cfg.ProbeTimeout))
+	}
+	if rl.Commit != nil {
+		rl.Commit()
+	}
+	l.emit(ev)
+	if len(changed) == 0 {
+		l.deps.Logf("policy %s reloaded: nothing changed", l.pol.Source)
+	} else {
+		l.deps.Logf("policy %s reloaded: changed %s", l.pol.Source, strings.Join(changed, ", "))
+	}
+	if slices.Contains(changed, "profile") {
+		l.reladder(old)
+	}
+	if slices.ContainsFunc(changed, senses) {
+		// The next sample judges by the new thresholds and sets the
+		// period by the new intervals: take it now, not a period away.
+		l.sampleNow()
+	}
+	r.reply <- response{changed: changed}
+}
+
+// senses reports whether key is read when a sample is judged or the next
+// one scheduled.
+func senses(key string) bool {
+	return strings.HasPrefix(key, "watch.") || strings.HasPrefix(key, "watermark.")
+}
+
+// reladder moves the loop onto the new ladder after a reload changed it;
+// old is the policy before. A level follows its profile by name. The
+// running child keeps its profile if the name is still there: only the
+// state file is rewritten when its level moved (and published to
+// subscribers, since the file changed), never the notify signal, since
+// what runs has not changed; the new definition of that profile (its env)
+// applies at the next start or live step into it. A child whose profile is
+// gone is restarted gracefully (stop_signal, then the normal restart path,
+// GPUGUARD_LAST_EXIT=reload) at the same position in the new ladder, or
+// the best profile below it that fits; so is the next start's target. A
+// reload never moves an instance up the ladder by itself.
+func (l *loop) reladder(old *policy.Policy) {
+	last := len(l.pol.Profiles) - 1
+	follow := func(level int) (int, bool) {
+		if i, ok := l.pol.ProfileIndex(old.Profiles[level].Name); ok {
+			return i, true
+		}
+		return min(level, last), false
+	}
+	l.target, _ = follow(l.target)
+	if l.plan != nil {
+		l.plan.level, _ = follow(l.plan.level)
+	}
+	from := old.Profiles[l.level].Name
+	level, kept := follow(l.level)
+	moved := level != l.level
+	l.level = level
+	// A child on its way out or being restarted gets the new ladder's
+	// level at its next start anyway.
+	if l.child == nil || l.stopping || l.plan != nil {
+		return
+	}
+	if !kept {
+		l.deps.Logf("profile %s is no longer in the ladder: restarting the child", from)
+		l.beginRestart(level, api.ReasonReload, nil)
+		l.plan.from = from
+		return
+	}
+	if moved {
+		st, err := l.writeState(fmt.Sprintf("reload: profile %s is now level %d of %d", from, level, last+1))
+		if err != nil {
+			l.deps.Logf("%v", err)
+		}
+		l.publish(st)
+	}
+}
