@@ -17,8 +17,9 @@ type Settings struct {
 type Forecast struct {
 	// Period is when the next sample is due, counted from this one.
 	Period time.Duration
-	// Rising says the 10 s trend rises; ETA is then the projected time
-	// until the watermark reaches critical (0 when it is already there).
+	// Rising says the 10 s trend rises and the newest second still rises
+	// with it; ETA is then the projected time until the watermark reaches
+	// critical (0 when it is already there).
 	Rising bool
 	ETA    time.Duration
 	// Predicted says the trend stands out and reaches critical within
@@ -79,9 +80,17 @@ func Predicts(s Settings, ratio float64, short, long Line) bool {
 	if s.Lead <= 0 || ratio < s.Low || !long.StandsOut() || !short.Valid() {
 		return false
 	}
-	if short.Slope+risingT*short.SlopeErr < long.Slope/2 {
+	if !stillRising(short, long) {
 		return false
 	}
 	eta, ok := ETA(s.Critical, ratio, long)
 	return ok && eta <= s.Lead
+}
+
+// stillRising reports whether the newest second still rises with the long
+// trend: its slope is not clearly below half the long one. A jump to a
+// plateau makes the 10 s line slope up for 10 s while the samples after the
+// jump are flat; neither a prediction nor an ETA should come of it.
+func stillRising(short, long Line) bool {
+	return !short.Valid() || short.Slope+risingT*short.SlopeErr >= long.Slope/2
 }

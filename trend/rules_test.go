@@ -287,3 +287,26 @@ func TestCalmAfterFiveSecondsWithoutRise(t *testing.T) {
 		t.Errorf("the period never shortened during the rise (min %s)", minSeen)
 	}
 }
+
+// TestNoETAOnAPlateauAfterAJump: a one-off jump (another tenant loading its
+// weights) then a flat watermark is not a trend: the 10 s line through the
+// step slopes up, but no ETA is shown once the newest second is flat. A
+// steady ramp keeps its ETA.
+func TestNoETAOnAPlateauAfterAJump(t *testing.T) {
+	s := defaults()
+	ps := simulate(s, 40*time.Second, 0, 1, func(sec float64) float64 {
+		if sec < 20 {
+			return 0.10
+		}
+		return 0.875
+	})
+	for _, p := range ps {
+		if p.at >= 22*time.Second && p.f.Rising {
+			t.Fatalf("ETA %s at %s on a flat watermark after a jump", p.f.ETA, p.at)
+		}
+	}
+	ramp := simulate(s, 15*time.Second, 0.005, 2, func(sec float64) float64 { return 0.30 + 0.03*sec })
+	if last := ramp[len(ramp)-1]; !last.f.Rising || last.f.ETA <= 0 {
+		t.Fatalf("a steady ramp lost its ETA: %+v", last.f)
+	}
+}

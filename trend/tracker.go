@@ -23,7 +23,9 @@ func (t *Tracker) Observe(at time.Time, ratio float64, s Settings) Forecast {
 	t.prev = ratio
 	calm := ratio < s.Low && at.Sub(t.lastRise) >= CalmAfter
 	f := Forecast{Period: Period(s, ratio, short, calm), Predicted: Predicts(s, ratio, short, long)}
-	f.ETA, f.Rising = ETA(s.Critical, ratio, long)
+	if stillRising(short, long) {
+		f.ETA, f.Rising = ETA(s.Critical, ratio, long)
+	}
 	return f
 }
 
