@@ -121,9 +121,9 @@ func defaultProbeTimeout(p *policy.Policy) time.Duration {
 // restart, notify and OOM settings are read from l.pol where they are used,
 // so they apply from the next sample or exit; the sampler's probe timeout,
 // the command and the checkpoint path are set here; the ladder is mapped
-// by name (reladder); what lies outside the loop is committed. The tenants
-// of a shared GPU see the new priority when the loop publishes after this
-// event.
+// by name (reladder); what lies outside the loop is committed. The status,
+// the tenant answer and the tenants' published facts show the new policy
+// before the reply goes out: whoever asks after a reload sees it.
 func (l *loop) applyReload(r request) {
 	rl, old := r.reload, l.pol
 	changed := policy.Diff(old, rl.Policy)
@@ -153,6 +153,7 @@ func (l *loop) applyReload(r request) {
 		// period by the new intervals: take it now, not a period away.
 		l.sampleNow()
 	}
+	l.publishSnapshot()
 	r.reply <- response{changed: changed}
 }
 
