@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,6 +146,24 @@ func TestCgroupKill(t *testing.T) {
 	waitGone(t, gc)
 }
 
+// mkdirCgroup makes the cgroup dir and its parents. Every gpuguard that
+// opens its cgroups (another test, an e2e instance running beside) removes
+// the empty instance directories of others (removeAbandoned), so a parent
+// made a moment ago may be gone before its child: make both again. Once the
+// child exists, the parent is not empty and stays.
+func mkdirCgroup(t *testing.T, dir string) {
+	t.Helper()
+	var err error
+	for range 20 {
+		if err = os.MkdirAll(dir, 0o755); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestCgroupSweepsWhatAKilledInstanceLeft: processes left in an instance's
 // cgroups (its gpuguard was SIGKILLed) are killed by the next OpenCgroups
 // with the same key.
@@ -152,9 +171,7 @@ func TestCgroupSweepsWhatAKilledInstanceLeft(t *testing.T) {
 	t.Parallel()
 	first := openCgroups(t)
 	leaf := filepath.Join(first.Dir(), "c7")
-	if err := os.Mkdir(leaf, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	mkdirCgroup(t, leaf)
 	stray := exec.Command("sleep", "1000")
 	if err := stray.Start(); err != nil {
 		t.Fatal(err)
@@ -230,10 +247,8 @@ func TestCgroupRemovesAbandoned(t *testing.T) {
 	other := filepath.Join(base, fmt.Sprintf("gpuguard-test-%d-abandoned", os.Getpid()))
 	empty := filepath.Join(base, fmt.Sprintf("gpuguard-test-%d-empty", os.Getpid()))
 	dead, live, busy := filepath.Join(other, "999999999.1"), filepath.Join(other, fmt.Sprintf("%d.1", os.Getpid())), filepath.Join(other, "999999999.2")
-	for _, d := range []string{other, dead, live, busy, empty} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
+	for _, d := range []string{dead, live, busy, empty} {
+		mkdirCgroup(t, d)
 	}
 	t.Cleanup(func() {
 		for _, d := range []string{dead, live, busy, other, empty} {
