@@ -144,6 +144,7 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	l.publish(st)
 	l.deps.Logf("%s to profile %s (%s)", event, l.pol.Profiles[level].Name, why)
 	if reply != nil {
+		l.publishSnapshot() // a status asked after the reply shows the step
 		reply <- response{profile: l.pol.Profiles[level].Name}
 	}
 }

@@ -217,6 +217,9 @@ func (l *loop) launch(level int) {
 	}
 	l.updateStatusText()
 	if l.plan != nil {
+		if len(l.plan.replies) > 0 {
+			l.publishSnapshot() // a status asked after the reply shows the new child
+		}
 		for _, r := range l.plan.replies {
 			r <- response{profile: l.pol.Profiles[level].Name}
 		}

@@ -164,6 +164,9 @@ func (s *Supervisor) Status() api.Status {
 	if st.ChildPID != 0 {
 		st.ChildUptimeSeconds = time.Since(snap.childStart).Seconds()
 	}
+	// The ledger is read live: reservations are decided and withdrawn off
+	// the loop too, so the snapshot's count can lag a reply just sent.
+	st.Leases = s.ledger.Count()
 	return st
 }
 
