@@ -178,8 +178,13 @@ func (l *loop) launch(level int) {
 	}
 	reason := "start"
 	if l.lastExit != "none" {
-		reason = "restart after " + l.lastExit
+		why := l.lastExit
+		if l.restartFor != "" {
+			why = l.restartFor
+		}
+		reason = "restart after " + why
 	}
+	l.restartFor = ""
 	if st, err := l.writeState(reason); err != nil {
 		l.deps.Logf("%v", err)
 	} else {
@@ -271,6 +276,7 @@ func (l *loop) onExit() {
 		if plan.reason == api.ReasonReload {
 			kind = exitReload
 		}
+		l.restartFor = plan.reason
 		l.restartRequested(plan.level, plan.from, kind, e, release, "")
 		return
 	}

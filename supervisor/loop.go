@@ -29,7 +29,12 @@ type loop struct {
 	restarts int
 	starts   int    // children launched so far
 	lastExit string // none | oom | crash | watermark | gpu_fault
-	seq      int
+	// restartFor is why gpuguard itself ended the child it restarts (the
+	// plan's reason: watermark, critical, manual, recovered, reload), for
+	// the state file's reason; GPUGUARD_LAST_EXIT says watermark for all
+	// but reload. Empty otherwise.
+	restartFor string
+	seq        int
 	// notifiedAt is when the current child was last sent the notify
 	// signal (zero: never), and notifiedSig which one (a reload may change
 	// [notify] signal since), to tell its death by that signal.

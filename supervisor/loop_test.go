@@ -192,6 +192,9 @@ func TestStepIntoNonLiveProfileRestarts(t *testing.T) {
 		if len(r) != 1 || r[0].Reason != api.ReasonWatermark {
 			t.Fatalf("restart events %+v", r)
 		}
+		if st := h.rec.lastState(); st.Reason != "restart after watermark" {
+			t.Errorf("state reason %q, want %q", st.Reason, "restart after watermark")
+		}
 		c2.end(Exit{})
 		h.wait()
 	})
@@ -472,6 +475,14 @@ func TestManualStepIntoNonLiveRepliesAfterRestart(t *testing.T) {
 		<-done
 		if got != "int8" || c2.env("GPUGUARD_PROFILE") != "int8" {
 			t.Fatalf("reply %q, child in %s", got, c2.env("GPUGUARD_PROFILE"))
+		}
+		// The step was manual: the state file says so, although the
+		// child's LAST_EXIT is watermark (gpuguard stopped it for a step).
+		if st := h.rec.lastState(); st.Reason != "restart after manual" {
+			t.Errorf("state reason %q, want %q", st.Reason, "restart after manual")
+		}
+		if got := c2.env("GPUGUARD_LAST_EXIT"); got != "watermark" {
+			t.Errorf("LAST_EXIT=%s, want watermark", got)
 		}
 		c2.end(Exit{})
 		h.wait()
