@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/journal"
 	"github.com/gpuguard/gpuguard/paths"
 	"github.com/gpuguard/gpuguard/policy"
@@ -43,7 +45,9 @@ the share of that time spent below the first profile the instance started in.
 
 Without NAME, the instance whose journal is alone under the state root is
 summarised; with several, each is (JSON: {"instances":[...]}). Scripts should
-name the instance to get one summary object.`,
+name the instance to get one summary object. With --state-dir, the journal
+names its instance; a NAME it never carries gets a warning, and the report
+says whose journal it is.`,
 		Example: `  gpuguard report llama --since 24h
   gpuguard report --state-dir /var/lib/gpuguard/llama --json | jq .fallback_rate`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
@@ -116,7 +120,7 @@ func runReport(o *ReportOptions) error {
 	}
 	var sums []report.Summary
 	for _, t := range targets {
-		s, err := summarizeInstance(t, runDirs, since, now)
+		s, err := summarizeInstance(t, runDirs, since, now, o.IO.ErrOut)
 		if err != nil {
 			return err
 		}
@@ -169,7 +173,25 @@ func hasJournal(dir string) bool {
 	return len(matches) > 0
 }
 
-func summarizeInstance(t reportTarget, runDirs []string, since, now time.Time) (report.Summary, error) {
+// journalName is want if any event of the journal carries it (or none
+// carries a name), else the name of its newest event that has one.
+func journalName(events []api.Event, want string) string {
+	newest := ""
+	for _, ev := range slices.Backward(events) {
+		if ev.Name == want {
+			return want
+		}
+		if newest == "" {
+			newest = ev.Name
+		}
+	}
+	if newest == "" {
+		return want
+	}
+	return newest
+}
+
+func summarizeInstance(t reportTarget, runDirs []string, since, now time.Time, errOut io.Writer) (report.Summary, error) {
 	path := filepath.Join(t.dir, paths.JournalFile)
 	events, skipped, err := journal.Read(path, time.Time{})
 	if errors.Is(err, fs.ErrNotExist) {
@@ -178,15 +200,15 @@ func summarizeInstance(t reportTarget, runDirs []string, since, now time.Time) (
 	if err != nil {
 		return report.Summary{}, withCode(ExitFailure, err)
 	}
+	// --state-dir can be any directory; the journal knows the name. A name
+	// the user gave that the journal never carries is a mix-up (another
+	// instance's --state-dir): the report says whose journal it is.
 	name := t.name
-	if !t.named {
-		// --state-dir can be any directory; the journal knows the name.
-		for _, ev := range slices.Backward(events) {
-			if ev.Name != "" {
-				name = ev.Name
-				break
-			}
+	if journaled := journalName(events, t.name); journaled != t.name {
+		if t.named {
+			fmt.Fprintf(errOut, "gpuguard: the journal at %s is instance %s's, not %s's: reporting it as %s\n", path, journaled, t.name, journaled)
 		}
+		name = journaled
 	}
 	s := report.SummarizeSince(events, since, now, isLive(runDirs, name))
 	s.Name, s.SkippedLines = name, skipped

@@ -183,8 +183,19 @@ func TestReportStateDirFlag(t *testing.T) {
 	}
 	j.Close()
 	code, out, errOut := runReportCmd(t, t.TempDir(), run, "--state-dir", filepath.Join(root, "dir"), "--json")
-	if code != 0 || !strings.Contains(out, `"name": "llama"`) {
+	if code != 0 || !strings.Contains(out, `"name": "llama"`) || errOut != "" {
 		t.Errorf("exit %d %s\n%s", code, errOut, out)
+	}
+	// The right name with it: no warning.
+	code, out, errOut = runReportCmd(t, t.TempDir(), run, "llama", "--state-dir", filepath.Join(root, "dir"), "--json")
+	if code != 0 || !strings.Contains(out, `"name": "llama"`) || errOut != "" {
+		t.Errorf("matching name: exit %d %s\n%s", code, errOut, out)
+	}
+	// Another instance's name with it: reported as whose journal it is,
+	// and said so.
+	code, out, errOut = runReportCmd(t, t.TempDir(), run, "mistral", "--state-dir", filepath.Join(root, "dir"), "--json")
+	if code != 0 || !strings.Contains(out, `"name": "llama"`) || !strings.Contains(errOut, "is instance llama's, not mistral's") {
+		t.Errorf("mismatched name: exit %d %s\n%s", code, errOut, out)
 	}
 }
 
