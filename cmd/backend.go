@@ -46,9 +46,9 @@ const npuSMIOpenTimeout = 30 * time.Second
 // openProbe opens the chosen backend. Errors that mean "this backend cannot
 // run here" wrap gpu.ErrUnavailable (exit 69); an unknown backend or a bad
 // device selection is a plain error. auto is NVML if its driver library
-// loads, else DRM if an amdgpu device with memory counters exists: both
-// are found without side effects, and the error names what each looked
-// for.
+// loads, else DRM if an amdgpu device with memory counters (or an Intel
+// one whose driver reports its device memory) exists: both are found
+// without changing anything, and the error names what each looked for.
 func openProbe(o probeOptions) (gpu.Probe, error) {
 	switch o.Backend {
 	case "", "auto":

@@ -1,4 +1,4 @@
-// Package drm is the AMD (and, for detection, Intel) backend: a gpu.Probe
+// Package drm is the AMD and Intel backend: a gpu.Probe
 // over the Linux kernel's DRM counters, with no vendor library.
 //
 // Device memory comes from amdgpu's sysfs files (mem_info_vram_used and
@@ -10,11 +10,12 @@
 // /sys/class/kfd/kfd/proc/<pid>/vram_<gpu_id>. Devices are numbered in
 // ROCm's order: the GPU nodes of the KFD topology, else PCI address order.
 //
-// Intel's xe and i915 expose no memory usage counter in sysfs (xe reports
-// it only through the DRM_XE_DEVICE_QUERY_MEM_REGIONS ioctl, i915 through
-// DRM_I915_QUERY_MEMORY_REGIONS and only to CAP_PERFMON), so their devices
-// are found and named but refused: a GPU without a usage figure must not
-// look 0 % used.
+// Intel's xe and i915 expose no memory usage counter in sysfs. Their
+// device memory comes from the driver's memory-regions query ioctl on the
+// render node (intel.go, intel_query.go), which gives a real figure only
+// to CAP_PERFMON or CAP_SYS_ADMIN: without one, and on integrated GPUs
+// (no device memory), the device is found and named but refused, since a
+// GPU without a real usage figure must not look 0 % used.
 //
 // Parsers (parse.go) are pure functions over the kernel's text formats;
 // the I/O around them reads below a sysfs and a procfs root (GPUGUARD_SYSFS

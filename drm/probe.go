@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpuguard/gpuguard/gpu"
 )
 
@@ -27,12 +29,37 @@ type Options struct {
 	Devices []string
 	// ProcessInterval is the least time between per-process refreshes.
 	ProcessInterval time.Duration
+	// Devfs is where devtmpfs is mounted ("" = /dev), for Intel render
+	// nodes.
+	Devfs string
+
+	openVRAM vramOpener // tests: Intel memory sources (nil: the ioctl one)
 }
 
 // device is one watched GPU.
 type device struct {
-	gpu.Device        // Used is read per Sample
-	used       string // its mem_info_vram_used file
+	gpu.Device // Used is read per Sample
+	// used is the amdgpu mem_info_vram_used file; src, for an Intel GPU,
+	// the driver's memory query.
+	used string
+	src  vramSource
+}
+
+// readUsed reads the device's used memory. A counter file that is gone, or
+// a render node that answers ENODEV, is a GPU that fell off the bus.
+func (d device) readUsed() (uint64, error) {
+	if d.src != nil {
+		v, err := d.src.read()
+		if errors.Is(err, unix.ENODEV) {
+			return 0, fmt.Errorf("its render node answers %v: %w", err, gpu.ErrGPULost)
+		}
+		return v.used, err
+	}
+	used, err := readUint(d.used)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("%s is gone: %w", d.used, gpu.ErrGPULost)
+	}
+	return used, err
 }
 
 // Probe is the DRM gpu.Probe. Not safe for concurrent use: the supervisor
@@ -51,12 +78,19 @@ type Probe struct {
 // names every device found and why it cannot be watched; a selection
 // entry that names no usable GPU is a plain error.
 func Open(o Options) (*Probe, error) {
-	sysfs, procfs := o.Sysfs, o.Procfs
+	sysfs, procfs, devfs := o.Sysfs, o.Procfs, o.Devfs
 	if sysfs == "" {
 		sysfs = "/sys"
 	}
 	if procfs == "" {
 		procfs = "/proc"
+	}
+	if devfs == "" {
+		devfs = "/dev"
+	}
+	intel := &intelCheck{devfs: devfs, procfs: procfs, open: o.openVRAM}
+	if intel.open == nil {
+		intel.open = openRenderNode
 	}
 	cards, err := scanCards(sysfs)
 	if err != nil {
@@ -67,9 +101,22 @@ func Open(o Options) (*Probe, error) {
 		return nil, fmt.Errorf("DRM: %w", err)
 	}
 	var usable, others []card
+	var srcs []vramSource // usable's Intel memory sources, by index
+	defer func() {
+		for _, src := range srcs { // those the probe did not take
+			if src != nil {
+				src.Close()
+			}
+		}
+	}()
 	for _, c := range order(cards, nodes) {
+		var src vramSource
+		if c.intel() {
+			src = intel.check(&c)
+		}
 		if c.why == "" {
 			usable = append(usable, c)
+			srcs = append(srcs, src)
 		} else {
 			others = append(others, c)
 		}
@@ -91,20 +138,24 @@ func Open(o Options) (*Probe, error) {
 	for _, e := range sel {
 		i, err := resolve(e, usable, others)
 		if err != nil {
+			p.Close()
 			return nil, err
 		}
 		c := usable[i]
 		if _, dup := byPCI[c.pci]; dup {
+			p.Close()
 			return nil, fmt.Errorf("DRM: device %q: GPU %s is listed twice", e, c.uuid)
 		}
 		byPCI[c.pci] = i
 		if c.gpuID != 0 {
 			byGPUID[c.gpuID] = i
 		}
-		p.devices = append(p.devices, device{
-			Device: gpu.Device{Index: i, UUID: c.uuid, Name: c.name, Total: c.total},
-			used:   filepath.Join(c.dir, "mem_info_vram_used"),
-		})
+		d := device{Device: gpu.Device{Index: i, UUID: c.uuid, Name: c.name, Total: c.total}, src: srcs[i]}
+		if d.src == nil {
+			d.used = filepath.Join(c.dir, "mem_info_vram_used")
+		}
+		srcs[i] = nil // the probe's now
+		p.devices = append(p.devices, d)
 	}
 	p.scanner = newScanner(procfs, sysfs, byPCI, byGPUID)
 	return p, nil
@@ -120,7 +171,7 @@ func unavailable(sysfs string, others []card) error {
 		}
 		found = strings.Join(s, "; ")
 	}
-	return fmt.Errorf("%w: DRM: no amdgpu device with memory counters (mem_info_vram_used) under %s; found: %s",
+	return fmt.Errorf("%w: DRM: no amdgpu device with memory counters (mem_info_vram_used), nor Intel one with device memory, under %s; found: %s",
 		gpu.ErrUnavailable, filepath.Join(sysfs, "class", "drm"), found)
 }
 
@@ -135,10 +186,7 @@ func (p *Probe) Sample(ctx context.Context) (gpu.Sample, error) {
 		if err := ctx.Err(); err != nil {
 			return gpu.Sample{}, fmt.Errorf("DRM: sampling GPU %d: %w", d.Index, err)
 		}
-		used, err := readUint(d.used)
-		if errors.Is(err, fs.ErrNotExist) {
-			return gpu.Sample{}, fmt.Errorf("DRM: GPU %d (%s): %s is gone: %w", d.Index, d.UUID, d.used, gpu.ErrGPULost)
-		}
+		used, err := d.readUsed()
 		if err != nil {
 			return gpu.Sample{}, fmt.Errorf("DRM: GPU %d (%s): %w", d.Index, d.UUID, err)
 		}
@@ -157,5 +205,14 @@ func (p *Probe) Sample(ctx context.Context) (gpu.Sample, error) {
 	return smp, nil
 }
 
-// Close does nothing: the probe holds no file open between samples.
-func (p *Probe) Close() error { return nil }
+// Close closes the Intel GPUs' render nodes (amdgpu's counters are files
+// opened per sample).
+func (p *Probe) Close() error {
+	var errs []error
+	for _, d := range p.devices {
+		if d.src != nil {
+			errs = append(errs, d.src.Close())
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -69,8 +69,8 @@ var (
 
 // TestOpen: the amdgpu devices of the testdata tree in ROCm's order, with
 // ROCm's UUID (else the PCI address) and the board's name; the Intel iGPU
-// (no usage counter), the connector and the render node are not GPUs to
-// watch.
+// (its memory figures are not readable here), the connector and the
+// render node are not GPUs to watch.
 func TestOpen(t *testing.T) {
 	p := open(t, Options{Sysfs: "testdata/sysfs"})
 	if got := sample(t, p).Devices; !reflect.DeepEqual(got, []gpu.Device{mi300, mi210}) {
@@ -131,7 +131,7 @@ func TestSelectErrors(t *testing.T) {
 	}{
 		{[]string{"2"}, "no such GPU"},
 		{[]string{"GPU-FFFF"}, "no GPU has this UUID"},
-		{[]string{"0000:00:02.0"}, "i915 has no memory usage counter"},
+		{[]string{"0000:00:02.0"}, "i915 reports memory use only to CAP_PERFMON or CAP_SYS_ADMIN"},
 		{[]string{"0000:99:00.0"}, "no DRM device at this PCI address"},
 		{[]string{"0", "85:00.0"}, "listed twice"},
 		{[]string{"card0"}, "want an index"},
@@ -149,11 +149,11 @@ func TestUnavailable(t *testing.T) {
 	sys := copyTree(t, "sysfs")
 	os.RemoveAll(filepath.Join(sys, "class/drm/card0"))
 	os.Remove(filepath.Join(sys, "class/drm/card1/device/mem_info_vram_used"))
-	_, err := Open(Options{Sysfs: sys})
+	_, err := Open(Options{Sysfs: sys, Procfs: procWithCaps(t, "0000000000000000")})
 	if !errors.Is(err, gpu.ErrUnavailable) {
 		t.Fatalf("%v, want ErrUnavailable", err)
 	}
-	for _, want := range []string{"card1", "mem_info_vram_used", "card2", "i915 has no memory usage counter", filepath.Join(sys, "class/drm")} {
+	for _, want := range []string{"card1", "mem_info_vram_used", "card2", "i915 reports memory use only to CAP_PERFMON or CAP_SYS_ADMIN, and gpuguard has neither", filepath.Join(sys, "class/drm")} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}

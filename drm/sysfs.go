@@ -26,6 +26,7 @@ type card struct {
 	uuid   string // GPU-<unique_id>, else the PCI address
 	name   string
 	gpuID  uint32 // KFD gpu_id; 0 when the device is not in the KFD topology
+	render string // Intel: its render node (renderD128), for the memory query
 	// why is "" for a device with memory counters, else why it has none.
 	why   string
 	total uint64
@@ -60,7 +61,8 @@ func scanCards(sysfs string) ([]card, error) {
 }
 
 // readCard reads what sysfs says about one card: driver, PCI address,
-// name, UUID and, for amdgpu, whether its memory counters can be read.
+// name, UUID and, for amdgpu, whether its memory counters can be read
+// (for Intel, its render node).
 func readCard(base, node string) card {
 	dir := filepath.Join(base, node, "device")
 	ue, _ := os.ReadFile(filepath.Join(dir, "uevent"))
@@ -91,8 +93,9 @@ func readCard(base, node string) card {
 		}
 		c.total = total
 	case "xe", "i915":
+		// No counter in sysfs: Open asks the driver (intel.go).
 		c.name = readName(dir, "Intel GPU", c.pciID)
-		c.why = c.driver + " has no memory usage counter in sysfs (see docs/gpus.md)"
+		c.render = renderNodeOf(dir)
 	case "":
 		c.why = "no driver bound"
 	default:
@@ -101,6 +104,10 @@ func readCard(base, node string) card {
 	}
 	return c
 }
+
+// intel reports whether the card's driver is Intel's (xe, i915), whose
+// memory figures come from a query ioctl rather than sysfs.
+func (c card) intel() bool { return c.driver == "xe" || c.driver == "i915" }
 
 // readName is the board's product name where the driver gives one
 // (amdgpu's product_name, from the board's FRU), else kind and PCI id.
