@@ -70,42 +70,33 @@ func encodeRegions(head, size int, regions ...region) []byte {
 	return b
 }
 
-func TestParseXeRegions(t *testing.T) {
+// TestParseRegions: the memory regions as each driver lays them out; only
+// the device regions count, and a buffer too short for its count is an
+// error, not a read past its end.
+func TestParseRegions(t *testing.T) {
 	const gib = 1 << 30
+	xe := func(r ...region) []byte { return encodeRegions(8, 88, r...) }
+	i915 := func(r ...region) []byte { return encodeRegions(16, 88, r...) }
 	for _, tt := range []struct {
-		name string
-		b    []byte
-		want vram
-		err  string
+		name  string
+		parse func([]byte) (vram, error)
+		b     []byte
+		want  vram
+		err   string
 	}{
-		{"dGPU: system memory, then VRAM", encodeRegions(8, 88, region{0, 64 * gib, 0}, region{1, 16 * gib, 3 * gib}), vram{16 * gib, 3 * gib}, ""},
-		{"two tiles: the VRAM regions add up", encodeRegions(8, 88, region{0, 64 * gib, 0}, region{1, 24 * gib, 1 * gib}, region{1, 24 * gib, 2 * gib}), vram{48 * gib, 3 * gib}, ""},
-		{"integrated: system memory only", encodeRegions(8, 88, region{0, 32 * gib, 5 * gib}), vram{}, "no device memory"},
-		{"truncated", encodeRegions(8, 88, region{1, 16 * gib, 3 * gib})[:60], vram{}, "do not fit"},
-		{"empty", nil, vram{}, "at least 4"},
+		// xe: total_size, used.
+		{"xe dGPU: system memory, then VRAM", parseXeRegions, xe(region{0, 64 * gib, 0}, region{1, 16 * gib, 3 * gib}), vram{16 * gib, 3 * gib}, ""},
+		{"xe two tiles: the VRAM regions add up", parseXeRegions, xe(region{0, 64 * gib, 0}, region{1, 24 * gib, 1 * gib}, region{1, 24 * gib, 2 * gib}), vram{48 * gib, 3 * gib}, ""},
+		{"xe integrated: system memory only", parseXeRegions, xe(region{0, 32 * gib, 5 * gib}), vram{}, "no device memory"},
+		{"xe truncated", parseXeRegions, xe(region{1, 16 * gib, 3 * gib})[:60], vram{}, "do not fit"},
+		{"xe empty", parseXeRegions, nil, vram{}, "at least 4"},
+		// i915: probed_size, unallocated_size; used is the difference.
+		{"i915 dGPU", parseI915Regions, i915(region{0, 64 * gib, 64 * gib}, region{1, 16 * gib, 12 * gib}), vram{16 * gib, 4 * gib}, ""},
+		{"i915 unallocated above probed: none used", parseI915Regions, i915(region{1, 16 * gib, 17 * gib}), vram{16 * gib, 0}, ""},
+		{"i915 integrated", parseI915Regions, i915(region{0, 32 * gib, 30 * gib}), vram{}, "no device memory"},
+		{"i915 count larger than the buffer", parseI915Regions, i915(region{1, 16 * gib, 0})[:100], vram{}, "do not fit"},
 	} {
-		got, err := parseXeRegions(tt.b)
-		if got != tt.want || (err == nil) != (tt.err == "") || (err != nil && !strings.Contains(err.Error(), tt.err)) {
-			t.Errorf("%s: %+v, %v; want %+v, %q", tt.name, got, err, tt.want, tt.err)
-		}
-	}
-}
-
-func TestParseI915Regions(t *testing.T) {
-	const gib = 1 << 30
-	for _, tt := range []struct {
-		name string
-		b    []byte
-		want vram
-		err  string
-	}{
-		// probed_size, unallocated_size: used is the difference.
-		{"dGPU", encodeRegions(16, 88, region{0, 64 * gib, 64 * gib}, region{1, 16 * gib, 12 * gib}), vram{16 * gib, 4 * gib}, ""},
-		{"unallocated above probed: none used", encodeRegions(16, 88, region{1, 16 * gib, 17 * gib}), vram{16 * gib, 0}, ""},
-		{"integrated", encodeRegions(16, 88, region{0, 32 * gib, 30 * gib}), vram{}, "no device memory"},
-		{"count larger than the buffer", encodeRegions(16, 88, region{1, 16 * gib, 0})[:100], vram{}, "do not fit"},
-	} {
-		got, err := parseI915Regions(tt.b)
+		got, err := tt.parse(tt.b)
 		if got != tt.want || (err == nil) != (tt.err == "") || (err != nil && !strings.Contains(err.Error(), tt.err)) {
 			t.Errorf("%s: %+v, %v; want %+v, %q", tt.name, got, err, tt.want, tt.err)
 		}
