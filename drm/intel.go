@@ -104,16 +104,56 @@ func seesDeviceMemory(procfs string) (bool, error) {
 	return false, errors.New("no CapEff line")
 }
 
+// initialUserNS reports whether a uid_map (<procfs>/self/uid_map) is the
+// initial user namespace's, which maps every uid to itself ("0 0
+// 4294967295", user_namespaces(7)). An empty map is a namespace being set
+// up; one that does not parse is taken for the initial one, as runc
+// (libcontainer/userns) takes it.
+func initialUserNS(uidMap []byte) bool {
+	f := strings.Fields(string(uidMap))
+	switch {
+	case len(f) == 0:
+		return false
+	case len(f) < 3:
+		return true
+	}
+	for _, s := range f[:3] {
+		if _, err := strconv.ParseUint(s, 10, 64); err != nil {
+			return true
+		}
+	}
+	return f[0] == "0" && f[1] == "0" && f[2] == "4294967295"
+}
+
+// noCapability says why this process may not read Intel device memory
+// figures, "" when it may. The drivers ask perfmon_capable(): CAP_PERFMON
+// or CAP_SYS_ADMIN in the initial user namespace. Inside a user namespace
+// of its own (a rootless container) a process's CapEff can hold both and
+// still count for nothing there: xe would then report 0 used.
+func noCapability(procfs string) string {
+	ok, err := seesDeviceMemory(procfs)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("gpuguard's capabilities are unknown (%v)", err)
+	case !ok:
+		return "gpuguard has neither (run it as root, or give it cap_perfmon)"
+	}
+	// No uid_map: a kernel without user namespaces.
+	if b, err := os.ReadFile(filepath.Join(procfs, "self", "uid_map")); err == nil && !initialUserNS(b) {
+		return "gpuguard runs in a user namespace of its own (a rootless container?), where its capabilities do not reach the driver"
+	}
+	return ""
+}
+
 // intelCheck opens each Intel card's memory source and decides whether it
 // can be watched; Open makes one per call.
 type intelCheck struct {
-	devfs string
-	open  vramOpener
-	// capable is whether the process may read the figures, err why that
-	// is unknown; read once, on the first Intel card.
-	capable *bool
-	capErr  error
-	procfs  string
+	devfs, procfs string
+	open          vramOpener
+	// noCap is noCapability's answer, asked once, on the first Intel card
+	// with a render node.
+	noCap   string
+	checked bool
 }
 
 // check fills c's total, or its why, and returns the open source of a
@@ -123,16 +163,11 @@ func (k *intelCheck) check(c *card) vramSource {
 		c.why = c.driver + ": no render node (renderD*) under " + filepath.Join(c.dir, "drm")
 		return nil
 	}
-	if k.capable == nil {
-		ok, err := seesDeviceMemory(k.procfs)
-		k.capable, k.capErr = &ok, err
+	if !k.checked {
+		k.noCap, k.checked = noCapability(k.procfs), true
 	}
-	switch {
-	case k.capErr != nil:
-		c.why = fmt.Sprintf("%s reports memory use only to CAP_PERFMON or CAP_SYS_ADMIN, and gpuguard's capabilities are unknown (%v)", c.driver, k.capErr)
-		return nil
-	case !*k.capable:
-		c.why = c.driver + " reports memory use only to CAP_PERFMON or CAP_SYS_ADMIN, and gpuguard has neither (run it as root, or give it cap_perfmon)"
+	if k.noCap != "" {
+		c.why = c.driver + " reports memory use only to CAP_PERFMON or CAP_SYS_ADMIN, and " + k.noCap
 		return nil
 	}
 	node := filepath.Join(k.devfs, "dri", c.render)

@@ -124,6 +124,20 @@ func TestSeesDeviceMemory(t *testing.T) {
 	}
 }
 
+func TestInitialUserNS(t *testing.T) {
+	for uidMap, want := range map[string]bool{
+		"         0          0 4294967295\n": true,  // the host's
+		"         0     100000      65536\n": false, // a rootless container
+		"0 1000 1\n1 100000 65536\n":         false,
+		"":                                   false, // being set up
+		"garbage\n":                          true,  // as runc takes it
+	} {
+		if got := initialUserNS([]byte(uidMap)); got != want {
+			t.Errorf("uid_map %q: %v, want %v", uidMap, got, want)
+		}
+	}
+}
+
 // fakeVRAM is a vramSource whose figures and errors the test sets.
 type fakeVRAM struct {
 	v      vram
@@ -222,6 +236,21 @@ func TestIntelRefused(t *testing.T) {
 	defer p.Close()
 	if !xe.closed {
 		t.Error("the unselected xe GPU's render node was left open")
+	}
+
+	// Root in a user namespace of its own: CapEff has both, and they count
+	// for nothing with the driver.
+	userns := procWithCaps(t, "000001ffffffffff")
+	if err := os.WriteFile(filepath.Join(userns, "self", "uid_map"), []byte("         0     100000      65536\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	*opened = nil
+	_, err = Open(Options{Sysfs: sys, Procfs: userns, Devices: []string{"0000:03:00.0"}, openVRAM: opener})
+	if err == nil || !strings.Contains(err.Error(), "xe reports memory use only to CAP_PERFMON or CAP_SYS_ADMIN, and gpuguard runs in a user namespace") {
+		t.Errorf("in a user namespace: %v", err)
+	}
+	if len(*opened) != 0 {
+		t.Errorf("opened %v in a user namespace", *opened)
 	}
 
 	sys2, opener2, _ := intelTree(t, map[string]*fakeVRAM{}) // no device node
