@@ -3,6 +3,7 @@ package drm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -234,6 +235,27 @@ func TestProcesses(t *testing.T) {
 	}
 	if !reflect.DeepEqual(pids, []int{100, 103, 4243}) {
 		t.Errorf("GPU 1 only: %v", pids)
+	}
+}
+
+// TestOwnFilesNotAProcess: gpuguard's own DRM files (the Intel render
+// nodes the probe holds, listed by the driver at 0 bytes) do not make it a
+// GPU process; another process's do.
+func TestOwnFilesNotAProcess(t *testing.T) {
+	procfs := t.TempDir()
+	for _, pid := range []int{300, 301} {
+		if err := drmtest.WriteProc(procfs, pid, []drmtest.Client{{FD: 5, PDev: "0000:85:00.0", ID: fmt.Sprint(pid), VRAM: "0 KiB"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("300", filepath.Join(procfs, "self")); err != nil {
+		t.Fatal(err)
+	}
+	got := sample(t, open(t, Options{Sysfs: "testdata/sysfs", Procfs: procfs})).Processes
+	// 4242 and 4243 are the testdata KFD processes.
+	want := []gpu.Process{{PID: 301, Device: 0}, {PID: 4242, Device: 0, Used: 8 << 30}, {PID: 4243, Device: 1, Used: 1 << 30}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("processes %+v, want %+v (not gpuguard's own, 300)", got, want)
 	}
 }
 

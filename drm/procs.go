@@ -29,11 +29,17 @@ type scanner struct {
 	buf           []byte         // fdinfo read buffer
 	fdinfo, kfd   map[procKey]uint64
 	seen          map[clientKey]bool
+	// self is gpuguard's own PID under procfs (0: unknown). The probe
+	// holds Intel GPUs' render nodes open, and the drivers list every
+	// client's regions, at 0 bytes too: gpuguard is not a GPU process.
+	self int
 }
 
 func newScanner(procfs, sysfs string, byPCI map[string]int, byGPUID map[uint32]int) *scanner {
+	self, _ := os.Readlink(filepath.Join(procfs, "self"))
+	pid, _ := strconv.Atoi(self)
 	return &scanner{procfs: procfs, sysfs: sysfs, byPCI: byPCI, byGPUID: byGPUID, buf: make([]byte, 8<<10),
-		fdinfo: map[procKey]uint64{}, kfd: map[procKey]uint64{}, seen: map[clientKey]bool{}}
+		fdinfo: map[procKey]uint64{}, kfd: map[procKey]uint64{}, seen: map[clientKey]bool{}, self: pid}
 }
 
 // scan returns every process's device-local memory on the watched
@@ -96,6 +102,9 @@ func (s *scanner) scanFdinfo(ctx context.Context) error {
 	for _, pid := range pids(s.procfs) {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if pid == s.self {
+			continue
 		}
 		p := strconv.Itoa(pid)
 		fdDir := filepath.Join(s.procfs, p, "fd")
