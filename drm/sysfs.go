@@ -3,6 +3,7 @@ package drm
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -123,13 +124,21 @@ func readName(dir, kind, pciID string) string {
 	return kind + " (" + pciID + ")"
 }
 
-// readUint reads a sysfs number attribute.
+// readUint reads a sysfs number attribute. It is read on every sample:
+// os.ReadFile would allocate the 4 KiB page size sysfs reports as the
+// file's, for some 20 bytes.
 func readUint(path string) (uint64, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
 	}
-	n, err := parseUint(b)
+	defer f.Close()
+	var buf [64]byte
+	m, err := io.ReadFull(f, buf[:])
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return 0, err
+	}
+	n, err := parseUint(buf[:m])
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", path, err)
 	}
