@@ -238,13 +238,14 @@ func TestProcesses(t *testing.T) {
 	}
 }
 
-// TestOwnFilesNotAProcess: gpuguard's own DRM files (the Intel render
-// nodes the probe holds, listed by the driver at 0 bytes) do not make it a
-// GPU process; another process's do.
+// TestOwnFilesNotAProcess: DRM clients that hold no device memory are no
+// GPU processes: gpuguard's own files (the Intel render nodes the probe
+// holds, listed by the driver at 0 bytes) and another process's empty
+// client; a process with memory is.
 func TestOwnFilesNotAProcess(t *testing.T) {
 	procfs := t.TempDir()
-	for _, pid := range []int{300, 301} {
-		if err := drmtest.WriteProc(procfs, pid, []drmtest.Client{{FD: 5, PDev: "0000:85:00.0", ID: fmt.Sprint(pid), VRAM: "0 KiB"}}); err != nil {
+	for pid, vram := range map[int]string{300: "0 KiB", 301: "0 KiB", 302: "4 KiB"} {
+		if err := drmtest.WriteProc(procfs, pid, []drmtest.Client{{FD: 5, PDev: "0000:85:00.0", ID: fmt.Sprint(pid), VRAM: vram}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -253,9 +254,9 @@ func TestOwnFilesNotAProcess(t *testing.T) {
 	}
 	got := sample(t, open(t, Options{Sysfs: "testdata/sysfs", Procfs: procfs})).Processes
 	// 4242 and 4243 are the testdata KFD processes.
-	want := []gpu.Process{{PID: 301, Device: 0}, {PID: 4242, Device: 0, Used: 8 << 30}, {PID: 4243, Device: 1, Used: 1 << 30}}
+	want := []gpu.Process{{PID: 302, Device: 0, Used: 4 << 10}, {PID: 4242, Device: 0, Used: 8 << 30}, {PID: 4243, Device: 1, Used: 1 << 30}}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("processes %+v, want %+v (not gpuguard's own, 300)", got, want)
+		t.Errorf("processes %+v, want %+v (not gpuguard's own, 300, nor 301 at 0 bytes)", got, want)
 	}
 }
 

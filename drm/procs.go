@@ -29,21 +29,15 @@ type scanner struct {
 	buf           []byte         // fdinfo read buffer
 	fdinfo, kfd   map[procKey]uint64
 	seen          map[clientKey]bool
-	// self is gpuguard's own PID under procfs (0: unknown). The probe
-	// holds Intel GPUs' render nodes open, and the drivers list every
-	// client's regions, at 0 bytes too: gpuguard is not a GPU process.
-	self int
 }
 
 func newScanner(procfs, sysfs string, byPCI map[string]int, byGPUID map[uint32]int) *scanner {
-	self, _ := os.Readlink(filepath.Join(procfs, "self"))
-	pid, _ := strconv.Atoi(self)
 	return &scanner{procfs: procfs, sysfs: sysfs, byPCI: byPCI, byGPUID: byGPUID, buf: make([]byte, 8<<10),
-		fdinfo: map[procKey]uint64{}, kfd: map[procKey]uint64{}, seen: map[clientKey]bool{}, self: pid}
+		fdinfo: map[procKey]uint64{}, kfd: map[procKey]uint64{}, seen: map[clientKey]bool{}}
 }
 
-// scan returns every process's device-local memory on the watched
-// devices, ordered by device and PID. Per process and device it is the
+// scan returns every process that holds device-local memory on the
+// watched devices, and how much, ordered by device and PID. Per process and device it is the
 // larger of the DRM fdinfo figure and the KFD one: ROCm compute memory
 // shows in KFD only, and where a kernel also shows it in fdinfo it must
 // not count twice. It gives up, with ctx's error, when ctx ends.
@@ -60,7 +54,14 @@ func (s *scanner) scan(ctx context.Context) ([]gpu.Process, error) {
 	}
 	out := make([]gpu.Process, 0, len(s.fdinfo))
 	for k, n := range s.fdinfo {
-		out = append(out, gpu.Process{PID: k.pid, Device: k.dev, Used: n})
+		// A client that holds no device memory is no GPU process: gpuguard
+		// itself (it keeps Intel render nodes open, and xe and i915 list
+		// every client's regions, at 0 bytes too), or a server that has not
+		// allocated yet. Listing it would make the supervisor wait for it
+		// to free memory it never held.
+		if n > 0 {
+			out = append(out, gpu.Process{PID: k.pid, Device: k.dev, Used: n})
+		}
 	}
 	slices.SortFunc(out, func(a, b gpu.Process) int {
 		if a.Device != b.Device {
@@ -102,9 +103,6 @@ func (s *scanner) scanFdinfo(ctx context.Context) error {
 	for _, pid := range pids(s.procfs) {
 		if err := ctx.Err(); err != nil {
 			return err
-		}
-		if pid == s.self {
-			continue
 		}
 		p := strconv.Itoa(pid)
 		fdDir := filepath.Join(s.procfs, p, "fd")
