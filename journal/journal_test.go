@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -376,4 +377,29 @@ func BenchmarkAdmissions(b *testing.B) {
 			b.ReportMetric(float64(j.Dropped()), "dropped")
 		})
 	}
+}
+
+// TestStalledDiskDropsPastTheQueue: while a write hangs (a stalled disk),
+// Observe never blocks the supervisor: the queue holds queueLen events and
+// the rest are dropped and counted (docs/operations.md).
+func TestStalledDiskDropsPastTheQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		j, m, path := openMem(t, Options{})
+		f := m.file(path)
+		f.gate = make(chan struct{})
+		j.Observe(event(0))
+		synctest.Wait() // the writer is stuck in its first write
+		const extra = 10
+		for i := 1; i <= queueLen+extra; i++ {
+			j.Observe(event(i)) // a blocking send here would deadlock the bubble
+		}
+		if d := j.Dropped(); d != extra {
+			t.Errorf("Dropped = %d while the disk stalls, want %d", d, extra)
+		}
+		close(f.gate)
+		j.Close()
+		if n := strings.Count(string(f.bytes()), "\n"); n != queueLen+1 {
+			t.Errorf("%d lines written, want %d (the one in flight and the queue)", n, queueLen+1)
+		}
+	})
 }
