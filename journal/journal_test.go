@@ -82,7 +82,7 @@ func TestRotationBound(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "events.jsonl")
 	const maxBytes, keep, n = 4 << 10, 2, 2000
-	j := mustOpen(t, path, Options{MaxBytes: maxBytes, MaxFiles: keep})
+	j := mustOpen(t, path, Options{Limits: Limits{MaxBytes: maxBytes, MaxFiles: keep}})
 	for i := range n {
 		j.Observe(event(i))
 		if i%500 == 0 {
@@ -210,7 +210,7 @@ func TestOpenUnwritableDir(t *testing.T) {
 // written at that instant may be skipped per read.
 func TestConcurrentReaderSeesWholeLines(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.jsonl")
-	j := mustOpen(t, path, Options{MaxBytes: 64 << 10, MaxFiles: 2})
+	j := mustOpen(t, path, Options{Limits: Limits{MaxBytes: 64 << 10, MaxFiles: 2}})
 	big := strings.Repeat("x", 3000) // lines span pages: a torn read is likelier
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -299,7 +299,7 @@ func TestWriteFailureCountedAndLoggedOnce(t *testing.T) {
 
 func TestOversizedEventDropped(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.jsonl")
-	j := mustOpen(t, path, Options{MaxBytes: 1024})
+	j := mustOpen(t, path, Options{Limits: Limits{MaxBytes: 1024}})
 	ev := event(0)
 	ev.Detail = strings.Repeat("y", 2000)
 	j.Observe(ev)
@@ -357,7 +357,7 @@ func BenchmarkAdmissions(b *testing.B) {
 		name := map[string]string{"gpu": "summarised", "cpu": "line-each"}[decision]
 		b.Run(name, func(b *testing.B) {
 			dir := b.TempDir()
-			j, err := Open(filepath.Join(dir, "events.jsonl"), Options{MaxFiles: MaxRetained, Logf: b.Logf})
+			j, err := Open(filepath.Join(dir, "events.jsonl"), Options{Limits: Limits{MaxFiles: MaxRetained}, Logf: b.Logf})
 			if err != nil {
 				b.Fatal(err)
 			}
