@@ -154,9 +154,7 @@ func runRun(o *RunOptions) error {
 // records. max_files = 0 keeps no rotated file, where the journal's zero
 // means its default.
 func journalOptions(pol policy.Journal, name string, now time.Time, logf func(string, ...any)) journal.Options {
-	l := journalLimits(pol)
-	return journal.Options{MaxBytes: l.MaxBytes, MaxFiles: l.MaxFiles, MaxAge: l.MaxAge,
-		Totals: report.NewTally(now), Name: name, Logf: logf}
+	return journal.Options{Limits: journalLimits(pol), Totals: report.NewTally(now), Name: name, Logf: logf}
 }
 
 // journalLimits are the policy's [journal] keys as the journal's limits, at

@@ -32,7 +32,8 @@ func TestStep(t *testing.T) {
 	}
 	for _, tt := range tests {
 		code, out, stderr := statusTestRun(t, env, tt.args...)
-		if code != tt.code || out != tt.out || !strings.Contains(stderr, tt.stderr) {
+		// An empty want means nothing on stderr, not anything at all.
+		if code != tt.code || out != tt.out || !strings.Contains(stderr, tt.stderr) || (tt.stderr == "") != (stderr == "") {
 			t.Errorf("%q: exit %d, out %q, stderr %q; want %d, %q, %q", tt.args, code, out, stderr, tt.code, tt.out, tt.stderr)
 		}
 	}

@@ -73,7 +73,7 @@ func flood(t *testing.T, opts Options, seconds, perSecond, stepAt int) ([]api.Ev
 func TestFloodOfGrantedAdmissions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const seconds, perSecond, stepAt = 5000, 50, 1000
-		evs, end := flood(t, Options{MaxBytes: 16 << 10, MaxFiles: 2}, seconds, perSecond, stepAt)
+		evs, end := flood(t, Options{Limits: Limits{MaxBytes: 16 << 10, MaxFiles: 2}}, seconds, perSecond, stepAt)
 		if slices.ContainsFunc(evs, func(ev api.Event) bool {
 			return ev.Event == api.EventStart || ev.Event == api.EventStepDown
 		}) {

@@ -27,15 +27,9 @@ const (
 
 // Options tune a Journal. The zero value is usable.
 type Options struct {
-	// MaxBytes is the size at which events.jsonl is rotated; 0 means
-	// DefaultMaxBytes.
-	MaxBytes int64
-	// MaxFiles is how many rotated files (events.jsonl.1 ... .MaxFiles)
-	// are kept; 0 means DefaultMaxFiles, negative keeps none.
-	MaxFiles int
-	// MaxAge > 0 keeps rotated files younger than it even past MaxFiles
-	// (up to MaxRetained files).
-	MaxAge time.Duration
+	// Limits are the size and retention limits; a running journal can
+	// change them (SetLimits).
+	Limits
 	// Totals, when set, keeps the cumulative figures of this run, which
 	// the journal writes as totals records (report.Tally does).
 	Totals Totals
@@ -50,17 +44,22 @@ type Options struct {
 	ceiling int
 }
 
-// Limits are the size and retention options, which a running journal can
-// change (SetLimits). Zero values mean what they mean in Options.
+// Limits are the journal's size and retention options.
 type Limits struct {
+	// MaxBytes is the size at which events.jsonl is rotated; 0 means
+	// DefaultMaxBytes.
 	MaxBytes int64
+	// MaxFiles is how many rotated files (events.jsonl.1 ... .MaxFiles)
+	// are kept; 0 means DefaultMaxFiles, negative keeps none.
 	MaxFiles int
-	MaxAge   time.Duration
+	// MaxAge > 0 keeps rotated files younger than it even past MaxFiles
+	// (up to MaxRetained files).
+	MaxAge time.Duration
 }
 
 // setLimits puts l into o with the defaults applied.
 func (o *Options) setLimits(l Limits) {
-	o.MaxBytes, o.MaxFiles, o.MaxAge = l.MaxBytes, l.MaxFiles, l.MaxAge
+	o.Limits = l
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultMaxBytes
 	}
@@ -129,7 +128,7 @@ func Open(path string, opts Options) (*Journal, error) {
 }
 
 func open(path string, opts Options, fs fsys) (*Journal, error) {
-	opts.setLimits(Limits{MaxBytes: opts.MaxBytes, MaxFiles: opts.MaxFiles, MaxAge: opts.MaxAge})
+	opts.setLimits(opts.Limits)
 	if opts.ceiling == 0 {
 		opts.ceiling = MaxRetained
 	}
@@ -201,15 +200,17 @@ func (j *Journal) SetLimits(l Limits) {
 	j.offer(item{wake: true}) // a full queue wakes the writer anyway
 }
 
-// takeLimits applies limits that SetLimits left for the writer.
-func (j *Journal) takeLimits(now time.Time) {
+// takeLimits applies limits that SetLimits left for the writer. The
+// writer calls it for every item: with none waiting it costs one atomic
+// swap, and no clock read.
+func (j *Journal) takeLimits() {
 	l := j.limits.Swap(nil)
 	if l == nil {
 		return
 	}
 	j.opts.setLimits(*l)
 	j.capWarned = false
-	if err := j.retain(now, false); err != nil {
+	if err := j.retain(time.Now(), false); err != nil {
 		j.opts.Logf("journal: %v", err)
 	}
 }
@@ -284,7 +285,7 @@ func (j *Journal) write() {
 		}
 		select {
 		case it, ok := <-j.queue:
-			j.takeLimits(time.Now())
+			j.takeLimits()
 			if !ok {
 				j.finish(time.Now())
 				return

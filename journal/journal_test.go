@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -81,7 +82,7 @@ func TestRotationBound(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "events.jsonl")
 	const maxBytes, keep, n = 4 << 10, 2, 2000
-	j := mustOpen(t, path, Options{MaxBytes: maxBytes, MaxFiles: keep})
+	j := mustOpen(t, path, Options{Limits: Limits{MaxBytes: maxBytes, MaxFiles: keep}})
 	for i := range n {
 		j.Observe(event(i))
 		if i%500 == 0 {
@@ -209,7 +210,7 @@ func TestOpenUnwritableDir(t *testing.T) {
 // written at that instant may be skipped per read.
 func TestConcurrentReaderSeesWholeLines(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.jsonl")
-	j := mustOpen(t, path, Options{MaxBytes: 64 << 10, MaxFiles: 2})
+	j := mustOpen(t, path, Options{Limits: Limits{MaxBytes: 64 << 10, MaxFiles: 2}})
 	big := strings.Repeat("x", 3000) // lines span pages: a torn read is likelier
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -298,7 +299,7 @@ func TestWriteFailureCountedAndLoggedOnce(t *testing.T) {
 
 func TestOversizedEventDropped(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.jsonl")
-	j := mustOpen(t, path, Options{MaxBytes: 1024})
+	j := mustOpen(t, path, Options{Limits: Limits{MaxBytes: 1024}})
 	ev := event(0)
 	ev.Detail = strings.Repeat("y", 2000)
 	j.Observe(ev)
@@ -356,7 +357,7 @@ func BenchmarkAdmissions(b *testing.B) {
 		name := map[string]string{"gpu": "summarised", "cpu": "line-each"}[decision]
 		b.Run(name, func(b *testing.B) {
 			dir := b.TempDir()
-			j, err := Open(filepath.Join(dir, "events.jsonl"), Options{MaxFiles: MaxRetained, Logf: b.Logf})
+			j, err := Open(filepath.Join(dir, "events.jsonl"), Options{Limits: Limits{MaxFiles: MaxRetained}, Logf: b.Logf})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -376,4 +377,29 @@ func BenchmarkAdmissions(b *testing.B) {
 			b.ReportMetric(float64(j.Dropped()), "dropped")
 		})
 	}
+}
+
+// TestStalledDiskDropsPastTheQueue: while a write hangs (a stalled disk),
+// Observe never blocks the supervisor: the queue holds queueLen events and
+// the rest are dropped and counted (docs/operations.md).
+func TestStalledDiskDropsPastTheQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		j, m, path := openMem(t, Options{})
+		f := m.file(path)
+		f.gate = make(chan struct{})
+		j.Observe(event(0))
+		synctest.Wait() // the writer is stuck in its first write
+		const extra = 10
+		for i := 1; i <= queueLen+extra; i++ {
+			j.Observe(event(i)) // a blocking send here would deadlock the bubble
+		}
+		if d := j.Dropped(); d != extra {
+			t.Errorf("Dropped = %d while the disk stalls, want %d", d, extra)
+		}
+		close(f.gate)
+		j.Close()
+		if n := strings.Count(string(f.bytes()), "\n"); n != queueLen+1 {
+			t.Errorf("%d lines written, want %d (the one in flight and the queue)", n, queueLen+1)
+		}
+	})
 }

@@ -19,13 +19,15 @@ type memFS struct {
 // memFile is one file's content (the inode: a handle keeps writing to it
 // after a rename, as on a real file system). With fail set every write
 // fails; with partial too, half the line is written first, as a full disk
-// can.
+// can. With gate set, every write waits until gate is closed (a disk that
+// stalls).
 type memFile struct {
 	fs      *memFS
 	data    []byte
 	mod     time.Time
 	fail    bool
 	partial bool
+	gate    chan struct{}
 }
 
 func newMemFS() *memFS { return &memFS{files: map[string]*memFile{}} }
@@ -108,6 +110,9 @@ func (m *memFS) file(path string) *memFile {
 }
 
 func (f *memFile) Write(p []byte) (int, error) {
+	if f.gate != nil {
+		<-f.gate
+	}
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
 	if f.fail {

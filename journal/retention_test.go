@@ -89,7 +89,7 @@ func lineSize() int64 {
 func TestRetentionBySizeAndCount(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Two one-digit lines fit a file, a third does not.
-		j, m, path := openMem(t, Options{MaxBytes: 2*lineSize() + 5, MaxFiles: 2})
+		j, m, path := openMem(t, Options{Limits: Limits{MaxBytes: 2*lineSize() + 5, MaxFiles: 2}})
 		for i := range 9 {
 			j.Observe(event(i))
 		}
@@ -108,7 +108,7 @@ func TestRetentionBySizeAndCount(t *testing.T) {
 
 func TestRetentionMaxFilesNone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		j, m, path := openMem(t, Options{MaxBytes: lineSize() + 5, MaxFiles: -1})
+		j, m, path := openMem(t, Options{Limits: Limits{MaxBytes: lineSize() + 5, MaxFiles: -1}})
 		for i := range 5 {
 			j.Observe(event(i))
 		}
@@ -127,7 +127,7 @@ func TestRetentionMaxFilesNone(t *testing.T) {
 // it goes at the next rotation.
 func TestRetentionByAge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		j, m, path := openMem(t, Options{MaxBytes: lineSize() + 5, MaxFiles: 1, MaxAge: time.Hour})
+		j, m, path := openMem(t, Options{Limits: Limits{MaxBytes: lineSize() + 5, MaxFiles: 1, MaxAge: time.Hour}})
 		defer j.Close()
 		// One line a file: every event after the first rotates. Ten
 		// minutes between lines: at minute 90 the files whose line is
@@ -191,7 +191,7 @@ func TestRetentionCeiling(t *testing.T) {
 			mu.Unlock()
 		}
 		const ceiling = 50
-		j, m, _ := openMem(t, Options{MaxBytes: 2 * lineSize(), MaxFiles: 1, MaxAge: 24 * time.Hour, Logf: logf, ceiling: ceiling})
+		j, m, _ := openMem(t, Options{Limits: Limits{MaxBytes: 2 * lineSize(), MaxFiles: 1, MaxAge: 24 * time.Hour}, Logf: logf, ceiling: ceiling})
 		for range ceiling + 20 {
 			j.Observe(event(1))
 		}
@@ -221,7 +221,7 @@ func TestOpenAppliesRetention(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	j := mustOpen(t, path, Options{MaxFiles: 2, MaxAge: 4*24*time.Hour - time.Minute})
+	j := mustOpen(t, path, Options{Limits: Limits{MaxFiles: 2, MaxAge: 4*24*time.Hour - time.Minute}})
 	j.Close()
 	for n := 1; n <= 6; n++ {
 		_, err := os.Stat(rotated(path, n))
@@ -236,7 +236,7 @@ func TestOpenAppliesRetention(t *testing.T) {
 // and a smaller size rotates at the next line that does not fit.
 func TestSetLimits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		j, m, path := openMem(t, Options{MaxBytes: lineSize() + 5, MaxFiles: 4})
+		j, m, path := openMem(t, Options{Limits: Limits{MaxBytes: lineSize() + 5, MaxFiles: 4}})
 		defer j.Close()
 		for i := range 6 {
 			j.Observe(event(i))

@@ -3,6 +3,7 @@ package journal
 import (
 	"encoding/json"
 	"maps"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -46,15 +47,13 @@ func kinds(evs []api.Event) string {
 		if ev.Event == api.EventAdmission {
 			s += ":" + ev.Decision
 			if ev.Count > 0 {
-				s += "×" + itoa(ev.Count)
+				s += "×" + strconv.Itoa(ev.Count)
 			}
 		}
 		parts = append(parts, s)
 	}
 	return strings.Join(parts, " ")
 }
-
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // TestGrantedAdmissionsSummarised: granted admissions become one line when
 // their second ends, after the other lines of that second and before the
@@ -161,7 +160,7 @@ func TestSummaryBoundsTools(t *testing.T) {
 		untimed.Time = time.Time{} // counted all the same, at the writer's time
 		j.Observe(untimed)
 		for i := range maxTools + 10 {
-			j.Observe(grant("P1", "tool"+itoa(i), 1))
+			j.Observe(grant("P1", "tool"+strconv.Itoa(i), 1))
 		}
 		j.Close()
 		s := memEvents(t, m, path)[0]

@@ -26,7 +26,7 @@ func (c *countingTotals) Record(now time.Time) api.Event {
 func TestTotalsRecords(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ct := &countingTotals{}
-		j, m, path := openMem(t, Options{MaxBytes: 1000, MaxFiles: 100, Totals: ct, Name: "llama"})
+		j, m, path := openMem(t, Options{Limits: Limits{MaxBytes: 1000, MaxFiles: 100}, Totals: ct, Name: "llama"})
 		start := time.Now()
 		for i := range 3 {
 			j.Observe(event(i))

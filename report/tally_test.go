@@ -3,6 +3,7 @@ package report
 import (
 	"maps"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -98,12 +99,10 @@ func TestRotatedRunStaysRight(t *testing.T) {
 			if ev.Event != api.EventTotals {
 				continue
 			}
-			sameFigures(t, "from line "+itoa(i), Summarize(lines[i:], at(1000), live), whole)
+			sameFigures(t, "from line "+strconv.Itoa(i), Summarize(lines[i:], at(1000), live), whole)
 		}
 	}
 }
-
-func itoa(i int) string { return time.Duration(i).String() }
 
 func TestSinceWithRotatedLines(t *testing.T) {
 	lines := withRecords(at(0), aRun(), 4, 9)
