@@ -146,24 +146,16 @@ func worthWriting(last, next *api.TenantInfo, since time.Duration) bool {
 
 // writeInfo writes info into the directory of each GPU it lists.
 func (c *Coordinator) writeInfo(info api.TenantInfo) error {
-	if err := c.holdLive(); err != nil {
-		return err
-	}
 	info.Name = c.o.Name
 	b, err := json.Marshal(info)
 	if err != nil {
 		return err
 	}
-	for _, g := range info.GPUs {
-		dir, err := GPUDir(c.o.RuntimeDir, g.UUID)
-		if err == nil {
-			err = writeReplace(dir, infoPrefix+c.o.Name, b)
-		}
-		if err != nil {
-			return err
-		}
+	gpus := make([]string, len(info.GPUs))
+	for i, g := range info.GPUs {
+		gpus[i] = g.UUID
 	}
-	return nil
+	return c.publishOwn(gpus, infoPrefix, "the tenant info", b)
 }
 
 // ask sends `tenant` to one socket, within PeerTimeout.
