@@ -134,3 +134,16 @@ func TestTenantClient(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestValidKind: the four decision kinds are valid (tenant_step and
+// tenant_decision accept them), nothing else.
+func TestValidKind(t *testing.T) {
+	for _, kind := range []string{api.KindDown, api.KindPredicted, api.KindCritical, api.KindUp} {
+		if !validKind(kind) {
+			t.Errorf("%s: not valid", kind)
+		}
+	}
+	if validKind("sideways") || validKind("") {
+		t.Error("unknown kinds must not be valid")
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -108,6 +107,15 @@ func (c *Coordinator) Admit(ctx context.Context, gpus []string) (*Admission, err
 // as a lease is published before the admission lock it was granted under
 // is released.
 func (c *Coordinator) SetLeases(gpus []string, bytes uint64) error {
+	return c.publishOwn(gpus, leasePrefix, "the leases", []byte(strconv.FormatUint(bytes, 10)))
+}
+
+// publishOwn writes data (what it is, for errors) as this instance's file
+// prefix+Name in the directory of each GPU in gpus, replacing what it
+// published there before.
+// The others count such a file only while this instance holds its live
+// lock, so that is taken first.
+func (c *Coordinator) publishOwn(gpus []string, prefix, what string, data []byte) error {
 	if err := c.holdLive(); err != nil {
 		return err
 	}
@@ -115,10 +123,10 @@ func (c *Coordinator) SetLeases(gpus []string, bytes uint64) error {
 	for _, g := range gpus {
 		dir, err := GPUDir(c.o.RuntimeDir, g)
 		if err == nil {
-			err = writeReplace(dir, leasePrefix+c.o.Name, []byte(strconv.FormatUint(bytes, 10)))
+			err = writeReplace(dir, prefix+c.o.Name, data)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("publishing the leases on GPU %s: %w", g, err))
+			errs = append(errs, fmt.Errorf("publishing %s on GPU %s: %w", what, g, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -158,20 +166,6 @@ func (c *Coordinator) alive(name string) bool {
 	}
 	unix.Flock(int(f.Fd()), unix.LOCK_UN)
 	return false
-}
-
-// writeReplace replaces dir/name with data atomically (temporary file,
-// then rename), so a reader sees the old figure or the new, never a part.
-func writeReplace(dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, tmpPrefix+name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
 }
 
 // readUint reads a file holding one decimal number; 0 when unreadable.

@@ -51,6 +51,8 @@ type Coordinator struct {
 
 	pubMu     sync.Mutex
 	pubNext   *api.TenantInfo // the newest info to publish
+	pubLast   *api.TenantInfo // the info written last, at pubLastAt
+	pubLastAt time.Time
 	pubWake   chan struct{}
 	pubDone   chan struct{}
 	pubClosed bool

@@ -74,10 +74,8 @@ func create(dir, name string, v any) error {
 	if err != nil {
 		return err
 	}
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := filepath.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:]))
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	tmp, err := writeTemp(dir, b)
+	if err != nil {
 		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	defer os.Remove(tmp)
@@ -88,6 +86,34 @@ func create(dir, name string, v any) error {
 		return fmt.Errorf("creating %s: %w", name, err)
 	}
 	return nil
+}
+
+// writeReplace replaces dir/name with data atomically (temporary file,
+// then rename), so a reader sees the old content or the new, never a part.
+func writeReplace(dir, name string, data []byte) error {
+	tmp, err := writeTemp(dir, data)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// writeTemp writes data to a new temporary file in dir and returns its
+// path. The name starts with tmpPrefix: nobody reads it, and collect
+// removes one that a crash left behind.
+func writeTemp(dir string, data []byte) (string, error) {
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:]))
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	return tmp, nil
 }
 
 func decisionName(seq int64) string { return decisionPrefix + strconv.FormatInt(seq, 10) }

@@ -79,7 +79,11 @@ func (c *Coordinator) passOver(name string) {
 // Publish makes info this instance's published TenantInfo, in the
 // directory of every GPU it lists. It returns at once: a goroutine writes
 // the newest info, when it changed in a way that matters (anything but the
-// own usage, or that by more than settleTolerance, at most once a second).
+// own usage, or that by more than usedTolerance, at most once a second).
+// The supervisor calls it after every event of its loop, so an info not
+// worth writing is judged here and wakes nobody: a sample costs no
+// hand-off to the writer. (One held back by the once-a-second rule is
+// judged again at the next call.)
 func (c *Coordinator) Publish(info api.TenantInfo) {
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()
@@ -87,10 +91,13 @@ func (c *Coordinator) Publish(info api.TenantInfo) {
 		return
 	}
 	c.pubNext = &info
+	if !worthWriting(c.pubLast, &info, time.Since(c.pubLastAt)) {
+		return
+	}
 	if c.pubWake == nil {
 		c.pubWake = make(chan struct{}, 1)
 		c.pubDone = make(chan struct{})
-		go c.publisher()
+		go c.publisher(c.pubWake)
 	}
 	select {
 	case c.pubWake <- struct{}{}:
@@ -98,22 +105,22 @@ func (c *Coordinator) Publish(info api.TenantInfo) {
 	}
 }
 
-func (c *Coordinator) publisher() {
+func (c *Coordinator) publisher(wake <-chan struct{}) {
 	defer close(c.pubDone)
-	var last *api.TenantInfo
-	var lastAt time.Time
-	for range c.pubWake {
+	for range wake {
 		c.pubMu.Lock()
-		info := c.pubNext
+		info, last, since := c.pubNext, c.pubLast, time.Since(c.pubLastAt)
 		c.pubMu.Unlock()
-		if info == nil || !worthWriting(last, info, time.Since(lastAt)) {
+		if info == nil || !worthWriting(last, info, since) {
 			continue
 		}
 		if err := c.writeInfo(*info); err != nil {
 			c.o.Logf("%v", err)
 			continue
 		}
-		last, lastAt = info, time.Now()
+		c.pubMu.Lock()
+		c.pubLast, c.pubLastAt = info, time.Now()
+		c.pubMu.Unlock()
 	}
 }
 
@@ -146,24 +153,16 @@ func worthWriting(last, next *api.TenantInfo, since time.Duration) bool {
 
 // writeInfo writes info into the directory of each GPU it lists.
 func (c *Coordinator) writeInfo(info api.TenantInfo) error {
-	if err := c.holdLive(); err != nil {
-		return err
-	}
 	info.Name = c.o.Name
 	b, err := json.Marshal(info)
 	if err != nil {
 		return err
 	}
-	for _, g := range info.GPUs {
-		dir, err := GPUDir(c.o.RuntimeDir, g.UUID)
-		if err == nil {
-			err = writeReplace(dir, infoPrefix+c.o.Name, b)
-		}
-		if err != nil {
-			return err
-		}
+	gpus := make([]string, len(info.GPUs))
+	for i, g := range info.GPUs {
+		gpus[i] = g.UUID
 	}
-	return nil
+	return c.publishOwn(gpus, infoPrefix, "the tenant info", b)
 }
 
 // ask sends `tenant` to one socket, within PeerTimeout.

@@ -18,11 +18,6 @@ func IsDown(kind string) bool {
 	return kind == api.KindDown || kind == api.KindPredicted || kind == api.KindCritical
 }
 
-// ValidKind reports whether kind is one of the decision kinds.
-func ValidKind(kind string) bool {
-	return IsDown(kind) || kind == api.KindUp
-}
-
 // Rank returns the tenants of gpu that can carry out a decision of kind,
 // best first. For a step down (or a critical restart): those not at their
 // last profile, lowest priority first, ties to the one using the most
