@@ -6,15 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/journal"
 )
 
 var (
@@ -76,28 +72,30 @@ func BenchmarkRampDetection(b *testing.B) {
 		if *rampTrace != "" {
 			tr = startTracer(b, g, 2*time.Millisecond)
 		}
-		type ramp struct{ start, cross, t1 time.Time }
-		var ramps []ramp
+		// A ramp's decision is the first stepdown between its start and
+		// the signal (matchDecisions, as for BenchmarkDetectionLatency).
+		var ramps []detectSample // t0: the ramp's start, t1: the signal
+		var cross []time.Time
 		for range n {
 			f := fields(b, g.line(time.Minute), "ramp", 4)
-			ramps = append(ramps, ramp{unixNano(b, f[0]), unixNano(b, f[1]), unixNano(b, f[2])})
+			ramps = append(ramps, detectSample{t0: unixNano(b, f[0]), t1: unixNano(b, f[2])})
+			cross = append(cross, unixNano(b, f[1]))
 			extra += atoi(b, f[3])
 			if tr != nil {
 				tr.stop()
 			}
 		}
 		g.wait(30 * time.Second)
-		evs := stepdowns(b, g)
-		for _, r := range ramps {
-			lat = append(lat, r.t1.Sub(r.cross))
-			if d, ok := decidedIn(evs, r.start, r.t1); ok {
-				decide = append(decide, d.Sub(r.cross))
+		matchDecisions(b, g.stateDir, ramps)
+		for i, r := range ramps {
+			lat = append(lat, r.t1.Sub(cross[i]))
+			if !r.decided.IsZero() {
+				decide = append(decide, r.decided.Sub(cross[i]))
 			}
 		}
 		if tr != nil {
 			r := ramps[0]
-			d, _ := decidedIn(evs, r.start, r.t1)
-			tr.write(b, *rampTrace, traceRamp{Start: r.start, Cross: r.cross, Signal: r.t1, Decided: d})
+			tr.write(b, *rampTrace, traceRamp{Start: r.t0, Cross: cross[0], Signal: r.t1, Decided: r.decided})
 		}
 	}
 	stats(b, "", "ms", lat)
@@ -139,32 +137,6 @@ func BenchmarkJumpFromCalm(b *testing.B) {
 	b.ReportMetric(float64(len(lat)), "samples")
 	b.ReportMetric(float64(fromCalm), "from-calm")
 	b.ReportMetric(float64(extra), "extra-steps")
-}
-
-// stepdowns reads the stepdown events of g's journal.
-func stepdowns(b *testing.B, g *guard) []api.Event {
-	b.Helper()
-	evs, _, err := journal.Read(filepath.Join(g.stateDir, "events.jsonl"), time.Time{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	var out []api.Event
-	for _, ev := range evs {
-		if ev.Event == api.EventStepDown {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-// decidedIn is the time of the first stepdown in [from, to].
-func decidedIn(evs []api.Event, from, to time.Time) (time.Time, bool) {
-	for _, ev := range evs {
-		if !ev.Time.Before(from) && !ev.Time.After(to) {
-			return ev.Time, true
-		}
-	}
-	return time.Time{}, false
 }
 
 // tracer polls an instance's status socket and keeps every change of

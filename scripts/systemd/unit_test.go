@@ -46,6 +46,7 @@ func TestUnitSettings(t *testing.T) {
 		"NotifyAccess":             "main",
 		"KillMode":                 "mixed",
 		"Restart":                  "on-failure",
+		"RestartPreventExitStatus": "64 78 126 127", // usage, config, CMD cannot run / not found
 		"WatchdogSec":              "30s",
 		"OOMPolicy":                "continue",
 		"StateDirectory":           "gpuguard",

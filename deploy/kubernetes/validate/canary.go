@@ -48,8 +48,8 @@ func CheckCanary(guarded []Guarded) (float64, []error) {
 		default:
 			errs = append(errs, fmt.Errorf("%s: a canary Deployment needs the label %s=%s or %s=%s on its pods", g, TrackLabel, TrackEnforce, TrackLabel, TrackObserve))
 		}
+		sel, err := metav1.LabelSelectorAsSelector(g.Deployment.Spec.Selector)
 		for _, o := range guarded {
-			sel, err := metav1.LabelSelectorAsSelector(g.Deployment.Spec.Selector)
 			if o.Deployment != g.Deployment && err == nil && sel.Matches(labels.Set(o.Deployment.Spec.Template.Labels)) {
 				errs = append(errs, fmt.Errorf("%s: its selector also selects the pods of Deployment %s", g, o.Deployment.Name))
 			}

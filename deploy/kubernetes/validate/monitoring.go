@@ -26,6 +26,18 @@ func hasPort(d *appsv1.Deployment, p intstr.IntOrString) bool {
 	return false
 }
 
+// missingPort says, for each of ds without the container port p, that
+// what (the object and the port it names) is no container port of it.
+func missingPort(ds []*appsv1.Deployment, p intstr.IntOrString, what string) []error {
+	var errs []error
+	for _, d := range ds {
+		if !hasPort(d, p) {
+			errs = append(errs, fmt.Errorf("%s is no container port of Deployment %s", what, d.Name))
+		}
+	}
+	return errs
+}
+
 func selectedBy(s Set, kind, name string, ls *metav1.LabelSelector) ([]*appsv1.Deployment, error) {
 	sel, err := metav1.LabelSelectorAsSelector(ls)
 	if err != nil {
@@ -53,11 +65,7 @@ func CheckServing(s Set, guarded []Guarded, pols map[string]PolicySummary) []err
 			continue
 		}
 		for _, p := range svc.Spec.Ports {
-			for _, d := range ds {
-				if !hasPort(d, p.TargetPort) {
-					errs = append(errs, fmt.Errorf("Service %s: targetPort %s is no container port of Deployment %s", svc.Name, p.TargetPort.String(), d.Name))
-				}
-			}
+			errs = append(errs, missingPort(ds, p.TargetPort, fmt.Sprintf("Service %s: targetPort %s", svc.Name, p.TargetPort.String()))...)
 		}
 	}
 	for _, pdb := range s.PDBs {
@@ -76,11 +84,7 @@ func CheckServing(s Set, guarded []Guarded, pols map[string]PolicySummary) []err
 				errs = append(errs, fmt.Errorf("PodMonitor %s: an endpoint without a port name", pm.Name))
 				continue
 			}
-			for _, d := range ds {
-				if !hasPort(d, intstr.FromString(*ep.Port)) {
-					errs = append(errs, fmt.Errorf("PodMonitor %s: port %q is no container port of Deployment %s", pm.Name, *ep.Port, d.Name))
-				}
-			}
+			errs = append(errs, missingPort(ds, intstr.FromString(*ep.Port), fmt.Sprintf("PodMonitor %s: port %q", pm.Name, *ep.Port))...)
 		}
 	}
 	for _, np := range s.NetPols {
@@ -91,10 +95,8 @@ func CheckServing(s Set, guarded []Guarded, pols map[string]PolicySummary) []err
 		}
 		for _, rule := range np.Spec.Ingress {
 			for _, p := range rule.Ports {
-				for _, d := range ds {
-					if p.Port != nil && !hasPort(d, *p.Port) {
-						errs = append(errs, fmt.Errorf("NetworkPolicy %s: port %s is no container port of Deployment %s", np.Name, p.Port.String(), d.Name))
-					}
+				if p.Port != nil {
+					errs = append(errs, missingPort(ds, *p.Port, fmt.Sprintf("NetworkPolicy %s: port %s", np.Name, p.Port.String()))...)
 				}
 			}
 		}

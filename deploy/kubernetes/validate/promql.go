@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -114,7 +115,7 @@ func (c *Checker) Check(expr string) []error {
 func (c *Checker) checkSelector(vs *parser.VectorSelector) []error {
 	name := vs.Name
 	for _, m := range vs.LabelMatchers {
-		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+		if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 			name = m.Value
 		}
 	}
@@ -132,7 +133,7 @@ func (c *Checker) checkSelector(vs *parser.VectorSelector) []error {
 	}
 	var errs []error
 	for _, m := range vs.LabelMatchers {
-		if m.Name == labels.MetricName {
+		if m.Name == model.MetricNameLabel {
 			continue
 		}
 		values, own := ls[m.Name]
