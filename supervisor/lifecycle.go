@@ -325,14 +325,19 @@ func (l *loop) onExit() {
 	if kind == exitOOM {
 		l.deps.Logf("out of memory (%s): restarting in profile %s", evidence, l.pol.Profiles[next].Name)
 	}
-	l.target = next
-	l.release = release
-	if delay > 0 {
-		l.state = api.StateBackoff
-		l.backoff.arm(delay)
+	l.restartAfter(delay, next, release)
+}
+
+// restartAfter starts the next child in level once delay (the backoff)
+// has passed and release's GPU memory is freed.
+func (l *loop) restartAfter(delay time.Duration, level int, release map[int]bool) {
+	if delay <= 0 {
+		l.enterWaiting(level, release)
 		return
 	}
-	l.enterWaiting(next, release)
+	l.target, l.release = level, release
+	l.state = api.StateBackoff
+	l.backoff.arm(delay)
 }
 
 // restartRequested restarts a child that gpuguard ended itself (a restart
