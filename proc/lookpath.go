@@ -15,23 +15,25 @@ import (
 // only the kernel sees (a #! interpreter that does not exist, a binary for
 // another machine).
 func Check(spec Spec) error {
-	_, err := check(spec)
+	_, _, err := check(spec)
 	return err
 }
 
 // check is Check, returning the path to exec and spec with its defaults.
-func check(spec Spec) (string, error) {
-	if _, err := spec.withDefaults(); err != nil {
-		return "", err
+func check(spec Spec) (string, Spec, error) {
+	spec, err := spec.withDefaults()
+	if err != nil {
+		return "", spec, err
 	}
 	if spec.Dir != "" {
 		// Checked here because the fork would report a missing Dir as
 		// the command not existing.
 		if _, err := os.Stat(spec.Dir); err != nil {
-			return "", fmt.Errorf("starting %q: working directory: %w", spec.Argv[0], err)
+			return "", spec, fmt.Errorf("starting %q: working directory: %w", spec.Argv[0], err)
 		}
 	}
-	return resolve(spec.Argv[0], spec.Env, spec.Dir)
+	path, err := resolve(spec.Argv[0], spec.Env, spec.Dir)
+	return path, spec, err
 }
 
 // resolve returns the path to exec for argv0. Unlike exec.Command, which

@@ -17,11 +17,10 @@ import (
 // could not be started: a command that is not found, not executable, a
 // missing Dir).
 func Start(spec Spec) (*Child, error) {
-	path, err := check(spec)
+	path, spec, err := check(spec)
 	if err != nil {
 		return nil, err
 	}
-	spec, _ = spec.withDefaults() // checked above
 	newCmd := func(cg *cgroup) *exec.Cmd {
 		cmd := &exec.Cmd{
 			Path: path,

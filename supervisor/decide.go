@@ -77,17 +77,9 @@ func (l *loop) applyWatermark(now time.Time) {
 	}
 	wm := l.pol.Watermark
 	v := l.rules.observe(now, l.ratio, l.predicted(now), wm, l.level, len(l.pol.Profiles))
-	if v == holdSteady {
-		return
-	}
-	why := fmt.Sprintf("watermark %.2f > %.2f", l.ratio, wm.High)
 	switch v {
-	case stepDownPredicted:
-		why = l.whyKind(api.KindPredicted)
-	case restartLower:
-		why = fmt.Sprintf("watermark %.2f >= critical %.2f %s after a step", l.ratio, wm.Critical, wm.Grace)
-	case stepUpOne:
-		why = fmt.Sprintf("watermark %.2f < %.2f for %s", l.ratio, wm.Low, wm.RecoverAfter)
+	case holdSteady:
+		return
 	case criticalAtLast:
 		l.emit(api.Event{Event: api.EventCritical, Watermark: l.ratio,
 			Detail: fmt.Sprintf("watermark %.2f >= critical %.2f at the last profile; nothing lower to step to", l.ratio, wm.Critical)})
@@ -97,8 +89,13 @@ func (l *loop) applyWatermark(now time.Time) {
 	if l.observeHeld(now) {
 		return // another tenant stepped for this pressure: a yield, noted
 	}
-	l.rules.stepped(now)
+	// The rules never ask for a step the ladder cannot take (none lower at
+	// the last profile, none higher at the first), so the step is what a
+	// coordinator's decision for this instance would be.
+	kind := proposalKind(v)
+	why := l.whyKind(kind)
 	if l.cfg.Observe {
+		l.rules.stepped(now)
 		if v == stepUpOne {
 			l.deps.Logf("observe: would %s (%s)", v, why)
 			return
@@ -109,17 +106,7 @@ func (l *loop) applyWatermark(now time.Time) {
 		l.deps.Logf("observe: would %s to %s (%s)", v, l.pol.Profiles[l.level+1].Name, why)
 		return
 	}
-	switch v {
-	case stepDownLive:
-		l.changeProfile(l.level+1, api.ReasonWatermark, why, nil)
-	case stepDownPredicted:
-		l.changeProfile(l.level+1, api.ReasonPredicted, why, nil)
-	case restartLower:
-		l.emitStep(api.EventStepDown, l.level+1, api.ReasonCritical, why)
-		l.beginRestart(l.level+1, api.ReasonCritical, nil)
-	case stepUpOne:
-		l.changeProfile(l.level-1, api.ReasonRecovered, why, nil)
-	}
+	l.stepKind(now, kind, why)
 }
 
 // changeProfile moves to level: live when that profile is live, else by a

@@ -198,7 +198,6 @@ type recorder struct {
 	states    []api.ProfileState
 	published []api.ProfileState
 	rotations int
-	notes     []string
 	ops       []string // "state", "signal", "publish" in the order they happened
 }
 

@@ -108,14 +108,7 @@ func (l *loop) onGPUFaultExit(e Exit, ran time.Duration, f gpu.Fault, release ma
 		FromLevel: ptr(l.level), ToLevel: ptr(l.level), Restarts: l.restarts, Status: ptr(e.Status()), Detail: detail})
 	l.deps.Logf("%s: restarting in profile %s once the GPU answers again", detail, name)
 	l.faults.awaiting, l.faults.noted = true, false
-	l.target = l.level
-	l.release = release
-	if delay > 0 {
-		l.state = api.StateBackoff
-		l.backoff.arm(delay)
-		return
-	}
-	l.enterWaiting(l.level, release)
+	l.restartAfter(delay, l.level, release)
 }
 
 func (l *loop) gpuFaultGiveUp(e Exit, detail string) {

@@ -176,15 +176,15 @@ func (l *loop) launch(level int) {
 			l.deps.Logf("keeping a checkpoint generation failed (the checkpoint is untouched): %v", err)
 		}
 	}
+	// A restart gpuguard asked for keeps its plan until the start: the
+	// state file names the plan's reason (critical, manual, ...) where
+	// GPUGUARD_LAST_EXIT says watermark.
 	reason := "start"
-	if l.lastExit != "none" {
-		why := l.lastExit
-		if l.restartFor != "" {
-			why = l.restartFor
-		}
-		reason = "restart after " + why
+	if l.plan != nil {
+		reason = "restart after " + l.plan.reason
+	} else if l.lastExit != "none" {
+		reason = "restart after " + l.lastExit
 	}
-	l.restartFor = ""
 	if st, err := l.writeState(reason); err != nil {
 		l.deps.Logf("%v", err)
 	} else {
@@ -216,8 +216,7 @@ func (l *loop) launch(level int) {
 	}
 	l.emit(ev)
 	l.deps.Logf("started %s (pid %d) in profile %s (%d/%d)", argv[0], child.PID(), l.pol.Profiles[level].Name, level, len(l.pol.Profiles))
-	if n := l.deps.Notifier; n != nil && !l.readySent {
-		l.readySent = true
+	if n := l.deps.Notifier; n != nil && l.starts == 1 { // READY=1 once, for the first child
 		_ = n.Ready()
 	}
 	l.updateStatusText()
@@ -276,7 +275,6 @@ func (l *loop) onExit() {
 		if plan.reason == api.ReasonReload {
 			kind = exitReload
 		}
-		l.restartFor = plan.reason
 		l.restartRequested(plan.level, plan.from, kind, e, release, "")
 		return
 	}
@@ -327,14 +325,19 @@ func (l *loop) onExit() {
 	if kind == exitOOM {
 		l.deps.Logf("out of memory (%s): restarting in profile %s", evidence, l.pol.Profiles[next].Name)
 	}
-	l.target = next
-	l.release = release
-	if delay > 0 {
-		l.state = api.StateBackoff
-		l.backoff.arm(delay)
+	l.restartAfter(delay, next, release)
+}
+
+// restartAfter starts the next child in level once delay (the backoff)
+// has passed and release's GPU memory is freed.
+func (l *loop) restartAfter(delay time.Duration, level int, release map[int]bool) {
+	if delay <= 0 {
+		l.enterWaiting(level, release)
 		return
 	}
-	l.enterWaiting(next, release)
+	l.target, l.release = level, release
+	l.state = api.StateBackoff
+	l.backoff.arm(delay)
 }
 
 // restartRequested restarts a child that gpuguard ended itself (a restart

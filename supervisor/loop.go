@@ -28,13 +28,8 @@ type loop struct {
 	target   int // the level the next start aims for
 	restarts int
 	starts   int    // children launched so far
-	lastExit string // none | oom | crash | watermark | gpu_fault
-	// restartFor is why gpuguard itself ended the child it restarts (the
-	// plan's reason: watermark, critical, manual, recovered, reload), for
-	// the state file's reason; GPUGUARD_LAST_EXIT says watermark for all
-	// but reload. Empty otherwise.
-	restartFor string
-	seq        int
+	lastExit string // none | oom | crash | watermark | reload | gpu_fault
+	seq      int
 	// notifiedAt is when the current child was last sent the notify
 	// signal (zero: never), and notifiedSig which one (a reload may change
 	// [notify] signal since), to tell its death by that signal.
@@ -44,14 +39,13 @@ type loop struct {
 	child      Child
 	childStart time.Time
 	childTree  map[int]bool // the child's processes at the last sample
-	readySent  bool
 	// stoppingSent: STOPPING=1 went out (it is sent once).
 	stoppingSent bool
 
 	rules   watermarkRules
 	budget  restartBudget
 	ledger  *admission.Ledger
-	plan    *restartPlan // a restart gpuguard asked for is under way
+	plan    *restartPlan // a restart gpuguard asked for is under way, until the next start
 	pending []chan response
 
 	stopping  bool

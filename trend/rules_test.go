@@ -186,32 +186,45 @@ func TestNoPredictionOnNoiseOrSawtooth(t *testing.T) {
 		name  string
 		noise float64
 		v     func(float64) float64
+		// flat: noise alone never predicts, not even in the first 10 s.
+		flat bool
 	}{
-		{"flat ±2% at 0.85", 0.02, func(float64) float64 { return 0.85 }},
-		{"flat ±2% at 0.75", 0.02, func(float64) float64 { return 0.75 }},
-		{"flat ±2% just below high", 0.02, func(float64) float64 { return 0.875 }},
-		{"sawtooth 0.72-0.88 every 2 s", 0, saw(0.72, 0.88, 2)},
-		{"sawtooth 0.72-0.88 every 4 s", 0, saw(0.72, 0.88, 4)},
-		{"sawtooth 0.72-0.88 every 8 s", 0, saw(0.72, 0.88, 8)},
-		{"sawtooth 0.60-0.89 every 5 s, noisy", 0.01, saw(0.60, 0.89, 5)},
-		{"triangle 0.75-0.89 every 6 s", 0, func(sec float64) float64 { return 0.75 + 0.14*math.Abs(math.Mod(sec, 6)/3-1) }},
+		{"flat ±2% at 0.85", 0.02, func(float64) float64 { return 0.85 }, true},
+		{"flat ±2% at 0.75", 0.02, func(float64) float64 { return 0.75 }, true},
+		{"flat ±2% just below high", 0.02, func(float64) float64 { return 0.875 }, true},
+		{"sawtooth 0.72-0.88 every 2 s", 0, saw(0.72, 0.88, 2), false},
+		{"sawtooth 0.72-0.88 every 4 s", 0, saw(0.72, 0.88, 4), false},
+		{"sawtooth 0.72-0.88 every 8 s", 0, saw(0.72, 0.88, 8), false},
+		{"sawtooth 0.60-0.89 every 5 s, noisy", 0.01, saw(0.60, 0.89, 5), false},
+		{"triangle 0.75-0.89 every 6 s", 0, func(sec float64) float64 { return 0.75 + 0.14*math.Abs(math.Mod(sec, 6)/3-1) }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for seed := range uint64(2) {
-				for _, adaptive := range []bool{true, false} {
-					s := defaults()
-					s.Adaptive = adaptive
-					ps := simulate(s, tenMinutes, tt.noise, seed, tt.v)
-					// Never for the default sustain (1 s), and never
-					// at all once 10 s of history show the teeth: the
-					// first tooth alone is a ramp like any other.
-					if run, at := longestPredicted(ps); run >= time.Second {
-						t.Fatalf("seed %d adaptive %v: predicted for %s from %s", seed, adaptive, run, at)
-					}
-					for _, p := range ps {
-						if p.f.Predicted && p.at > LongSpan {
-							t.Fatalf("seed %d adaptive %v: predicted at %s (ratio %.3f)", seed, adaptive, p.at, p.ratio)
+			// A 5 s lead alone rules out the slopes noise makes (0.85
+			// to critical in 5 s is 0.024/s); with vLLM's 60 s lead
+			// only the stands-out test keeps noise from predicting.
+			// (A sawtooth's first tooth predicts with such a lead: the
+			// limitation docs/sensing.md states.)
+			leads := []time.Duration{5 * time.Second}
+			if tt.flat {
+				leads = append(leads, time.Minute)
+			}
+			for _, lead := range leads {
+				for seed := range uint64(2) {
+					for _, adaptive := range []bool{true, false} {
+						s := defaults()
+						s.Adaptive, s.Lead = adaptive, lead
+						ps := simulate(s, tenMinutes, tt.noise, seed, tt.v)
+						// Never for the default sustain (1 s), and never
+						// at all once 10 s of history show the teeth: the
+						// first tooth alone is a ramp like any other.
+						if run, at := longestPredicted(ps); run >= time.Second {
+							t.Fatalf("lead %s seed %d adaptive %v: predicted for %s from %s", lead, seed, adaptive, run, at)
+						}
+						for _, p := range ps {
+							if p.f.Predicted && (p.at > LongSpan || tt.flat) {
+								t.Fatalf("lead %s seed %d adaptive %v: predicted at %s (ratio %.3f)", lead, seed, adaptive, p.at, p.ratio)
+							}
 						}
 					}
 				}
