@@ -426,9 +426,8 @@ func TestTenantsAdmissionNeverOverAdmits(t *testing.T) {
 	e := newEnv(t)
 	use := func(int) uint64 { return 1 << 30 }
 	names := []string{"a", "b", "c"}
-	var ts []*tn
 	for _, n := range names {
-		ts = append(ts, e.tenant(n, 0, 2, use))
+		e.tenant(n, 0, 2, use)
 	}
 	e.waitRunning(names...)
 	ctx := withTimeout(t, 2*time.Minute)

@@ -33,6 +33,9 @@ func (l *loop) onSample(r sampleResult) {
 		case l.state == api.StateStarting && l.child != nil:
 			l.state = api.StateRunning // up, though unmeasured
 		}
+		if !l.finished {
+			l.trackStart(now, r) // no reading to settle on, but the cap still ends a start
+		}
 		return
 	}
 	l.probeRecovered(now)

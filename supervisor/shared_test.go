@@ -544,6 +544,20 @@ func TestStartEnds(t *testing.T) {
 			}
 		}
 	})
+	run(t, "10 x settle while the probe fails", func(h *harness, c *fakeChild) {
+		h.probe.setErr(errLost) // no reading: the start cannot settle, but still ends
+		time.Sleep(19900 * time.Millisecond)
+		synctest.Wait()
+		if !starting(h) {
+			h.t.Fatal("ended before 10 x settle")
+		}
+		time.Sleep(1200 * time.Millisecond) // the next sample after the cap
+		synctest.Wait()
+		if starting(h) {
+			h.t.Fatal("still starting 10 x settle after the launch, with the probe failing")
+		}
+		h.probe.setErr(nil)
+	})
 	run(t, "device usage without processes", func(h *harness, c *fakeChild) {
 		h.probe.setUsed(8 * gib) // grows once (no per-process figures)
 		time.Sleep(1500 * time.Millisecond)
