@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -67,6 +68,7 @@ func (s *sampler) run(ctx context.Context, done <-chan struct{}) {
 		case <-done:
 			return
 		}
+		newTimeSlice()
 		now := time.Now()
 		next := due.Add(time.Duration(s.period.Load()))
 		if next.Before(now) {
@@ -82,6 +84,24 @@ func (s *sampler) run(ctx context.Context, done <-chan struct{}) {
 		}
 	}
 }
+
+// newTimeSlice yields the processor once, so that the sample that follows
+// runs on a scheduler tick of its own.
+//
+// The Go runtime's sysmon preempts whatever runs on a processor (a SIGURG
+// to its thread, or the processor taken from a thread in a system call and
+// handed to another) when it finds the processor on the same scheduler
+// tick as at its previous look, 10 ms or more earlier. Goroutines readied
+// by a timer or a channel send run on the tick of whoever readied them
+// (runnext), and sysmon sleeps through a calm period and wakes with the
+// sampler's timer: its first look at a running sample found the tick it
+// saw a second earlier, so about every other sample got a preemption
+// signal and a thread hand-off it did not need (golang/go#60693 is about
+// such preemptions). A yield goes through the scheduler's global queue,
+// which starts a new tick. It cut a calm sample's thread wake-ups from
+// about 7 to 3 (the timer's, and sysmon's two); see docs/performance.md
+// ("Idle").
+func newTimeSlice() { runtime.Gosched() }
 
 func (s *sampler) sample(ctx context.Context) sampleResult {
 	// The deadline is for backends that can honour it (npu-smi is a
