@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/gpuguard/gpuguard/internal/saturate"
 	"github.com/gpuguard/gpuguard/policy"
 )
 
@@ -22,7 +23,7 @@ func worst(gpus []GPUUsage, leased, bytes uint64, high float64) fit {
 	var w fit
 	wRatio := math.Inf(-1)
 	for i, g := range gpus {
-		f := fit{used: g.Used, leased: addSat(leased, g.Leased), bytes: bytes, limit: g.Limit, high: high}
+		f := fit{used: g.Used, leased: saturate.Add(leased, g.Leased), bytes: bytes, limit: g.Limit, high: high}
 		after := float64(f.after())
 		threshold := f.threshold()
 		f.fits = after <= threshold
@@ -37,7 +38,7 @@ func worst(gpus []GPUUsage, leased, bytes uint64, high float64) fit {
 	return w
 }
 
-func (f fit) after() uint64 { return addSat(addSat(f.used, f.leased), f.bytes) }
+func (f fit) after() uint64 { return saturate.Add(saturate.Add(f.used, f.leased), f.bytes) }
 
 // threshold is Limit × high in bytes; float64 is exact far beyond any GPU.
 func (f fit) threshold() float64 { return float64(f.limit) * f.high }

@@ -4,9 +4,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"sync"
 	"time"
+
+	"github.com/gpuguard/gpuguard/internal/saturate"
 )
 
 // Decisions, as in the contract. Only DecisionGPU creates a lease.
@@ -197,7 +198,7 @@ func (l *Ledger) Outstanding() uint64 {
 	defer l.mu.Unlock()
 	var sum uint64
 	for _, ls := range l.leases {
-		sum = addSat(sum, ls.Bytes)
+		sum = saturate.Add(sum, ls.Bytes)
 	}
 	return sum
 }
@@ -208,19 +209,10 @@ func (l *Ledger) outstandingAt(now time.Time) uint64 {
 	var sum uint64
 	for _, ls := range l.leases {
 		if now.Before(ls.Expires) {
-			sum = addSat(sum, ls.Bytes)
+			sum = saturate.Add(sum, ls.Bytes)
 		}
 	}
 	return sum
-}
-
-// addSat adds without wrapping: an absurd request must not overflow into
-// a small number that fits.
-func addSat(a, b uint64) uint64 {
-	if a > math.MaxUint64-b {
-		return math.MaxUint64
-	}
-	return a + b
 }
 
 // newLeaseID returns 128 random bits in hex: a lease ID is a capability to

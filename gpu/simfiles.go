@@ -4,13 +4,14 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/gpuguard/gpuguard/internal/saturate"
 )
 
 // maxSimFile bounds how much of a usage file is read: a decimal uint64 with
@@ -39,7 +40,7 @@ func readSimDevice(dir string, dev int) (uint64, []Process, error) {
 			continue
 		}
 		n := readSimFile(filepath.Join(dir, name))
-		used = addSat(used, n)
+		used = saturate.Add(used, n)
 		if isPID {
 			procs = append(procs, Process{PID: pid, Device: dev, Used: n})
 		}
@@ -106,12 +107,4 @@ func readSimFile(path string) uint64 {
 		return 0
 	}
 	return n
-}
-
-// addSat adds without wrapping around.
-func addSat(a, b uint64) uint64 {
-	if a > math.MaxUint64-b {
-		return math.MaxUint64
-	}
-	return a + b
 }

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/gpuguard/gpuguard/internal/saturate"
 	"golang.org/x/sys/unix"
 )
 
@@ -93,7 +93,7 @@ func (c *Coordinator) Admit(ctx context.Context, gpus []string) (*Admission, err
 				alive[name] = live
 			}
 			if live {
-				a.Others[g] = addSat(a.Others[g], n)
+				a.Others[g] = saturate.Add(a.Others[g], n)
 			}
 		}
 	}
@@ -176,12 +176,4 @@ func readUint(path string) uint64 {
 	}
 	n, _ := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 	return n
-}
-
-// addSat adds without wrapping: an absurd figure must not become a small one.
-func addSat(a, b uint64) uint64 {
-	if a > math.MaxUint64-b {
-		return math.MaxUint64
-	}
-	return a + b
 }
