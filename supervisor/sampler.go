@@ -99,8 +99,8 @@ func (s *sampler) run(ctx context.Context, done <-chan struct{}) {
 // signal and a thread hand-off it did not need (golang/go#60693 is about
 // such preemptions). A yield goes through the scheduler's global queue,
 // which starts a new tick. It cut a calm sample's thread wake-ups from
-// about 7 to 3 (the timer's, and sysmon's two); see docs/performance.md
-// ("Idle").
+// about 9 to 3 (the timer's, and sysmon's two); see docs/performance.md
+// ("The sysmon fix").
 func newTimeSlice() { runtime.Gosched() }
 
 func (s *sampler) sample(ctx context.Context) sampleResult {
