@@ -1,6 +1,7 @@
 package drm
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -39,6 +40,19 @@ func TestIntelIoctlLayouts(t *testing.T) {
 	if got := unsafe.Sizeof(i915QueryItem{}); got != 24 {
 		t.Errorf("struct drm_i915_query_item: %d bytes, want 24", got)
 	}
+	for _, l := range []struct {
+		name      string
+		got, want int
+	}{
+		{"struct drm_xe_query_mem_regions head", binary.Size(xeMemRegions{}), xeRegionsHead},
+		{"struct drm_xe_mem_region", binary.Size(xeMemRegion{}), xeRegionSize},
+		{"struct drm_i915_query_memory_regions head", binary.Size(i915MemoryRegions{}), i915RegionHead},
+		{"struct drm_i915_memory_region_info", binary.Size(i915MemoryRegionInfo{}), i915RegionSize},
+	} {
+		if l.got != l.want {
+			t.Errorf("%s: %d bytes by the header, the parser steps %d", l.name, l.got, l.want)
+		}
+	}
 	// DRM_IOWR(0x40, struct drm_xe_device_query), DRM_IOWR(0x79, struct drm_i915_query).
 	if ioctlXeDeviceQuery != 0xc0286440 {
 		t.Errorf("DRM_IOCTL_XE_DEVICE_QUERY = %#x, want 0xc0286440", uintptr(ioctlXeDeviceQuery))
@@ -48,26 +62,52 @@ func TestIntelIoctlLayouts(t *testing.T) {
 	}
 }
 
-// region is one memory region to encode: class, then two sizes at 8 and
-// 16 (xe: total_size, used; i915: probed_size, unallocated_size).
+// region is one memory region to encode: class, then two sizes (xe:
+// total_size, used; i915: probed_size, unallocated_size).
 type region struct {
 	class uint16
 	a, b  uint64
 }
 
-// encodeRegions lays regions out as the kernel does: a u32 count, then
-// each region of size bytes from head on.
-func encodeRegions(head, size int, regions ...region) []byte {
-	b := make([]byte, head+size*len(regions))
-	binary.LittleEndian.PutUint32(b, uint32(len(regions)))
-	for i, r := range regions {
-		o := head + i*size
-		binary.LittleEndian.PutUint16(b[o:], r.class)
-		binary.LittleEndian.PutUint16(b[o+2:], uint16(i))
-		binary.LittleEndian.PutUint64(b[o+8:], r.a)
-		binary.LittleEndian.PutUint64(b[o+16:], r.b)
+// The kernel's structs, field by field as xe_drm.h and i915_drm.h declare
+// them, so that the regions the parser is tested on are laid out by the
+// headers, not by the parser's own offsets.
+type (
+	// xeMemRegions is struct drm_xe_query_mem_regions before mem_regions[].
+	xeMemRegions struct{ NumMemRegions, Pad uint32 }
+	// xeMemRegion is struct drm_xe_mem_region.
+	xeMemRegion struct {
+		MemClass, Instance             uint16
+		MinPageSize                    uint32
+		TotalSize, Used                uint64
+		CPUVisibleSize, CPUVisibleUsed uint64
+		Reserved                       [6]uint64
 	}
-	return b
+	// i915MemoryRegions is struct drm_i915_query_memory_regions before
+	// regions[].
+	i915MemoryRegions struct {
+		NumRegions uint32
+		Rsvd       [3]uint32
+	}
+	// i915MemoryRegionInfo is struct drm_i915_memory_region_info.
+	i915MemoryRegionInfo struct {
+		MemoryClass, MemoryInstance uint16 // struct drm_i915_gem_memory_class_instance
+		Rsvd0                       uint32
+		ProbedSize, UnallocatedSize uint64
+		Rsvd1                       [8]uint64
+	}
+)
+
+// encode lays values out as the kernel does (little-endian, no padding:
+// the structs above have none).
+func encode(values ...any) []byte {
+	var buf bytes.Buffer
+	for _, v := range values {
+		if err := binary.Write(&buf, binary.LittleEndian, v); err != nil {
+			panic(err)
+		}
+	}
+	return buf.Bytes()
 }
 
 // TestParseRegions: the memory regions as each driver lays them out; only
@@ -75,8 +115,20 @@ func encodeRegions(head, size int, regions ...region) []byte {
 // error, not a read past its end.
 func TestParseRegions(t *testing.T) {
 	const gib = 1 << 30
-	xe := func(r ...region) []byte { return encodeRegions(8, 88, r...) }
-	i915 := func(r ...region) []byte { return encodeRegions(16, 88, r...) }
+	xe := func(rs ...region) []byte {
+		v := []any{xeMemRegions{NumMemRegions: uint32(len(rs))}}
+		for i, r := range rs {
+			v = append(v, xeMemRegion{MemClass: r.class, Instance: uint16(i), TotalSize: r.a, Used: r.b})
+		}
+		return encode(v...)
+	}
+	i915 := func(rs ...region) []byte {
+		v := []any{i915MemoryRegions{NumRegions: uint32(len(rs))}}
+		for i, r := range rs {
+			v = append(v, i915MemoryRegionInfo{MemoryClass: r.class, MemoryInstance: uint16(i), ProbedSize: r.a, UnallocatedSize: r.b})
+		}
+		return encode(v...)
+	}
 	for _, tt := range []struct {
 		name  string
 		parse func([]byte) (vram, error)
