@@ -268,16 +268,7 @@ section1() {
   "$gg" version | tee -a "$summary"
   "$gg" status --json --backend nvml > "$out/status.json" 2>&1
   say "gpuguard status --json --backend nvml: exit $?"
-  python3 - "$out/status.json" <<'EOF' | tee -a "$summary"
-import json, sys
-try:
-    gpus = json.load(open(sys.argv[1]))["gpus"]
-except (OSError, ValueError, KeyError) as e:
-    gpus = []
-    print(f"  no GPU list: {e}: {open(sys.argv[1]).read()[:300]}")
-for g in gpus:
-    print(f"  gpuguard: GPU {g['index']} {g['name']} {g['uuid']} used {g['used_bytes']/2**20:.0f} MiB of {g['total_bytes']/2**20:.0f} MiB")
-EOF
+  python3 scripts/gpu_smoke.py gpus "$out/status.json" | tee -a "$summary"
 }
 
 section2() {
@@ -359,19 +350,7 @@ EOF
   ck "$rc" "OOM ladder: the restarted child succeeded one profile lower"
   grep -E "^profile|allocated|OutOfMemoryError|out of memory|started|not freed" "$out/oom.log" | tee -a "$summary"
   keep oomladder
-  python3 - "$out/oomladder-events.jsonl" <<'EOF' 2>&1 | tail -5 | tee -a "$summary"
-import json, sys
-from datetime import datetime
-evs = [json.loads(l) for l in open(sys.argv[1])]
-def t(e): return datetime.fromisoformat(e["time"].replace("Z", "+00:00")[:26] + "+00:00")
-ex = [e for e in evs if e["event"] == "exit"]
-st = [e for e in evs if e["event"] == "start"]
-rs = [e for e in evs if e["event"] == "restart"]
-for r in rs:
-    print(f"  restart reason={r.get('reason')} {r.get('from')} -> {r.get('to')}")
-if ex and len(st) > 1:
-    print(f"  exit -> next start (backoff 10ms + waiting for the driver to free the memory): {(t(st[1]) - t(ex[0])).total_seconds()*1000:.0f} ms")
-EOF
+  python3 scripts/gpu_smoke.py oom "$out/oomladder-events.jsonl" 2>&1 | tail -5 | tee -a "$summary"
 }
 
 # signal_policy NAME EXAMPLE QUOTA WATCH: $work/NAME.toml, the child EXAMPLE

@@ -7,7 +7,9 @@ command prints what it found, one line each; a line starting "CHECK ok",
 lists again. Commands:
 
   gpu0 STATUS_JSON                   "USED TOTAL" bytes of the first GPU
+  gpus STATUS_JSON                   each GPU gpuguard lists (section 1)
   scope STATUS_JSON NAME SMI_APPS    what scope = "process" sees (section 0)
+  oom JOURNAL                        restarts, and exit -> next start (section 4)
   share JOURNAL_LO JOURNAL_HI        two tenants sharing one GPU (section 6)
   order JOURNAL_A ERR_A LOG_A JOURNAL_B ERR_B LOG_B SETTLE_S
                                      two tenants launched at once (section 7)
@@ -101,6 +103,19 @@ def cmd_gpu0(path):
     print(g[0].get("used_bytes", 0), g[0].get("total_bytes", 0))
 
 
+def cmd_gpus(path):
+    st = load_status(path)
+    if "gpus" not in st:
+        try:
+            with open(path) as f:
+                print(f"  no GPU list in {path}: {f.read(300)}")
+        except OSError:
+            pass
+    for g in st.get("gpus") or []:
+        print(f"  gpuguard: GPU {g['index']} {g['name']} {g['uuid']} used {g['used_bytes'] / MiB:.0f} MiB "
+              f"of {g['total_bytes'] / MiB:.0f} MiB")
+
+
 def nspid(pid):
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -131,6 +146,16 @@ def cmd_scope(path, name, smi_apps):
     w = inst.get("watermark", 0)
     info(f"scope=process: the child's pid {'IS' if listed else 'is NOT'} among NVML's processes; "
          f"watermark {w:.3f} of the 4 GiB quota ({'its own memory was seen' if w > 0 else 'none of its memory was seen'})")
+
+
+def cmd_oom(path):
+    evs = journal(path)
+    for r in events(evs, "restart"):
+        print(f"  restart reason={r.get('reason')} {r.get('from')} -> {r.get('to')}")
+    ex, st = events(evs, "exit"), events(evs, "start")
+    if ex and len(st) > 1:
+        ms = (rfc3339(st[1]["time"]) - rfc3339(ex[0]["time"])) * 1000
+        print(f"  exit -> next start (backoff 10ms + waiting for the driver to free the memory): {ms:.0f} ms")
 
 
 def cmd_share(lo_path, hi_path):
@@ -231,11 +256,11 @@ def cmd_ramp(log, jpath, total, quota, high, trace, calm):
     # memory disagrees with NVML's) or the period did not adapt; either is a
     # finding.
     check(0 <= lat < 1000, f"ramp: crossing high -> SIGUSR1 {lat:.0f} ms (sustain 0s, adaptive defaults)")
-    above = next((r for r in json_lines(trace) if (r.get("watermark") or 0) >= high), None)
+    tr = json_lines(trace)
+    above = next((r for r in tr if (r.get("watermark") or 0) >= high), None)
     if above:
         print(f"  gpuguard's status first showed the watermark at or above high {(above['t'] - crossing['t']) * 1000:.0f} ms "
               f"after the crossing ({above['watermark']:.3f})")
-    tr = json_lines(trace)
     before = [r for r in tr if r.get("t", 0) <= crossing["t"] and r.get("interval_seconds")]
     if before:
         near = before[-5:]
@@ -275,7 +300,7 @@ def cmd_trace(sock, out, seconds):
             time.sleep(0.05)
 
 
-COMMANDS = {"gpu0": cmd_gpu0, "scope": cmd_scope, "share": cmd_share, "order": cmd_order,
+COMMANDS = {"gpu0": cmd_gpu0, "gpus": cmd_gpus, "scope": cmd_scope, "oom": cmd_oom, "share": cmd_share, "order": cmd_order,
             "ramp": cmd_ramp, "trace": cmd_trace}
 
 
