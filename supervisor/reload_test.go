@@ -118,6 +118,41 @@ func TestReloadThresholdsApplyAtOnce(t *testing.T) {
 	})
 }
 
+// TestReloadKeepsSustainTimer: a reload does not restart the watermark
+// timers: time already spent above high counts toward the new sustain
+// (docs/operations.md, "What applies when").
+func TestReloadKeepsSustainTimer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pol := testPolicy()
+		pol.Profiles[0].Live = true
+		fr := &fakeReloader{}
+		h := startHarness(t, pol, withReloader(fr))
+		c := h.child()
+		sleep(time.Second)
+		h.probe.setUsed(14*gib + gib/2) // 0.906: above high 0.90
+		sleep(600 * time.Millisecond)   // above for 500..600ms of sustain's 1s
+		if n := len(h.rec.named(api.EventStepDown)); n != 0 {
+			t.Fatalf("%d step-downs before sustain", n)
+		}
+
+		next := testPolicy()
+		next.Profiles[0].Live = true
+		next.Watermark.Sustain = 800 * time.Millisecond
+		fr.set(next, nil)
+		if changed, err := h.reload(); err != nil || !slices.Equal(changed, []string{"watermark.sustain"}) {
+			t.Fatalf("Reload = %q, %v", changed, err)
+		}
+		// 800ms above high is reached at most 300ms after the reload; a
+		// timer restarted by the reload would need 800ms more.
+		sleep(400 * time.Millisecond)
+		if downs := h.rec.named(api.EventStepDown); len(downs) != 1 {
+			t.Fatalf("step-downs %+v 400ms after the reload, want one: the time above high before it counts", downs)
+		}
+		c.end(Exit{})
+		h.wait()
+	})
+}
+
 // TestReloadNothingChanged: the same policy again is an applied reload
 // with an empty (not absent) list, journaled; nothing moves.
 func TestReloadNothingChanged(t *testing.T) {
