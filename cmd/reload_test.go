@@ -3,7 +3,6 @@ package cmd
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -33,12 +32,7 @@ func TestReload(t *testing.T) {
 	statusTestStale(t, dir, "dead")
 	env := map[string]string{"GPUGUARD_RUNTIME_DIR": dir}
 
-	tests := []struct {
-		args   []string
-		code   int
-		out    string
-		stderr string
-	}{
+	checkInstanceCases(t, env, []instanceCase{
 		{[]string{"reload", "llama"}, ExitOK, "llama: policy reloaded, changed: watermark.high, profile\n", ""},
 		{[]string{"reload", "same", "--runtime-dir", dir}, ExitOK, "same: policy reloaded, nothing changed\n", ""},
 		{[]string{"reload", "bad"}, ExitConfig, "", "/etc/gpuguard/bad.toml:7: watermark.high: must be below watermark.critical (0.97), got 0.99\n" +
@@ -51,14 +45,7 @@ func TestReload(t *testing.T) {
 		{[]string{"reload", "a", "b"}, ExitUsage, "", "accepts 1 arg(s)"},
 		{[]string{"reload", "../x"}, ExitUsage, "", "invalid instance name"},
 		{[]string{"reload", "llama", "--timeout", "0s"}, ExitUsage, "", "--timeout must be positive"},
-	}
-	for _, tt := range tests {
-		code, out, stderr := statusTestRun(t, env, tt.args...)
-		// An empty want means nothing on stderr, not anything at all.
-		if code != tt.code || out != tt.out || !strings.Contains(stderr, tt.stderr) || (tt.stderr == "") != (stderr == "") {
-			t.Errorf("%q: exit %d, out %q, stderr %q; want %d, %q, %q", tt.args, code, out, stderr, tt.code, tt.out, tt.stderr)
-		}
-	}
+	})
 }
 
 func TestReloadFlags(t *testing.T) {

@@ -35,9 +35,7 @@ func reloadRun(t *testing.T, text string, o RunOptions) (*runReloader, string, *
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "p.toml")
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	rewrite(t, path, text)
 	o.IO = &IO{Getenv: func(k string) string { return map[string]string{"GPUGUARD_STATE_DIR": dir}[k] }}
 	o.PolicyFile, o.SimMemory, o.SimDevices = path, "1GiB", 1
 	r, err := resolveRun(&o)

@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -12,12 +11,7 @@ func TestStep(t *testing.T) {
 	statusTestStale(t, dir, "dead")
 	env := map[string]string{"GPUGUARD_RUNTIME_DIR": dir}
 
-	tests := []struct {
-		args   []string
-		code   int
-		out    string
-		stderr string
-	}{
+	checkInstanceCases(t, env, []instanceCase{
 		{[]string{"step", "llama", "up"}, ExitFailure, "", `instance "llama" refused to step up: already at the top end of the ladder (fp16)`},
 		{[]string{"step", "llama", "down"}, ExitOK, "int8\n", ""},
 		{[]string{"step", "llama", "down", "--runtime-dir", dir}, ExitOK, "int4\n", ""},
@@ -29,14 +23,7 @@ func TestStep(t *testing.T) {
 		{[]string{"step", "llama", "sideways"}, ExitUsage, "", `direction "sideways": want down or up`},
 		{[]string{"step", "../x", "down"}, ExitUsage, "", "invalid instance name"},
 		{[]string{"step", "llama", "down", "--timeout", "0s"}, ExitUsage, "", "--timeout must be positive"},
-	}
-	for _, tt := range tests {
-		code, out, stderr := statusTestRun(t, env, tt.args...)
-		// An empty want means nothing on stderr, not anything at all.
-		if code != tt.code || out != tt.out || !strings.Contains(stderr, tt.stderr) || (tt.stderr == "") != (stderr == "") {
-			t.Errorf("%q: exit %d, out %q, stderr %q; want %d, %q, %q", tt.args, code, out, stderr, tt.code, tt.out, tt.stderr)
-		}
-	}
+	})
 }
 
 func TestStepFlags(t *testing.T) {

@@ -28,14 +28,12 @@ type reloadReply struct {
 	Changed []string        `json:"changed"`
 }
 
-// reloadErrorReply is a refused reload: Errors lists the problems, each
-// naming the file, line and key. A reload that failed for another reason
-// (the instance is shutting down) has no Errors.
+// reloadErrorReply is a refused reload: the usual error reply, plus Errors
+// listing the problems, each naming the file, line and key. A reload that
+// failed for another reason (the instance is shutting down) has no Errors.
 type reloadErrorReply struct {
-	OK     bool            `json:"ok"`
-	ID     json.RawMessage `json:"id,omitempty"`
-	Error  string          `json:"error"`
-	Errors []string        `json:"errors,omitempty"`
+	errorReply
+	Errors []string `json:"errors,omitempty"`
 }
 
 // handleReload answers `reload`.
@@ -46,7 +44,7 @@ func (c *conn) handleReload(ctx context.Context, b Backend, id json.RawMessage) 
 	}
 	changed, err := r.Reload(ctx)
 	if err != nil {
-		return c.write(encodeLine(reloadErrorReply{ID: id, Error: err.Error(), Errors: problems(err)})) == nil
+		return c.write(encodeLine(reloadErrorReply{errorReply{ID: id, Error: err.Error()}, problems(err)})) == nil
 	}
 	if changed == nil {
 		changed = []string{}

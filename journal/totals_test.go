@@ -2,6 +2,8 @@ package journal
 
 import (
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -100,10 +102,12 @@ func TestNoTotalsWithoutTally(t *testing.T) {
 	})
 }
 
-// firstRecordTotals notes when its first record was asked for.
+// firstRecordTotals notes when, and on which goroutine, its first record
+// was asked for.
 type firstRecordTotals struct {
 	mu    sync.Mutex
 	first time.Time
+	by    string // goroutine
 }
 
 func (f *firstRecordTotals) Add(api.Event) {}
@@ -112,7 +116,7 @@ func (f *firstRecordTotals) Record(now time.Time) api.Event {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.first.IsZero() {
-		f.first = now
+		f.first, f.by = now, goroutine()
 	}
 	return api.Event{Time: now, Event: api.EventTotals, Totals: &api.Totals{}}
 }
@@ -127,11 +131,27 @@ func TestFirstRecordAtOpen(t *testing.T) {
 	j, _, _ := openMem(t, Options{Totals: ft})
 	after := time.Now()
 	ft.mu.Lock()
-	first := ft.first
+	first, by := ft.first, ft.by
 	ft.mu.Unlock()
 	j.Close()
+	// The times alone pass whenever the writer happens to run before
+	// Open returns; the goroutine tells whether Open itself asked.
+	if me := goroutine(); by != me {
+		t.Errorf("first record asked for on goroutine %s, want Open's caller's (%s), not the writer's", by, me)
+	}
 	if first.Before(before) || first.After(after) {
 		t.Fatalf("first record at %s, want within Open (%s .. %s)", first.Format(time.RFC3339Nano),
 			before.Format(time.RFC3339Nano), after.Format(time.RFC3339Nano))
 	}
+}
+
+// goroutine is the calling goroutine's id, from its stack header
+// ("goroutine 7 [running]:").
+func goroutine() string {
+	buf := make([]byte, 64)
+	f := strings.Fields(string(buf[:runtime.Stack(buf, false)]))
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
 }

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -20,7 +21,6 @@ import (
 type fakeReloader struct {
 	mu      sync.Mutex
 	next    *policy.Policy
-	command []string
 	err     error
 	seen    []*policy.Policy // cur, at each Load
 	commits int
@@ -34,11 +34,7 @@ func (f *fakeReloader) Load(cur *policy.Policy) (*Reload, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
-	cmd := f.command
-	if cmd == nil {
-		cmd = f.next.Command
-	}
-	return &Reload{Policy: f.next, Command: cmd, CheckpointPath: "/state/checkpoint",
+	return &Reload{Policy: f.next, Command: f.next.Command, CheckpointPath: "/state/checkpoint",
 		Commit: func() { f.mu.Lock(); f.commits++; f.mu.Unlock() },
 		Abort:  func() { f.mu.Lock(); f.aborts++; f.mu.Unlock() }}, nil
 }
@@ -122,6 +118,41 @@ func TestReloadThresholdsApplyAtOnce(t *testing.T) {
 	})
 }
 
+// TestReloadKeepsSustainTimer: a reload does not restart the watermark
+// timers: time already spent above high counts toward the new sustain
+// (docs/operations.md, "What applies when").
+func TestReloadKeepsSustainTimer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pol := testPolicy()
+		pol.Profiles[0].Live = true
+		fr := &fakeReloader{}
+		h := startHarness(t, pol, withReloader(fr))
+		c := h.child()
+		sleep(time.Second)
+		h.probe.setUsed(14*gib + gib/2) // 0.906: above high 0.90
+		sleep(600 * time.Millisecond)   // above for 500..600ms of sustain's 1s
+		if n := len(h.rec.named(api.EventStepDown)); n != 0 {
+			t.Fatalf("%d step-downs before sustain", n)
+		}
+
+		next := testPolicy()
+		next.Profiles[0].Live = true
+		next.Watermark.Sustain = 800 * time.Millisecond
+		fr.set(next, nil)
+		if changed, err := h.reload(); err != nil || !slices.Equal(changed, []string{"watermark.sustain"}) {
+			t.Fatalf("Reload = %q, %v", changed, err)
+		}
+		// 800ms above high is reached at most 300ms after the reload; a
+		// timer restarted by the reload would need 800ms more.
+		sleep(400 * time.Millisecond)
+		if downs := h.rec.named(api.EventStepDown); len(downs) != 1 {
+			t.Fatalf("step-downs %+v 400ms after the reload, want one: the time above high before it counts", downs)
+		}
+		c.end(Exit{})
+		h.wait()
+	})
+}
+
 // TestReloadNothingChanged: the same policy again is an applied reload
 // with an empty (not absent) list, journaled; nothing moves.
 func TestReloadNothingChanged(t *testing.T) {
@@ -182,6 +213,46 @@ func TestReloadRefusedChangesNothing(t *testing.T) {
 		c.end(Exit{})
 		h.wait()
 	})
+}
+
+// TestReloadRefusedDetailBounded: a refused reload's error names the first
+// problem and counts the rest; its event's detail lists at most the first
+// maxProblemsJournaled problems and counts the rest (docs/operations.md).
+func TestReloadRefusedDetailBounded(t *testing.T) {
+	problem := func(i int) *policy.Error {
+		return &policy.Error{File: "p.toml", Line: i, Key: "priority", Msg: fmt.Sprintf("problem %d", i)}
+	}
+	for _, tt := range []struct {
+		n         int
+		msgSuffix string // after the first problem
+		detail    string // after the first problem
+	}{
+		{1, "", ""},
+		{2, " (and 1 more problem)", "; p.toml:2: priority: problem 2"},
+		{7, " (and 6 more problems)", "; p.toml:2: priority: problem 2; p.toml:3: priority: problem 3" +
+			"; p.toml:4: priority: problem 4; p.toml:5: priority: problem 5; and 2 more"},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			var list policy.ErrorList
+			for i := 1; i <= tt.n; i++ {
+				list = append(list, problem(i))
+			}
+			fr := &fakeReloader{err: list}
+			h := startHarness(t, testPolicy(), withReloader(fr))
+			c := h.child()
+			_, err := h.reload()
+			first := "p.toml:1: priority: problem 1"
+			if want := "policy not reloaded (nothing changed): " + first + tt.msgSuffix; err == nil || err.Error() != want {
+				t.Errorf("%d problems: error %v, want %q", tt.n, err, want)
+			}
+			rel := h.rec.named(api.EventReload)
+			if len(rel) != 1 || rel[0].Detail != first+tt.detail {
+				t.Errorf("%d problems: reload events %+v, want detail %q", tt.n, rel, first+tt.detail)
+			}
+			c.end(Exit{})
+			h.wait()
+		})
+	}
 }
 
 // TestReloadProfileGone: a child whose profile the reload removed is
