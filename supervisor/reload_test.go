@@ -153,6 +153,45 @@ func TestReloadKeepsSustainTimer(t *testing.T) {
 	})
 }
 
+// TestReloadKeepsGraceStart: a grace period under way keeps its start
+// across a reload that shortens it (docs/operations.md): the next step
+// comes when the new grace, counted from the step, is over, not a whole
+// new grace after the reload.
+func TestReloadKeepsGraceStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pol := testPolicy()
+		pol.Profiles[0].Live = true
+		fr := &fakeReloader{}
+		h := startHarness(t, pol, withReloader(fr))
+		c := h.child()
+		sleep(time.Second)
+		h.probe.setUsed(14*gib + gib/2) // 0.906: above high 0.90, and it stays
+		sleep(1200 * time.Millisecond)  // sustain's 1s and a sample
+		downs := h.rec.named(api.EventStepDown)
+		if len(downs) != 1 {
+			t.Fatalf("step-downs %+v after sustain, want one", downs)
+		}
+		step := downs[0].Time
+		sleep(step.Add(time.Second).Sub(time.Now())) // 1s into grace's 5s
+
+		next := testPolicy()
+		next.Profiles[0].Live = true
+		next.Watermark.Grace = 2 * time.Second
+		fr.set(next, nil)
+		if changed, err := h.reload(); err != nil || !slices.Equal(changed, []string{"watermark.grace"}) {
+			t.Fatalf("Reload = %q, %v", changed, err)
+		}
+		// Grace from the step ends at step+2s; one restarted by the reload
+		// would end at step+3s.
+		sleep(step.Add(2500 * time.Millisecond).Sub(time.Now()))
+		if downs := h.rec.named(api.EventStepDown); len(downs) != 2 {
+			t.Fatalf("step-downs %+v 2.5s after the first, want two: the grace period counts from the step", downs)
+		}
+		c.end(Exit{})
+		h.wait()
+	})
+}
+
 // TestReloadNothingChanged: the same policy again is an applied reload
 // with an empty (not absent) list, journaled; nothing moves.
 func TestReloadNothingChanged(t *testing.T) {
