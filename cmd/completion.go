@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 )
@@ -27,18 +28,24 @@ func NewCmdCompletion(stdio *IO) *cobra.Command {
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			root, out := c.Root(), stdio.Out
-			switch args[0] {
-			case "bash":
-				return root.GenBashCompletionV2(out, true)
-			case "zsh":
-				return root.GenZshCompletion(out)
-			case "fish":
-				return root.GenFishCompletion(out, true)
-			case "powershell":
-				return root.GenPowerShellCompletionWithDesc(out)
-			}
-			return fmt.Errorf("unreachable: shell %q", args[0])
+			return WriteCompletion(c.Root(), args[0], stdio.Out)
 		},
 	}
+}
+
+// WriteCompletion writes root's completion script for shell, one of shells,
+// to w. `gpuguard completion` and the package's installed scripts
+// (scripts/gendocs) both call it, so the two cannot differ.
+func WriteCompletion(root *cobra.Command, shell string, w io.Writer) error {
+	switch shell {
+	case "bash":
+		return root.GenBashCompletionV2(w, true)
+	case "zsh":
+		return root.GenZshCompletion(w)
+	case "fish":
+		return root.GenFishCompletion(w, true)
+	case "powershell":
+		return root.GenPowerShellCompletionWithDesc(w)
+	}
+	return fmt.Errorf("no completion script for shell %q", shell)
 }

@@ -67,7 +67,8 @@ func dialUnix(ctx context.Context, path string) (net.Conn, error) {
 
 // Request sends req (which may carry "id") and returns the reply decoded
 // into a map (numbers as float64). An ok:false reply is returned along with
-// a *RemoteError.
+// a *RemoteError, as the typed methods return it (a refused reload's Errors
+// included).
 func (c *Client) Request(ctx context.Context, req map[string]any) (map[string]any, error) {
 	line, err := c.roundTrip(ctx, req)
 	if err != nil {
@@ -77,11 +78,7 @@ func (c *Client) Request(ctx context.Context, req map[string]any) (map[string]an
 	if err := json.Unmarshal(line, &m); err != nil {
 		return nil, fmt.Errorf("bad reply from %s: %w", c.path, err)
 	}
-	if ok, _ := m["ok"].(bool); !ok {
-		msg, _ := m["error"].(string)
-		return m, &RemoteError{Message: msg}
-	}
-	return m, nil
+	return m, replyError(line)
 }
 
 // Status asks for the instance's status object.

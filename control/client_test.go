@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -72,6 +73,23 @@ func TestClient(t *testing.T) {
 	}
 	if _, err := c.Status(ctx); err == nil {
 		t.Error("Status after Close succeeded")
+	}
+}
+
+// TestRequestRefusedReload: Request's RemoteError carries a refused
+// reload's problems, as Reload's does.
+func TestRequestRefusedReload(t *testing.T) {
+	s := serve(t, &fakeReloader{fakeBackend: newFakeBackend(), err: problemList{errors.New("p.toml:1: name: bad")}}, nil)
+	ctx := context.Background()
+	c, err := Dial(ctx, s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m, err := c.Request(ctx, map[string]any{"type": TypeReload})
+	var re *RemoteError
+	if !errors.As(err, &re) || m["ok"] != false || re.Message != "2 problems" || !slices.Equal(re.Errors, []string{"p.toml:1: name: bad"}) {
+		t.Fatalf("Request reload = %v, %#v", m, err)
 	}
 }
 

@@ -52,18 +52,11 @@ func run(args []string, stderr io.Writer) error {
 			return fmt.Errorf("writing man pages: %w", err)
 		}
 	}
-	for _, c := range []struct {
-		path string
-		gen  func(io.Writer) error
-	}{
-		{o.bash, func(w io.Writer) error { return root.GenBashCompletionV2(w, true) }},
-		{o.zsh, root.GenZshCompletion},
-		{o.fish, func(w io.Writer) error { return root.GenFishCompletion(w, true) }},
-	} {
+	for _, c := range []struct{ path, shell string }{{o.bash, "bash"}, {o.zsh, "zsh"}, {o.fish, "fish"}} {
 		if c.path == "" {
 			continue
 		}
-		if err := writeFile(c.path, c.gen); err != nil {
+		if err := writeFile(c.path, func(w io.Writer) error { return cmd.WriteCompletion(root, c.shell, w) }); err != nil {
 			return fmt.Errorf("writing completion %s: %w", c.path, err)
 		}
 	}
