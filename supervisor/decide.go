@@ -25,17 +25,7 @@ func (l *loop) onSample(r sampleResult) {
 	if r.err != nil {
 		l.setPeriod(0)
 		l.probeFailed(now, now, r.err.Error(), !hung)
-		l.checkLost(now)
-		switch {
-		case l.finished:
-		case l.state == api.StateWaiting:
-			l.tryStart(r)
-		case l.state == api.StateStarting && l.child != nil:
-			l.state = api.StateRunning // up, though unmeasured
-		}
-		if !l.finished {
-			l.trackStart(now, r) // no reading to settle on, but the cap still ends a start
-		}
+		l.withoutReading(now, r)
 		return
 	}
 	l.probeRecovered(now)
