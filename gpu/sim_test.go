@@ -11,7 +11,8 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
-	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // deadPID is above any kernel's pid_max (at most 2^22), so kill(2) always
@@ -199,19 +200,20 @@ func TestSimZombieIsDead(t *testing.T) {
 	}
 	defer cmd.Wait()
 	pid := cmd.Process.Pid
-	// Not reaped: the process stays a zombie until Wait.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if exited(string(b)) {
+	// Wait for the exit without reaping (WNOWAIT): the process stays a
+	// zombie until cmd.Wait.
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err == nil {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d did not become a zombie: %s", pid, b)
+		if !errors.Is(err, unix.EINTR) {
+			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond) // polling the process's state; not synchronisation of our own
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err != nil || !exited(string(b)) {
+		t.Fatalf("pid %d is not a zombie: %s %v", pid, b, err)
 	}
 	writeFile(t, filepath.Join(dir, "0", strconv.Itoa(pid)), "500")
 	writeFile(t, filepath.Join(dir, "0", strconv.Itoa(os.Getpid())), "7")

@@ -25,17 +25,7 @@ func (l *loop) onSample(r sampleResult) {
 	if r.err != nil {
 		l.setPeriod(0)
 		l.probeFailed(now, now, r.err.Error(), !hung)
-		l.checkLost(now)
-		switch {
-		case l.finished:
-		case l.state == api.StateWaiting:
-			l.tryStart(r)
-		case l.state == api.StateStarting && l.child != nil:
-			l.state = api.StateRunning // up, though unmeasured
-		}
-		if !l.finished {
-			l.trackStart(now, r) // no reading to settle on, but the cap still ends a start
-		}
+		l.withoutReading(now, r)
 		return
 	}
 	l.probeRecovered(now)
@@ -245,20 +235,19 @@ func (l *loop) updateStatusText() {
 	}
 }
 
-// publishSnapshot copies the loop's state out for Status and metrics.
+// publishSnapshot copies the loop's state out for Status and metrics. It
+// runs after every event of the loop, every sample included, so it leaves
+// out what Status derives when it is read (the uptimes, the lease count).
 func (l *loop) publishSnapshot() {
-	now := time.Now()
 	st := api.Status{
 		Name: l.cfg.Name, PID: l.s.snap.Load().status.PID, State: l.state,
 		Profile: l.pol.Profiles[l.level].Name, Level: l.level, Levels: len(l.pol.Profiles),
 		Priority: l.pol.Priority, Watermark: l.ratio, IntervalSeconds: l.period.Seconds(), ETASeconds: l.etaSeconds(),
 		Restarts: l.restarts, Observe: l.cfg.Observe,
-		UptimeSeconds: now.Sub(l.s.started).Seconds(), Leases: l.ledger.Count(),
 		LastEvent: l.lastEvent, GPUs: []api.GPU{},
 	}
 	if l.child != nil {
 		st.ChildPID = l.child.PID()
-		st.ChildUptimeSeconds = now.Sub(l.childStart).Seconds()
 	}
 	if l.haveSample {
 		for _, d := range l.lastSample.Devices {

@@ -395,6 +395,23 @@ func TestOnGPULostStop(t *testing.T) {
 			}
 		})
 	})
+	t.Run("a probe hung from the start starts nothing", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// lost_after (1s) is up by the first hung tick (ProbeTimeout,
+			// 2s): the run ends there, and no child is started only to
+			// be stopped at once.
+			pol := stopPolicy()
+			pol.Watch.LostAfter = time.Second
+			stuck := make(chan struct{})
+			defer close(stuck)
+			fp := &flakyProbe{hang: stuck}
+			h := startHarness(t, pol, func(_ *Config, d *Deps) { fp.fakeProbe, d.Probe = d.Probe.(*fakeProbe), fp })
+			if code, err := h.wait(); code != 1 || err == nil || !strings.Contains(err.Error(), `on_gpu_lost = "stop"`) {
+				t.Fatalf("exit %d %v, want 1 and an error naming on_gpu_lost", code, err)
+			}
+			h.noLaunch()
+		})
+	})
 	t.Run("keep never stops", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			// Lost from the start: the child starts without data (where

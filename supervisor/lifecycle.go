@@ -287,7 +287,7 @@ func (l *loop) onExit() {
 		l.restartRequested(l.level, l.pol.Profiles[l.level].Name, exitRequested, e, release, detail)
 		return
 	}
-	if f, ok := l.faultCause(now, now.Add(-ran)); ok {
+	if f, ok := l.faultCause(now, l.childStart); ok {
 		l.onGPUFaultExit(e, ran, f, release)
 		return
 	}

@@ -109,15 +109,29 @@ func (l *loop) onHung(now time.Time) {
 		l.deps.Meter.ObserveProbe(now.Sub(l.next), errProbeHung)
 	}
 	l.probeFailed(now, l.next, fmt.Sprintf("%v: a call has not returned within %s", errProbeHung, l.cfg.ProbeTimeout), first)
+	l.withoutReading(now, sampleResult{err: errProbeHung})
+	l.hung.Reset(l.pol.Watch.Interval)
+}
+
+// withoutReading moves the states on after a probe call that brought no
+// reading (r.err: it failed, or it hangs): on_gpu_lost first, so that a
+// lost GPU ends a wait rather than start a child only to stop it; then a
+// waiting start goes ahead without data, a starting child counts as
+// running, though unmeasured, and a start still ends at its cap (there is
+// no reading to settle on).
+func (l *loop) withoutReading(now time.Time, r sampleResult) {
+	l.checkLost(now)
 	switch {
 	case l.finished:
+		return
 	case l.state == api.StateWaiting:
-		l.tryStart(sampleResult{err: errProbeHung})
+		l.tryStart(r)
 	case l.state == api.StateStarting && l.child != nil:
 		l.state = api.StateRunning // up, though unmeasured
 	}
-	l.checkLost(now)
-	l.hung.Reset(l.pol.Watch.Interval)
+	if !l.finished {
+		l.trackStart(now, r)
+	}
 }
 
 // setTarget tells the sampler whose processes to look for.

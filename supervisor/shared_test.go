@@ -573,6 +573,31 @@ func TestStartEnds(t *testing.T) {
 	})
 }
 
+// TestStartEndsWhileProbeHangs: a probe call that hangs brings no result
+// at all, yet a start still ends at 10 x settle, as while calls fail.
+func TestStartEndsWhileProbeHangs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pol := testPolicy()
+		pol.Watch.Settle = 2 * time.Second
+		fp := &flakyProbe{}
+		h := startHarness(t, pol, withCoord(&fakeCoord{}, func(_ *Config, d *Deps) { fp.fakeProbe, d.Probe = d.Probe.(*fakeProbe), fp }))
+		c := h.child()
+		stuck := make(chan struct{})
+		defer close(stuck)
+		fp.set(nil, stuck)
+		sleep(19900 * time.Millisecond)
+		if !h.sup.TenantInfo().Starting {
+			t.Fatal("ended before 10 x settle")
+		}
+		sleep(1200 * time.Millisecond) // hung ticks come every interval
+		if h.sup.TenantInfo().Starting {
+			t.Fatal("still starting 10 x settle after the launch, with a probe call hung")
+		}
+		c.end(Exit{})
+		h.wait()
+	})
+}
+
 // TestStartEndsOnExit: a child that dies while starting frees the GPU for
 // the other tenants at once.
 func TestStartEndsOnExit(t *testing.T) {

@@ -104,8 +104,8 @@ type Supervisor struct {
 	probeAuto bool
 }
 
-// snapshot is the loop's state copied out after every event; uptimes are
-// computed when read.
+// snapshot is the loop's state copied out after every event; the uptimes
+// and the lease count are computed when read (Status).
 type snapshot struct {
 	status     api.Status
 	childStart time.Time
