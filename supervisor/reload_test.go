@@ -66,15 +66,31 @@ func (h *harness) reload() ([]string, error) {
 	return h.sup.Reload(context.Background())
 }
 
+// firstLivePolicy is testPolicy with its first profile live too, so that
+// a watermark step from it is a live change.
+func firstLivePolicy() *policy.Policy {
+	pol := testPolicy()
+	pol.Profiles[0].Live = true
+	return pol
+}
+
+// reloadTo makes next the policy the reloader loads, reloads, and fails
+// unless exactly the keys want changed.
+func reloadTo(t *testing.T, h *harness, fr *fakeReloader, next *policy.Policy, want ...string) {
+	t.Helper()
+	fr.set(next, nil)
+	if changed, err := h.reload(); err != nil || !slices.Equal(changed, want) {
+		t.Fatalf("Reload = %q, %v; want %q changed", changed, err, want)
+	}
+}
+
 // TestReloadThresholdsApplyAtOnce: lowering high below the current
 // watermark steps down at the sample the reload asks for, without waiting
 // for the next period; the reload event lists the changed keys in order.
 func TestReloadThresholdsApplyAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pol := testPolicy()
-		pol.Profiles[0].Live = true
 		fr := &fakeReloader{}
-		h := startHarness(t, pol, withReloader(fr))
+		h := startHarness(t, firstLivePolicy(), withReloader(fr))
 		c := h.child()
 		h.probe.setUsed(12 * gib) // 0.75: below high 0.90
 		time.Sleep(2 * time.Second)
@@ -83,18 +99,11 @@ func TestReloadThresholdsApplyAtOnce(t *testing.T) {
 			t.Fatalf("before the reload: %+v", st)
 		}
 
-		next := testPolicy()
-		next.Profiles[0].Live = true
+		next := firstLivePolicy()
 		next.Watermark.High, next.Watermark.Low, next.Watermark.Sustain = 0.74, 0.5, 0
-		fr.set(next, nil)
 		t0 := time.Now()
-		changed, err := h.reload()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := []string{"watermark.high", "watermark.low", "watermark.sustain"}; !slices.Equal(changed, want) {
-			t.Fatalf("changed %q, want %q", changed, want)
-		}
+		changed := []string{"watermark.high", "watermark.low", "watermark.sustain"}
+		reloadTo(t, h, fr, next, changed...)
 		synctest.Wait()
 		if st := h.sup.Status(); st.Level != 1 || st.Profile != "int8" {
 			t.Fatalf("after the reload: level %d %s, want the step down to int8", st.Level, st.Profile)
@@ -123,10 +132,8 @@ func TestReloadThresholdsApplyAtOnce(t *testing.T) {
 // (docs/operations.md, "What applies when").
 func TestReloadKeepsSustainTimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pol := testPolicy()
-		pol.Profiles[0].Live = true
 		fr := &fakeReloader{}
-		h := startHarness(t, pol, withReloader(fr))
+		h := startHarness(t, firstLivePolicy(), withReloader(fr))
 		c := h.child()
 		sleep(time.Second)
 		h.probe.setUsed(14*gib + gib/2) // 0.906: above high 0.90
@@ -135,13 +142,9 @@ func TestReloadKeepsSustainTimer(t *testing.T) {
 			t.Fatalf("%d step-downs before sustain", n)
 		}
 
-		next := testPolicy()
-		next.Profiles[0].Live = true
+		next := firstLivePolicy()
 		next.Watermark.Sustain = 800 * time.Millisecond
-		fr.set(next, nil)
-		if changed, err := h.reload(); err != nil || !slices.Equal(changed, []string{"watermark.sustain"}) {
-			t.Fatalf("Reload = %q, %v", changed, err)
-		}
+		reloadTo(t, h, fr, next, "watermark.sustain")
 		// 800ms above high is reached at most 300ms after the reload; a
 		// timer restarted by the reload would need 800ms more.
 		sleep(400 * time.Millisecond)
@@ -159,10 +162,8 @@ func TestReloadKeepsSustainTimer(t *testing.T) {
 // new grace after the reload.
 func TestReloadKeepsGraceStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pol := testPolicy()
-		pol.Profiles[0].Live = true
 		fr := &fakeReloader{}
-		h := startHarness(t, pol, withReloader(fr))
+		h := startHarness(t, firstLivePolicy(), withReloader(fr))
 		c := h.child()
 		sleep(time.Second)
 		h.probe.setUsed(14*gib + gib/2) // 0.906: above high 0.90, and it stays
@@ -174,13 +175,9 @@ func TestReloadKeepsGraceStart(t *testing.T) {
 		step := downs[0].Time
 		sleep(step.Add(time.Second).Sub(time.Now())) // 1s into grace's 5s
 
-		next := testPolicy()
-		next.Profiles[0].Live = true
+		next := firstLivePolicy()
 		next.Watermark.Grace = 2 * time.Second
-		fr.set(next, nil)
-		if changed, err := h.reload(); err != nil || !slices.Equal(changed, []string{"watermark.grace"}) {
-			t.Fatalf("Reload = %q, %v", changed, err)
-		}
+		reloadTo(t, h, fr, next, "watermark.grace")
 		// Grace from the step ends at step+2s; one restarted by the reload
 		// would end at step+3s.
 		sleep(step.Add(2500 * time.Millisecond).Sub(time.Now()))
