@@ -220,7 +220,9 @@ class WatchTest(TmpTestCase):
             for seq, prof in [(2, "int8"), (3, "int4")]:
                 with self.assertLogs("gpuguard", "ERROR") as logs:
                     srv.publish(seq, seq - 1, prof)
-                    wait_until(lambda: logs.records, what="the callback's error logged")
+                    # The handler appends to records before output, from the
+                    # watcher's thread: wait on the list that is read below.
+                    wait_until(lambda: logs.output, what="the callback's error logged")
                 self.assertIn("callback failed", logs.output[0])
             self.assertEqual(rec.seqs(), [2, 3])
             self.assertTrue(w.subscribed)
