@@ -30,11 +30,18 @@ const (
 // killed or stopped in the middle of the decision it is executing. Its
 // sleeps do not hold stdout, and end by themselves, in case its gpuguard
 // is killed and cannot clean up its process group.
+//
+// A step's grace is all the time the child has to shed its memory before
+// its gpuguard may step it again, so w reads the state file with shell
+// builtins: the one process it starts is mv (the sim's atomic rename).
+// Two sed processes more made a loaded machine miss the grace (embed
+// stepped twice in one round of TestTenantsStepInPriorityOrder).
 const tenantChild = `
 d="$GPUGUARD_SIM_DIR/0"
 w() {
-  u=$(sed -n 's/.*"USE":"\([0-9]*\)".*/\1/p' "$GPUGUARD_STATE")
-  l=$(sed -n 's/.*"level":\([0-9]*\).*/\1/p' "$GPUGUARD_STATE")
+  IFS= read -r st < "$GPUGUARD_STATE"
+  u=${st#*\"USE\":\"}; u=${u%%\"*}
+  l=${st#*\"level\":}; l=${l%%,*}
   printf '%s' "$u" > "$d/.$$" && mv "$d/.$$" "$d/$$"
   echo "level $GPUGUARD_NAME $l"
 }
