@@ -17,6 +17,7 @@ lists again. Commands:
                                      the adaptive period on a ramp (section 8)
   trace SOCKET OUT SECONDS           poll an instance's status every 50 ms
 """
+import inspect
 import json
 import os
 import re
@@ -308,11 +309,19 @@ def main(argv):
     if len(argv) < 2 or argv[1] not in COMMANDS:
         print(__doc__, file=sys.stderr)
         return 64
+    cmd = COMMANDS[argv[1]]
     try:
-        COMMANDS[argv[1]](*argv[2:])
+        inspect.signature(cmd).bind(*argv[2:])
     except TypeError as e:
         print(f"gpu_smoke.py {argv[1]}: {e}", file=sys.stderr)
         return 64
+    try:
+        cmd(*argv[2:])
+    except Exception as e:
+        # Input the command did not expect: a verdict in the summary (which
+        # keeps stdout), never a traceback that loses the section's figures.
+        print(f"CHECK FAIL gpu_smoke.py {argv[1]}: cannot finish ({type(e).__name__}: {e})")
+        return 1
     return 0
 
 

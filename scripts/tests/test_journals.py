@@ -34,6 +34,13 @@ class OomTest(SmokeCase):
     def test_missing_journal(self):
         self.assertIn("cannot read", self.smoke("oom", self.missing()))
 
+    def test_bad_time(self):
+        j = self.file("j.jsonl", ev("2026-12-01T02:00:00Z", "start"), ev("2026-12-01T02:00:01Z", "exit"),
+                      ev("2026-12-01 02:00:02", "start"))
+        # A figure that cannot be computed is a verdict in the summary.
+        self.assertEqual(self.checks(self.smoke("oom", j, rc=1)), [
+            "CHECK FAIL gpu_smoke.py oom: cannot finish (ValueError: not an RFC 3339 time: '2026-12-01 02:00:02')"])
+
 
 def without(path, *drop):
     """The journal's lines, less those of the events named in drop."""

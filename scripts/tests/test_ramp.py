@@ -85,6 +85,18 @@ class RampTest(SmokeCase):
         self.assertNotIn("period (status trace)", out)
         self.assertEqual([c.split()[1] for c in self.checks(out)], ["ok", "ok"])
 
+    def test_not_a_number(self):
+        log = self.file("ramp.log", alloc(1024, 3, 100.0, 100.1))
+        out = self.smoke("ramp", log, self.missing(), "", QUOTA, 0.9, self.missing(), self.missing(), rc=1)
+        self.assertEqual(self.checks(out), [
+            "CHECK FAIL gpu_smoke.py ramp: cannot finish (ValueError: invalid literal for int() with base 10: '')"])
+
+    def test_internal_type_error_is_no_usage_error(self):
+        # A trace row without a watermark fails inside the command: that is
+        # a verdict (exit 1), not a usage error (exit 64, stderr only).
+        out = self.ramp(trace=[(0.5, None, 0.5)], rc=1)
+        self.assertIn("CHECK FAIL gpu_smoke.py ramp: cannot finish (TypeError: ", out)
+
     def test_missing_log(self):
         out = self.smoke("ramp", self.missing(), self.missing(), TOTAL, QUOTA, 0.9, self.missing(), self.missing())
         self.assertIn("cannot read", out)
