@@ -151,12 +151,16 @@ def cmd_scope(path, name, smi_apps):
 
 def cmd_oom(path):
     evs = journal(path)
-    for r in events(evs, "restart"):
+    restarts = events(evs, "restart")
+    for r in restarts:
         print(f"  restart reason={r.get('reason')} {r.get('from')} -> {r.get('to')}")
     ex, st = events(evs, "exit"), events(evs, "start")
     if ex and len(st) > 1:
         ms = (rfc3339(st[1]["time"]) - rfc3339(ex[0]["time"])) * 1000
         print(f"  exit -> next start (backoff 10ms + waiting for the driver to free the memory): {ms:.0f} ms")
+    else:
+        print(f"  {'' if restarts else 'no restart journaled, '}no exit -> next start figure "
+              f"({len(ex)} exits, {len(st)} starts)")
 
 
 def cmd_share(lo_path, hi_path):

@@ -34,6 +34,14 @@ class OomTest(SmokeCase):
     def test_missing_journal(self):
         self.assertIn("cannot read", self.smoke("oom", self.missing()))
 
+    def test_no_restart(self):
+        # An empty journal, and one whose child exited and never came back.
+        for lines in [(), (ev("2026-12-01T02:00:00Z", "start"), ev("2026-12-01T02:00:01Z", "exit", exit_code=1))]:
+            with self.subTest(lines=lines):
+                out = self.smoke("oom", self.file("j.jsonl", *lines))
+                self.assertEqual(out, f"  no restart journaled, no exit -> next start figure ({len(lines) // 2} "
+                                      f"exits, {len(lines) // 2} starts)\n")
+
     def test_bad_time(self):
         j = self.file("j.jsonl", ev("2026-12-01T02:00:00Z", "start"), ev("2026-12-01T02:00:01Z", "exit"),
                       ev("2026-12-01 02:00:02", "start"))
