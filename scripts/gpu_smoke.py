@@ -253,7 +253,8 @@ def cmd_ramp(log, jpath, total, quota, high, trace, calm):
     print(f"  crossed high ({line / GiB:.2f} GiB used, by cudaMemGetInfo) at block {crossing['mib']} MiB; "
           f"SIGUSR1 {lat:.0f} ms after that block's allocation began, "
           f"{(sigs[0]['m'] - crossing['m']) * 1000:.0f} ms after it was done")
-    sd = events(journal(jpath), "stepdown")
+    evs = journal(jpath)
+    sd = events(evs, "stepdown")
     if sd:
         print(f"  stepdown journaled {(rfc3339(sd[0]['time']) - crossing['t']) * 1000:.0f} ms after the crossing "
               f"(reason {sd[0].get('reason')})")
@@ -272,8 +273,11 @@ def cmd_ramp(log, jpath, total, quota, high, trace, calm):
         print("  period (status trace) just before the crossing: "
               + ", ".join(f"{r['interval_seconds'] * 1000:.0f} ms at {r['watermark']:.3f}" for r in near))
         print(f"  shortest period during the ramp: {min(r['interval_seconds'] for r in before) * 1000:.0f} ms")
-    st = load_status(calm)
-    inst = (st.get("instances") or [{}])[0]
+    # The instance the journal names: status lists every instance of the
+    # runtime dir, a stale socket of an earlier section's too.
+    name = next((e["name"] for e in evs if e.get("name")), None)
+    insts = load_status(calm).get("instances") or [{}]
+    inst = next((i for i in insts if i.get("name") == name), insts[0])
     iv = inst.get("interval_seconds")
     if iv is None:
         check(False, "ramp: no status at calm")

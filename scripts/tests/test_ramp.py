@@ -63,6 +63,14 @@ class RampTest(SmokeCase):
         out = self.ramp(calm={"instances": [{"name": "ramp", "interval_seconds": 0.5, "watermark": 0.1}]})
         self.assertIn("CHECK FAIL ramp: period at calm 0.5s (watermark 0.100;", out)
 
+    def test_calm_stale_instance_first(self):
+        # status --json lists instances by name; a stale socket of an earlier
+        # section's instance ("lo" < "ramp") answers as unreachable.
+        stale = {"name": "lo", "pid": 9, "child_pid": 0, "state": "unreachable", "watermark": 0,
+                 "interval_seconds": 0, "gpus": [], "error": "not running (stale socket: connection refused)"}
+        out = self.ramp(calm={"instances": [stale, {"name": "ramp", "interval_seconds": 1.0, "watermark": 0.1}]})
+        self.assertIn("CHECK ok ramp: period at calm 1s (watermark 0.100;", out)
+
     def test_calm_missing(self):
         out = self.ramp(calm="missing")
         self.assertIn("cannot read", out)
