@@ -91,9 +91,19 @@ def stamped(path, text):
 
 
 def load_status(path):
+    """The object of a `gpuguard status --json` output, {} if none.
+    gpu-smoke.sh keeps stderr in the file (2>&1): gpuguard's warning lines
+    may come before or after the JSON, which starts a line with "{"."""
     try:
         with open(path) as f:
-            return json.load(f)
+            text = f.read()
+        m = re.search(r"^\{", text, re.M)
+        if not m:
+            raise ValueError("no JSON object")
+        st = json.JSONDecoder().raw_decode(text, m.start())[0]
+        if not isinstance(st, dict):
+            raise ValueError("no JSON object")
+        return st
     except (OSError, ValueError) as e:
         print(f"  cannot read {path}: {e}")
         return {}
@@ -106,7 +116,7 @@ def cmd_gpu0(path):
 
 def cmd_gpus(path):
     st = load_status(path)
-    if "gpus" not in st:
+    if not st.get("gpus"):
         try:
             with open(path) as f:
                 print(f"  no GPU list in {path}: {f.read(300)}")

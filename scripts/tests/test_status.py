@@ -41,6 +41,12 @@ class Gpu0Test(SmokeCase):
     def test_first_gpu(self):
         self.assertEqual(self.smoke("gpu0", data("gpus-status.json")), "1073741824 150323855360\n")
 
+    def test_warning_before_the_json(self):
+        # gpu-smoke.sh writes status --json with its stderr (2>&1).
+        with open(data("gpus-status.json")) as f:
+            text = "gpuguard: warning: listing runtime dir: permission denied\n" + f.read()
+        self.assertEqual(self.smoke("gpu0", self.file("s.json", text)), "1073741824 150323855360\n")
+
     def test_missing_file(self):
         # gpu-smoke.sh reads "USED TOTAL" from the first line: it must not
         # be a positive total.
@@ -62,6 +68,15 @@ class GpusTest(SmokeCase):
 
     def test_missing_file(self):
         self.assertIn("cannot read", self.smoke("gpus", self.missing()))
+
+    def test_no_gpu_with_warning(self):
+        # Real: status --json --backend sim with no sim dir, stderr included.
+        out = self.smoke("gpus", data("nogpu-status.json"))
+        self.assertIn("no GPU list", out)
+        self.assertIn("gpuguard: warning: no GPU information: no sim dir", out)
+
+    def test_json_but_no_object(self):
+        self.assertIn("no GPU list", self.smoke("gpus", self.file("s.json", "null")))
 
     def test_not_json(self):
         out = self.smoke("gpus", self.file("s.json", "gpuguard: cannot load libnvidia-ml.so.1"))
