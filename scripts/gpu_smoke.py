@@ -17,6 +17,7 @@ lists again. Commands:
                                      the adaptive period on a ramp (section 8)
   trace SOCKET OUT SECONDS           poll an instance's status every 50 ms
 """
+import inspect
 import json
 import os
 import re
@@ -90,9 +91,19 @@ def stamped(path, text):
 
 
 def load_status(path):
+    """The object of a `gpuguard status --json` output, {} if none.
+    gpu-smoke.sh keeps stderr in the file (2>&1): gpuguard's warning lines
+    may come before or after the JSON, which starts a line with "{"."""
     try:
         with open(path) as f:
-            return json.load(f)
+            text = f.read()
+        m = re.search(r"^\{", text, re.M)
+        if not m:
+            raise ValueError("no JSON object")
+        st = json.JSONDecoder().raw_decode(text, m.start())[0]
+        if not isinstance(st, dict):
+            raise ValueError("no JSON object")
+        return st
     except (OSError, ValueError) as e:
         print(f"  cannot read {path}: {e}")
         return {}
@@ -105,7 +116,7 @@ def cmd_gpu0(path):
 
 def cmd_gpus(path):
     st = load_status(path)
-    if "gpus" not in st:
+    if not st.get("gpus"):
         try:
             with open(path) as f:
                 print(f"  no GPU list in {path}: {f.read(300)}")
@@ -150,12 +161,16 @@ def cmd_scope(path, name, smi_apps):
 
 def cmd_oom(path):
     evs = journal(path)
-    for r in events(evs, "restart"):
+    restarts = events(evs, "restart")
+    for r in restarts:
         print(f"  restart reason={r.get('reason')} {r.get('from')} -> {r.get('to')}")
     ex, st = events(evs, "exit"), events(evs, "start")
     if ex and len(st) > 1:
         ms = (rfc3339(st[1]["time"]) - rfc3339(ex[0]["time"])) * 1000
         print(f"  exit -> next start (backoff 10ms + waiting for the driver to free the memory): {ms:.0f} ms")
+    else:
+        print(f"  {'' if restarts else 'no restart journaled, '}no exit -> next start figure "
+              f"({len(ex)} exits, {len(st)} starts)")
 
 
 def cmd_share(lo_path, hi_path):
@@ -248,7 +263,8 @@ def cmd_ramp(log, jpath, total, quota, high, trace, calm):
     print(f"  crossed high ({line / GiB:.2f} GiB used, by cudaMemGetInfo) at block {crossing['mib']} MiB; "
           f"SIGUSR1 {lat:.0f} ms after that block's allocation began, "
           f"{(sigs[0]['m'] - crossing['m']) * 1000:.0f} ms after it was done")
-    sd = events(journal(jpath), "stepdown")
+    evs = journal(jpath)
+    sd = events(evs, "stepdown")
     if sd:
         print(f"  stepdown journaled {(rfc3339(sd[0]['time']) - crossing['t']) * 1000:.0f} ms after the crossing "
               f"(reason {sd[0].get('reason')})")
@@ -267,8 +283,11 @@ def cmd_ramp(log, jpath, total, quota, high, trace, calm):
         print("  period (status trace) just before the crossing: "
               + ", ".join(f"{r['interval_seconds'] * 1000:.0f} ms at {r['watermark']:.3f}" for r in near))
         print(f"  shortest period during the ramp: {min(r['interval_seconds'] for r in before) * 1000:.0f} ms")
-    st = load_status(calm)
-    inst = (st.get("instances") or [{}])[0]
+    # The instance the journal names: status lists every instance of the
+    # runtime dir, a stale socket of an earlier section's too.
+    name = next((e["name"] for e in evs if e.get("name")), None)
+    insts = load_status(calm).get("instances") or [{}]
+    inst = next((i for i in insts if i.get("name") == name), insts[0])
     iv = inst.get("interval_seconds")
     if iv is None:
         check(False, "ramp: no status at calm")
@@ -308,11 +327,19 @@ def main(argv):
     if len(argv) < 2 or argv[1] not in COMMANDS:
         print(__doc__, file=sys.stderr)
         return 64
+    cmd = COMMANDS[argv[1]]
     try:
-        COMMANDS[argv[1]](*argv[2:])
+        inspect.signature(cmd).bind(*argv[2:])
     except TypeError as e:
         print(f"gpu_smoke.py {argv[1]}: {e}", file=sys.stderr)
         return 64
+    try:
+        cmd(*argv[2:])
+    except Exception as e:
+        # Input the command did not expect: a verdict in the summary (which
+        # keeps stdout), never a traceback that loses the section's figures.
+        print(f"CHECK FAIL gpu_smoke.py {argv[1]}: cannot finish ({type(e).__name__}: {e})")
+        return 1
     return 0
 
 

@@ -4,8 +4,10 @@
 # Debian package (built, unpacked, checked and linted; skipped without
 # dpkg-dev), the Kubernetes manifests' offline validation
 # (deploy/kubernetes/validate, a Go module of its own so that gpuguard's
-# go.mod stays free of Kubernetes modules) and the Python client's tests
-# against the real binary.
+# go.mod stays free of Kubernetes modules), the Python client's tests
+# against the real binary, and scripts/tests: scripts/gpu_smoke.py's figures
+# and verdicts from sample logs and journals (it runs once, on a GPU
+# machine, where a crash or a wrong figure wastes the run).
 # Long soak and fuzz runs are separate: scripts/soak.sh, scripts/fuzz.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,3 +37,5 @@ if [ -d clients/python/tests ]; then
   GPUGUARD_BIN="$bin_dir/gpuguard" PYTHONPATH=clients/python \
     python3 -m unittest discover -s clients/python/tests -t clients/python
 fi
+echo "== gpu_smoke.py (scripts/tests)"
+python3 -m unittest discover -s scripts/tests
