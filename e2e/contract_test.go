@@ -290,11 +290,24 @@ func TestSystemdNotify(t *testing.T) {
 	}
 	p.signal(15)
 	p.wait()
-	// gpuguard has exited: whatever it sent is in the socket by now, and
-	// the deadline ends the reader (closing got) once it is drained.
-	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	// gpuguard has exited: whatever it sent is queued in the socket by
+	// now. A last datagram of the test's own marks the end of the queue,
+	// so the drain does not depend on the reader being scheduled before a
+	// short deadline; the long one only ends a hung test.
+	end, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := end.Write([]byte("TEST-END")); err != nil {
+		t.Fatal(err)
+	}
+	end.Close()
+	conn.SetReadDeadline(time.Now().Add(60 * time.Second))
 	stopping := 0
 	for msg := range got {
+		if msg == "TEST-END" {
+			break
+		}
 		stopping += strings.Count(msg, "STOPPING=1")
 	}
 	if stopping != 1 {

@@ -69,7 +69,11 @@ func TestGPUFaultKeep(t *testing.T) {
 	repair := breakSimGPU(t, e)
 	// Twenty failed samples counted, one journal line.
 	waitFor(t, "20 probe errors counted", 30*time.Second, func() bool { n, _ := probeErrors(addr); return n >= 20 })
-	pe := events(e, "probe_error")
+	// The counter is bumped at each sample; the journal line is written by
+	// the journal's own goroutine, with nothing ordering it before the
+	// scrape: wait for it too.
+	var pe []string
+	waitFor(t, "the probe_error event", 30*time.Second, func() bool { pe = events(e, "probe_error"); return len(pe) > 0 })
 	if len(pe) != 1 || !strings.Contains(pe[0], "not a directory") {
 		t.Fatalf("probe_error events after a second of failures: %q, want one", pe)
 	}

@@ -38,7 +38,10 @@ live = true
 // shows the ETA while the usage rises.
 func TestPredictedStepOnARamp(t *testing.T) {
 	e := newEnv(t)
-	script := `trap 'exit 0' TERM; trap 'echo "notified $(cat "$GPUGUARD_STATE")"' USR1; echo up; while :; do sleep 0.02; done`
+	// At the notification the child also reports the usage then (the ramp
+	// file's bytes): the test reads its lines later, after its own status
+	// runs, while the ramp goes on rising.
+	script := `trap 'exit 0' TERM; trap 'echo "notified $(cat "$GPUGUARD_STATE") at $(cat "$GPUGUARD_SIM_DIR/0/ramp")"' USR1; echo up; while :; do sleep 0.02; done`
 	p := e.start(append([]string{"run", "--policy", e.policy(rampPolicy), "--name", "ramp"}, sh(script)...))
 	p.expect("up")
 
@@ -100,7 +103,14 @@ func TestPredictedStepOnARamp(t *testing.T) {
 	}
 
 	l := p.expect("notified")
-	at := math.Float64frombits(ratio.Load())
+	// The usage when the child was notified: at or after the step, so
+	// below high here means the step came before high.
+	_, used, _ := strings.Cut(l, " at ")
+	b, err := strconv.ParseUint(strings.TrimSpace(used), 10, 64)
+	if err != nil {
+		t.Fatalf("the child's notification %q has no usage: %v", l, err)
+	}
+	at := float64(b) / float64(16<<30)
 	if !strings.Contains(l, `"profile":"int8"`) {
 		t.Errorf("the child read %s", l)
 	}

@@ -115,8 +115,11 @@ class TorchHookTest(TmpTestCase):
         self.install(fake_torch(observer=False))
         t = threading.Thread(target=lambda: (_ for _ in ()).throw(OutOfMemoryError("CUDA out of memory")))
         t.start()
-        t.join(5)
+        t.join(60)
         wait_until(lambda: len(self.srv.oom) == 1, what="oom report")
+        # The hook reports, then calls the previous hook (which records):
+        # wait on the list that is read below, not only on the report.
+        wait_until(lambda: self.uncaught, what="the previous hook called")
         self.assertIsInstance(self.uncaught[0], OutOfMemoryError)
 
     def test_observer_forced_and_attach_errors(self):

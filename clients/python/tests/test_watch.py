@@ -268,7 +268,7 @@ class WatchTest(TmpTestCase):
             with self.assertLogs("gpuguard", "WARNING") as logs:
                 t = threading.Thread(target=lambda: out.append(gpuguard.on_change(rec, signum=signal.SIGUSR2)))
                 t.start()
-                t.join(5)
+                t.join(60)  # returns when the thread ends; out[0] is read below
             self.assertFalse(out[0].signal_installed)
             self.assertIn("main thread", logs.output[0])
             out[0].stop()
