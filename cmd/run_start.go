@@ -90,7 +90,13 @@ func runRun(o *RunOptions) error {
 		}
 		return withCode(ExitUsage, err)
 	}
-	defer probe.Close()
+	defer func() {
+		// It never holds gpuguard's exit on a hung driver: it gives up
+		// after a second, and says so.
+		if err := probe.Close(); err != nil {
+			logf("%v", err)
+		}
+	}()
 	if err := os.MkdirAll(r.stateDir, 0o700); err != nil {
 		return fmt.Errorf("creating the state dir: %w", err)
 	}

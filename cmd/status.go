@@ -294,7 +294,9 @@ func (g *statusGatherer) warn(msg string) {
 
 func (g *statusGatherer) close() {
 	if g.probe != nil {
-		g.probe.Close()
+		if err := g.probe.Close(); err != nil {
+			g.warn(err.Error())
+		}
 	}
 }
 

@@ -186,14 +186,15 @@ func (e *events) deliver(data gonvml.EventData) bool {
 	return true
 }
 
-// close stops the goroutine, waiting at most one timeout (and a second
-// for luck) for a Wait in flight to return; a Wait hung in the driver is
-// left behind and frees the set when it returns.
-func (e *events) close() {
+// close tells the goroutine to stop and reports whether it has ended. It
+// does not wait for a Wait in flight: that returns within the timeout, or
+// never if the driver hangs, and the goroutine then ends and frees the set.
+func (e *events) close() bool {
 	close(e.stop)
 	select {
 	case <-e.done:
-	case <-time.After(e.timeout + time.Second):
-		e.logf("GPU fault events: a wait on the driver has not returned; not waiting for it")
+		return true
+	default:
+		return false
 	}
 }

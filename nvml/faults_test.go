@@ -139,6 +139,55 @@ func TestHungDriverNeverPilesUp(t *testing.T) {
 	})
 }
 
+// TestCloseWithHungSample: gpuguard closes its probe on the way out, so a
+// Sample stuck in the driver must not hold Close (and the exit) for ever:
+// Close gives up after closeWait with an error and does not shut NVML
+// down under the call. The call, once released, ends normally, and no
+// Sample enters the driver after Close.
+func TestCloseWithHungSample(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newH200()
+		d := dev(srv, 2)
+		f := inject(d)
+		p := mustOpen(t, Options{Lib: srv})
+		mustSample(t, p)
+		release := make(chan struct{})
+		f.set(gonvml.SUCCESS, release)
+		stuck := make(chan error, 1)
+		go func() {
+			_, err := p.Sample(context.Background())
+			stuck <- err
+		}()
+		synctest.Wait()
+		t0 := time.Now()
+		err := p.Close()
+		if err == nil || !strings.Contains(err.Error(), "inside the driver") {
+			t.Errorf("Close with a hung Sample: %v, want an error saying a call is inside the driver", err)
+		}
+		if el := time.Since(t0); el != closeWait {
+			t.Errorf("Close returned after %s, want %s", el, closeWait)
+		}
+		if n := len(srv.ShutdownCalls()); n != 0 {
+			t.Errorf("NVML shut down %d times under a call in the driver", n)
+		}
+		f.set(gonvml.SUCCESS, nil)
+		close(release)
+		if err := <-stuck; err != nil {
+			t.Errorf("the hung call, released: %v", err)
+		}
+		calls := len(d.GetMemoryInfo_v2Calls())
+		if _, err := p.Sample(context.Background()); err == nil || !strings.Contains(err.Error(), "closed") {
+			t.Errorf("Sample after Close: %v, want probe is closed", err)
+		}
+		if n := len(d.GetMemoryInfo_v2Calls()); n != calls {
+			t.Errorf("a Sample after Close made %d driver calls", n-calls)
+		}
+		if err := p.Close(); err != nil {
+			t.Errorf("second Close: %v", err)
+		}
+	})
+}
+
 // The supervisor on the mock: its loop with this package's probe over
 // mock/dgxh200, and a fake child.
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -25,7 +26,7 @@ type probe struct {
 	// and the next Sample waits for it only as long as its own ctx allows,
 	// so the caller never blocks on a hung driver.
 	busy   chan struct{}
-	closed bool
+	closed atomic.Bool // set first thing by Close: no Sample enters the driver after it
 
 	procs   []gpu.Process
 	procsAt time.Time // zero: not taken yet, or no GPU supports the query
@@ -73,7 +74,7 @@ func (p *probe) Sample(ctx context.Context) (gpu.Sample, error) {
 		return gpu.Sample{}, fmt.Errorf("NVML: waiting for the previous sample: %w", ctx.Err())
 	}
 	defer func() { <-p.busy }()
-	if p.closed {
+	if p.closed.Load() {
 		return gpu.Sample{}, errors.New("NVML: probe is closed")
 	}
 
@@ -145,20 +146,34 @@ func (p *probe) Faults() <-chan gpu.Fault {
 	return p.faults
 }
 
-// Close stops the fault events (waiting at most one event timeout) and
-// shuts NVML down. It waits for a Sample still inside the driver.
+// closeWait is how long Close waits for a Sample still inside the driver:
+// a healthy call takes milliseconds, a hung one may never return.
+const closeWait = time.Second
+
+// Close ends the probe without ever waiting on the driver for long. NVML
+// is shut down only when nothing is inside it: go-nvml's Shutdown unloads
+// the library, under a call still running in it, or before the event
+// goroutine frees its set. So Close does not wait out an event Wait in
+// flight (up to EventTimeout, which would hold every gpuguard exit up to
+// 5 s), and waits closeWait at most for a Sample; either still inside the
+// driver leaves NVML loaded, for the process's exit to unload. The event
+// goroutine frees its set when its Wait returns. A Sample that has not
+// returned within closeWait is an error: the driver is hung.
 func (p *probe) Close() error {
-	p.faultsOnce.Do(func() {}) // no listening starts from now on
-	if p.events != nil {
-		p.events.close()
-		p.events = nil
-	}
-	p.busy <- struct{}{}
-	defer func() { <-p.busy }()
-	if p.closed {
+	if p.closed.Swap(true) {
 		return nil
 	}
-	p.closed = true
+	p.faultsOnce.Do(func() {}) // no listening starts from now on
+	eventsEnded := p.events == nil || p.events.close()
+	select {
+	case p.busy <- struct{}{}:
+		defer func() { <-p.busy }()
+	case <-time.After(closeWait):
+		return fmt.Errorf("NVML: a call has been inside the driver for over %s (hung?); not shutting NVML down", closeWait)
+	}
+	if !eventsEnded {
+		return nil
+	}
 	if ret := p.lib.Shutdown(); ret != gonvml.SUCCESS {
 		return fmt.Errorf("NVML: shutting down: %w", ret)
 	}
