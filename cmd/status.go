@@ -140,7 +140,7 @@ func runStatus(ctx context.Context, o *StatusOptions) error {
 		return err
 	}
 	g := &statusGatherer{o: o, dirs: dirs, warned: map[string]bool{}}
-	defer g.close()
+	defer g.closeProbe()
 	term := statusIsTerminal(o.IO.Out)
 	view := statusview.Options{Color: term && o.IO.Getenv("NO_COLOR") == ""}
 
@@ -216,7 +216,8 @@ type statusGatherer struct {
 	o        *StatusOptions
 	dirs     []string
 	probe    gpu.Probe
-	probeErr error // opening failed: not retried
+	probeErr error                          // opening failed: not retried
+	reading  <-chan backendCall[gpu.Sample] // a reading abandoned at its timeout, until it ends
 	warned   map[string]bool
 }
 
@@ -244,59 +245,10 @@ func (g *statusGatherer) gather(ctx context.Context) (statusview.Report, error) 
 	return r, nil
 }
 
-// probeGPUs reads the GPUs with the command's own backend. Failing to is
-// a warning, not an error: the instances are the main answer.
-func (g *statusGatherer) probeGPUs(ctx context.Context) []api.GPU {
-	if g.probe == nil && g.probeErr == nil {
-		po := g.o.Probe
-		if po.Backend == "sim" && po.SimDir == "" {
-			po.SimDir, g.probeErr = simDir(g.o.IO, "")
-		}
-		if g.probeErr == nil {
-			g.probe, g.probeErr = openProbe(po)
-		}
-	}
-	if g.probeErr != nil {
-		g.warn(fmt.Sprintf("no GPU information: %v", g.probeErr))
-		return []api.GPU{}
-	}
-	ctx, cancel := context.WithTimeout(ctx, statusProbeTimeout)
-	defer cancel()
-	s, err := g.probe.Sample(ctx)
-	if err != nil {
-		g.warn(fmt.Sprintf("reading GPUs: %v", err))
-		return []api.GPU{}
-	}
-	return statusGPUs(s)
-}
-
-// statusGPUs converts a probe sample to the status object's GPUs.
-func statusGPUs(s gpu.Sample) []api.GPU {
-	out := make([]api.GPU, 0, len(s.Devices))
-	for _, d := range s.Devices {
-		g := api.GPU{Index: d.Index, UUID: d.UUID, Name: d.Name, UsedBytes: d.Used, TotalBytes: d.Total}
-		for _, p := range s.Processes {
-			if p.Device == d.Index {
-				g.Processes = append(g.Processes, api.GPUProcess{PID: p.PID, UsedBytes: p.Used})
-			}
-		}
-		out = append(out, g)
-	}
-	return out
-}
-
 func (g *statusGatherer) warn(msg string) {
 	if !g.warned[msg] {
 		g.warned[msg] = true
 		fmt.Fprintf(g.o.IO.ErrOut, "gpuguard: warning: %s\n", msg)
-	}
-}
-
-func (g *statusGatherer) close() {
-	if g.probe != nil {
-		if err := g.probe.Close(); err != nil {
-			g.warn(err.Error())
-		}
 	}
 }
 

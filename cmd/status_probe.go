@@ -1,0 +1,126 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/gpu"
+)
+
+// status reads the GPUs itself only when no instance answers, which is
+// when the host is most likely sick. A backend call stuck in a driver (an
+// NVML call on a GPU falling off the bus, a sysfs read that blocks) cannot
+// be interrupted, so each runs on a goroutine of its own and status stops
+// waiting for it after statusProbeTimeout: it answers with a warning, as
+// for any other failed reading, and never hangs as nvidia-smi does.
+
+// noAnswer says a backend call was given up at statusProbeTimeout.
+func noAnswer() string {
+	return fmt.Sprintf("no answer within %s (is the driver hung?)", statusProbeTimeout)
+}
+
+// backendCall is the result of one call made off the command's goroutine.
+type backendCall[T any] struct {
+	v   T
+	err error
+}
+
+// goCall starts f and returns where its result will be.
+func goCall[T any](f func() (T, error)) <-chan backendCall[T] {
+	c := make(chan backendCall[T], 1)
+	go func() {
+		v, err := f()
+		c <- backendCall[T]{v, err}
+	}()
+	return c
+}
+
+// await is c's result, or an error naming what once ctx ends first.
+func await[T any](ctx context.Context, c <-chan backendCall[T], what string) (T, error) {
+	select {
+	case r := <-c:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, fmt.Errorf("%s: %s", what, noAnswer())
+	}
+}
+
+// probeGPUs reads the GPUs with the command's own backend. Failing to is
+// a warning, not an error: the instances are the main answer. A backend
+// that did not open in time is not tried again; a reading still in the
+// driver from an earlier refresh (--watch) is not joined by another.
+func (g *statusGatherer) probeGPUs(ctx context.Context) []api.GPU {
+	ctx, cancel := context.WithTimeout(ctx, statusProbeTimeout)
+	defer cancel()
+	if g.probe == nil && g.probeErr == nil {
+		po := g.o.Probe
+		if po.Backend == "sim" && po.SimDir == "" {
+			po.SimDir, g.probeErr = simDir(g.o.IO, "")
+		}
+		if g.probeErr == nil {
+			g.probe, g.probeErr = await(ctx, goCall(func() (gpu.Probe, error) { return openProbe(po) }), "opening the GPU backend")
+		}
+	}
+	if g.probeErr != nil {
+		g.warn(fmt.Sprintf("no GPU information: %v", g.probeErr))
+		return []api.GPU{}
+	}
+	if g.reading != nil {
+		select {
+		case <-g.reading: // the abandoned reading ended; its result is stale
+			g.reading = nil
+		default:
+			g.warn("reading GPUs: the previous reading is still inside the driver (is it hung?)")
+			return []api.GPU{}
+		}
+	}
+	reading := goCall(func() (gpu.Sample, error) { return g.probe.Sample(ctx) })
+	select {
+	case r := <-reading:
+		if r.err != nil {
+			g.warn(fmt.Sprintf("reading GPUs: %v", r.err))
+			return []api.GPU{}
+		}
+		return statusGPUs(r.v)
+	case <-ctx.Done():
+		g.reading = reading
+		g.warn("reading GPUs: " + noAnswer())
+		return []api.GPU{}
+	}
+}
+
+// statusGPUs converts a probe sample to the status object's GPUs.
+func statusGPUs(s gpu.Sample) []api.GPU {
+	out := make([]api.GPU, 0, len(s.Devices))
+	for _, d := range s.Devices {
+		g := api.GPU{Index: d.Index, UUID: d.UUID, Name: d.Name, UsedBytes: d.Used, TotalBytes: d.Total}
+		for _, p := range s.Processes {
+			if p.Device == d.Index {
+				g.Processes = append(g.Processes, api.GPUProcess{PID: p.PID, UsedBytes: p.Used})
+			}
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// closeProbe closes the backend unless a reading is still inside it:
+// probes need not be safe for a Close during a Sample, and the process is
+// about to exit anyway.
+func (g *statusGatherer) closeProbe() {
+	if g.probe == nil {
+		return
+	}
+	if g.reading != nil {
+		select {
+		case <-g.reading:
+		default:
+			return
+		}
+	}
+	if err := g.probe.Close(); err != nil {
+		g.warn(err.Error())
+	}
+}
