@@ -40,7 +40,7 @@ func (rr *runReloader) Load(cur *policy.Policy) (*supervisor.Reload, error) {
 	if src == "" {
 		return nil, policy.ErrorList{errNoPolicyFile}
 	}
-	data, err := policy.ReadFile(src)
+	data, err := policy.ReadRegularFile(src)
 	if err != nil {
 		return nil, err
 	}

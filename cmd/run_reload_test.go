@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -113,6 +114,7 @@ func TestReloadFlagsStillWin(t *testing.T) {
 // TestReloadRefused: every way a file is refused lists its problems with
 // the file, the line and the key.
 func TestReloadRefused(t *testing.T) {
+	const fifo = "\x00fifo" // next: the file becomes a FIFO
 	tests := []struct {
 		name  string
 		start string
@@ -133,13 +135,22 @@ func TestReloadRefused(t *testing.T) {
 		{"no command left", reloadBase, RunOptions{}, strings.Replace(reloadBase, `command = ["serve", "--batch", "${MAX_BATCH}"]`, "", 1),
 			[]string{"p.toml: no command to run"}},
 		{"gone", reloadBase, RunOptions{}, "", []string{"p.toml: cannot read policy: no such file or directory"}},
+		// A FIFO nobody writes held this reload, and every later one (they
+		// take turns), for ever.
+		{"a FIFO", reloadBase, RunOptions{}, fifo, []string{"p.toml: cannot read policy: not a regular file (a FIFO)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rr, path, cur, _ := reloadRun(t, tt.start, tt.o)
-			if tt.next == "" {
+			switch tt.next {
+			case "":
 				os.Remove(path)
-			} else {
+			case fifo:
+				os.Remove(path)
+				if err := syscall.Mkfifo(path, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			default:
 				rewrite(t, path, tt.next)
 			}
 			_, err := rr.Load(cur)

@@ -81,10 +81,20 @@ func runRun(o *RunOptions) error {
 			return fmt.Errorf("creating the state dir: %w", err)
 		}
 	}
-	probe, err := openProbe(probeOptions{Backend: r.pol.Watch.Backend, Devices: r.devices, DRMDevices: r.drmDevices,
+	// From here a stop signal is the supervisor's to handle (it queues
+	// until the loop runs), or awaitOpen's while the backend opens.
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(signals)
+	po := probeOptions{Backend: r.pol.Watch.Backend, Devices: r.devices, DRMDevices: r.drmDevices,
 		SimDir: simDir, SimDevices: o.SimDevices, SimMemory: r.simMemory, NVMLLib: o.IO.Getenv(nvml.EnvLibrary),
-		Sysfs: o.IO.Getenv(envSysfs), Procfs: o.IO.Getenv(envProcfs), Logf: logf})
+		Sysfs: o.IO.Getenv(envSysfs), Procfs: o.IO.Getenv(envProcfs), Logf: logf}
+	probe, err := awaitOpen(func() (gpu.Probe, error) { return openProbe(po) }, signals, logf)
 	if err != nil {
+		var stopped *ExitError
+		if errors.As(err, &stopped) {
+			return err
+		}
 		if errors.Is(err, gpu.ErrUnavailable) {
 			return &ExitError{Code: ExitUnavailable, Err: err}
 		}
@@ -141,11 +151,9 @@ func runRun(o *RunOptions) error {
 	defer cancel()
 	go srv.Serve(ctx, sup)
 	move.Commit()
-	signals := make(chan os.Signal, 4)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(signals)
 
 	code, runErr := sup.Run(ctx, signals)
+	signal.Stop(signals) // a signal during the clean-up below ends gpuguard, as it always did
 	if runErr != nil {
 		return &ExitError{Code: commandExit(runErr, code), Err: runErr}
 	}

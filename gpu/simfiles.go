@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/gpuguard/gpuguard/internal/saturate"
+
+	"github.com/gpuguard/gpuguard/internal/regfile"
 )
 
 // maxSimFile bounds how much of a usage file is read: a decimal uint64 with
@@ -93,7 +95,7 @@ func exited(stat string) bool {
 // readSimFile returns the integer in the file, or 0 when it cannot be read
 // or is not a non-negative decimal integer.
 func readSimFile(path string) uint64 {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path, os.O_RDONLY, 0) // a FIFO would hold every sample
 	if err != nil {
 		return 0
 	}

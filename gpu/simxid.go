@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/gpuguard/gpuguard/internal/regfile"
 )
 
 // SimXidFile is the name of the append-only fault event file in each
@@ -37,7 +39,7 @@ func SimXid(dir string, gpu int, xid uint64, now time.Time) error {
 	if err := os.MkdirAll(devDir, 0o755); err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(devDir, SimXidFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := regfile.Open(filepath.Join(devDir, SimXidFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
@@ -147,7 +149,7 @@ func (f *simFaults) read(path string, i int) ([]simXidEvent, error) {
 	if st.Size() == f.offset[i] {
 		return nil, nil
 	}
-	fh, err := os.Open(path)
+	fh, err := regfile.Open(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}

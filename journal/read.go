@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+
+	"github.com/gpuguard/gpuguard/internal/regfile"
 )
 
 // Read returns the events at or after since from the journal at path and its
@@ -64,7 +66,7 @@ func journalFiles(path string) ([]string, error) {
 }
 
 func readFile(name string, since time.Time) ([]api.Event, int, error) {
-	f, err := os.Open(name)
+	f, err := regfile.Open(name, os.O_RDONLY, 0) // a FIFO would hold report for ever
 	if err != nil {
 		return nil, 0, err
 	}

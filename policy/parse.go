@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/gpuguard/gpuguard/internal/regfile"
 )
 
 // DefaultFile is the policy that run and policy check read when none is
@@ -132,7 +134,19 @@ func Load(path string) (*Policy, error) {
 // past MaxFileSize, for Parse to refuse): for a caller that also needs the
 // text, to Locate a key. Its error is an ErrorList too.
 func ReadFile(path string) ([]byte, error) {
-	data, err := readFile(path)
+	return readAs(path, os.Open)
+}
+
+// ReadRegularFile is ReadFile for a file read on a running instance's
+// behalf (a reload): it refuses what is not a regular file, without
+// blocking, for a FIFO put there would hold the reload for ever, and with
+// it every later one. `run --policy /dev/stdin` still reads a pipe.
+func ReadRegularFile(path string) ([]byte, error) {
+	return readAs(path, func(path string) (*os.File, error) { return regfile.Open(path, os.O_RDONLY, 0) })
+}
+
+func readAs(path string, open func(string) (*os.File, error)) ([]byte, error) {
+	data, err := readFile(path, open)
 	if err != nil {
 		msg := err.Error()
 		var pe *fs.PathError
@@ -144,8 +158,8 @@ func ReadFile(path string) ([]byte, error) {
 	return data, nil
 }
 
-func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+func readFile(path string, open func(string) (*os.File, error)) ([]byte, error) {
+	f, err := open(path)
 	if err != nil {
 		return nil, err
 	}

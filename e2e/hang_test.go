@@ -1,0 +1,53 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Hangs outside gpuguard (a driver call that never returns, a FIFO where a
+// file was expected) must not hang gpuguard's commands for ever.
+
+// hungCounter makes the first fake DRM GPU's memory counter a FIFO that
+// nobody writes, so that opening it blocks, as a read of a sick driver's
+// file can, and returns its path.
+func hungCounter(t *testing.T, sysfs string) string {
+	t.Helper()
+	used := filepath.Join(sysfs, "class/drm/card1/device/mem_info_vram_used")
+	if err := os.Remove(used); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(used, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return used
+}
+
+// TestRunHungBackendOpen: `run` whose backend never finishes opening (the
+// DRM discovery blocks on the FIFO counter, as nvmlInit can in a hung
+// driver) keeps waiting, since a large host's first NVML call can take
+// seconds, but says so on stderr every 10 s, and a SIGTERM then ends it
+// at once with 143 (a stop while no child runs), its socket removed.
+func TestRunHungBackendOpen(t *testing.T) {
+	e := newEnv(t)
+	env, sysfs := drmTree(t, e)
+	hungCounter(t, sysfs)
+	p := e.start([]string{"run", "--name", "hung", "--backend", "drm", "--", "true"}, env...)
+	waitFor(t, "the notice", 30*time.Second, func() bool {
+		return strings.Contains(p.stderr.String(), "still opening the GPU backend after 10s (is the driver hung?)")
+	})
+	p.signal(syscall.SIGTERM)
+	if code := p.wait(); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("exit %d, want 143; stderr:\n%s", code, p.stderr.String())
+	}
+	if p.cmd.ProcessState.Sys().(syscall.WaitStatus).Signaled() {
+		t.Errorf("gpuguard died of the signal instead of exiting 143: nothing of it was cleaned up")
+	}
+	if _, err := os.Stat(filepath.Join(e.runDir, "hung.sock")); err == nil {
+		t.Errorf("the control socket was left behind")
+	}
+}

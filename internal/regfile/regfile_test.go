@@ -1,0 +1,51 @@
+package regfile
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestOpen: a FIFO nobody opens is refused at once, to read and to write
+// (a plain open blocks for ever on both); so are a directory and a device;
+// a regular file opens, and a missing one can be created.
+func TestOpen(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path string
+		flag int
+		says string
+	}{
+		{fifo, os.O_RDONLY, "a FIFO"},
+		{fifo, os.O_WRONLY | os.O_APPEND | os.O_CREATE, "not a regular file"},
+		{dir, os.O_RDONLY, "a directory"},
+		{"/dev/null", os.O_WRONLY, "a device"},
+	} {
+		f, err := Open(c.path, c.flag, 0o600)
+		if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("Open(%s, %#x): %v, want %q", c.path, c.flag, err, c.says)
+		}
+		if f != nil {
+			f.Close()
+		}
+	}
+	f, err := Open(filepath.Join(dir, "new"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("x\n"); err != nil {
+		t.Error(err)
+	}
+	f.Close()
+	if f, err = Open(filepath.Join(dir, "new"), os.O_RDONLY, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}
