@@ -11,9 +11,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/gpuguard/gpuguard/internal/saturate"
-
 	"github.com/gpuguard/gpuguard/internal/regfile"
+	"github.com/gpuguard/gpuguard/internal/saturate"
 )
 
 // maxSimFile bounds how much of a usage file is read: a decimal uint64 with

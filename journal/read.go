@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
-
 	"github.com/gpuguard/gpuguard/internal/regfile"
 )
 
