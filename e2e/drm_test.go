@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -134,13 +133,7 @@ func TestDRMStepDown(t *testing.T) {
 func TestStatusHungBackend(t *testing.T) {
 	e := newEnv(t)
 	env, sysfs := drmTree(t, e)
-	used := filepath.Join(sysfs, "class/drm/card1/device/mem_info_vram_used")
-	if err := os.Remove(used); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(used, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	used := hungCounter(t, sysfs)
 	status := func(wantWarning string) {
 		t.Helper()
 		code, out, stderr := e.run([]string{"status", "--json", "--backend", "drm", "--runtime-dir", e.runDir}, env...)

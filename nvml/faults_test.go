@@ -99,25 +99,39 @@ func TestFlappingErrors(t *testing.T) {
 	}
 }
 
+// hungSample opens a probe on a mock H200 whose GPU i answers one Sample,
+// then starts a second that gets stuck in the driver (inside a synctest
+// bubble: it returns once that call is blocked). release lets the call
+// return, and returns the stuck Sample's error.
+func hungSample(t *testing.T, i int) (srv *server.Server, d *server.Device, p *probe, release func() error) {
+	t.Helper()
+	srv = newH200()
+	d = dev(srv, i)
+	f := inject(d)
+	p = mustOpen(t, Options{Lib: srv})
+	mustSample(t, p)
+	hang := make(chan struct{})
+	f.set(gonvml.SUCCESS, hang)
+	stuck := make(chan error, 1)
+	go func() {
+		_, err := p.Sample(context.Background())
+		stuck <- err
+	}()
+	synctest.Wait()
+	return srv, d, p, func() error {
+		f.set(gonvml.SUCCESS, nil)
+		close(hang)
+		return <-stuck
+	}
+}
+
 // TestHungDriverNeverPilesUp: while one call is stuck in the driver, every
 // later Sample gives up at its own deadline without entering the driver,
 // so callers never pile up behind it; once the call returns, sampling
 // goes on.
 func TestHungDriverNeverPilesUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := newH200()
-		d := dev(srv, 6)
-		f := inject(d)
-		p := mustOpen(t, Options{Lib: srv})
-		mustSample(t, p)
-		release := make(chan struct{})
-		f.set(gonvml.SUCCESS, release)
-		stuck := make(chan error, 1)
-		go func() {
-			_, err := p.Sample(context.Background())
-			stuck <- err
-		}()
-		synctest.Wait()
+		_, d, p, release := hungSample(t, 6)
 		before := len(d.GetMemoryInfo_v2Calls())
 		for i := range 100 {
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -130,9 +144,7 @@ func TestHungDriverNeverPilesUp(t *testing.T) {
 		if n := len(d.GetMemoryInfo_v2Calls()); n != before {
 			t.Fatalf("%d more driver calls behind the hung one", n-before)
 		}
-		f.set(gonvml.SUCCESS, nil)
-		close(release)
-		if err := <-stuck; err != nil {
+		if err := release(); err != nil {
 			t.Fatalf("the hung call, released: %v", err)
 		}
 		mustSample(t, p)
@@ -146,19 +158,7 @@ func TestHungDriverNeverPilesUp(t *testing.T) {
 // Sample enters the driver after Close.
 func TestCloseWithHungSample(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := newH200()
-		d := dev(srv, 2)
-		f := inject(d)
-		p := mustOpen(t, Options{Lib: srv})
-		mustSample(t, p)
-		release := make(chan struct{})
-		f.set(gonvml.SUCCESS, release)
-		stuck := make(chan error, 1)
-		go func() {
-			_, err := p.Sample(context.Background())
-			stuck <- err
-		}()
-		synctest.Wait()
+		srv, d, p, release := hungSample(t, 2)
 		t0 := time.Now()
 		err := p.Close()
 		if err == nil || !strings.Contains(err.Error(), "inside the driver") {
@@ -170,9 +170,7 @@ func TestCloseWithHungSample(t *testing.T) {
 		if n := len(srv.ShutdownCalls()); n != 0 {
 			t.Errorf("NVML shut down %d times under a call in the driver", n)
 		}
-		f.set(gonvml.SUCCESS, nil)
-		close(release)
-		if err := <-stuck; err != nil {
+		if err := release(); err != nil {
 			t.Errorf("the hung call, released: %v", err)
 		}
 		calls := len(d.GetMemoryInfo_v2Calls())
