@@ -46,6 +46,7 @@ func TestStopSignalForwardedOnce(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		name := strings.TrimPrefix(pfSigName(sig), "SIG")
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each waits out its stop_timeout
 			e := newEnv(t)
 			// stop_timeout is how long the child's shell has to run its
 			// trap (after its current sleep) before the SIGKILL: 3 s, not
