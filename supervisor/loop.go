@@ -161,6 +161,17 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	defer l.stopWait.stop()
 
 	l.enterWaiting(l.target, nil)
+	// A stop queued before Run (gpuguard listens from before its backend
+	// opens) came while no child ran: it goes first, not by the select's
+	// coin toss against a first sample that would start one.
+	select {
+	case sig := <-signals:
+		if s, ok := sig.(syscall.Signal); ok {
+			l.onStopSignal(s)
+			l.publishSnapshot()
+		}
+	default:
+	}
 	ctxDone := ctx.Done()
 	for !l.finished {
 		select {
