@@ -24,7 +24,7 @@ var ErrNotRegular = errors.New("not a regular file")
 func Open(path string, flag int, perm fs.FileMode) (*os.File, error) {
 	f, err := os.OpenFile(path, flag|syscall.O_NONBLOCK, perm)
 	if errors.Is(err, syscall.ENXIO) { // a FIFO without reader, opened to write; or a socket
-		return nil, &fs.PathError{Op: "open", Path: path, Err: ErrNotRegular}
+		return nil, notRegular(path)
 	}
 	if err != nil {
 		return nil, err
@@ -39,6 +39,17 @@ func Open(path string, flag int, perm fs.FileMode) (*os.File, error) {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (%s)", ErrNotRegular, kind(st.Mode()))}
 	}
 	return f, nil
+}
+
+// notRegular is the error for path, whose open failed with ENXIO, naming
+// what it is, as Open does for what opens: the journal's writer meets a
+// FIFO this way, its reader only after the open.
+func notRegular(path string) error {
+	why := ErrNotRegular
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		why = fmt.Errorf("%w (%s)", ErrNotRegular, kind(st.Mode()))
+	}
+	return &fs.PathError{Op: "open", Path: path, Err: why}
 }
 
 // kind names a non-regular file's type.

@@ -2,6 +2,7 @@ package regfile
 
 import (
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +11,8 @@ import (
 )
 
 // TestOpen: a FIFO nobody opens is refused at once, to read and to write
-// (a plain open blocks for ever on both); so are a directory and a device;
+// (a plain open blocks for ever on both), naming what it is; so are a
+// directory, a device and a socket;
 // a regular file opens, and a missing one can be created.
 func TestOpen(t *testing.T) {
 	dir := t.TempDir()
@@ -18,15 +20,22 @@ func TestOpen(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	sock := filepath.Join(dir, "sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
 	for _, c := range []struct {
 		path string
 		flag int
 		says string
 	}{
 		{fifo, os.O_RDONLY, "a FIFO"},
-		{fifo, os.O_WRONLY | os.O_APPEND | os.O_CREATE, "not a regular file"},
+		{fifo, os.O_WRONLY | os.O_APPEND | os.O_CREATE, "not a regular file (a FIFO)"},
 		{dir, os.O_RDONLY, "a directory"},
 		{"/dev/null", os.O_WRONLY, "a device"},
+		{sock, os.O_RDONLY, "not a regular file (a socket)"},
 	} {
 		f, err := Open(c.path, c.flag, 0o600)
 		if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), c.says) {
