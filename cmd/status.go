@@ -139,7 +139,7 @@ func runStatus(ctx context.Context, o *StatusOptions) error {
 	if err != nil {
 		return err
 	}
-	g := &statusGatherer{o: o, dirs: dirs, warned: map[string]bool{}}
+	g := &statusGatherer{o: o, dirs: dirs, open: openProbe, warned: map[string]bool{}}
 	defer g.closeProbe()
 	term := statusIsTerminal(o.IO.Out)
 	view := statusview.Options{Color: term && o.IO.Getenv("NO_COLOR") == ""}
@@ -216,8 +216,10 @@ type statusGatherer struct {
 	o        *StatusOptions
 	dirs     []string
 	probe    gpu.Probe
-	probeErr error                          // opening failed: not retried
-	reading  <-chan backendCall[gpu.Sample] // a reading abandoned at its timeout, until it ends
+	probeErr error                                 // opening failed: not retried
+	open     func(probeOptions) (gpu.Probe, error) // openProbe; tests pass their own
+	opening  <-chan backendCall[gpu.Probe]         // an opening still under way at its time limit
+	reading  <-chan backendCall[gpu.Sample]        // a reading abandoned at its timeout, until it ends
 	warned   map[string]bool
 }
 

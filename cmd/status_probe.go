@@ -36,31 +36,30 @@ func goCall[T any](f func() (T, error)) <-chan backendCall[T] {
 	return c
 }
 
-// await is c's result, or an error naming what once ctx ends first.
-func await[T any](ctx context.Context, c <-chan backendCall[T], what string) (T, error) {
-	select {
-	case r := <-c:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, fmt.Errorf("%s: %s", what, noAnswer())
-	}
-}
-
 // probeGPUs reads the GPUs with the command's own backend. Failing to is
 // a warning, not an error: the instances are the main answer. A backend
-// that did not open in time is not tried again; a reading still in the
-// driver from an earlier refresh (--watch) is not joined by another.
+// still opening at the time limit, or a reading still in the driver, is
+// kept for the next refresh (--watch), never joined by a second call: a
+// slow nvmlInit shows its GPUs once it is done.
 func (g *statusGatherer) probeGPUs(ctx context.Context) []api.GPU {
 	ctx, cancel := context.WithTimeout(ctx, statusProbeTimeout)
 	defer cancel()
-	if g.probe == nil && g.probeErr == nil {
+	if g.probe == nil && g.probeErr == nil && g.opening == nil {
 		po := g.o.Probe
 		if po.Backend == "sim" && po.SimDir == "" {
 			po.SimDir, g.probeErr = simDir(g.o.IO, "")
 		}
 		if g.probeErr == nil {
-			g.probe, g.probeErr = await(ctx, goCall(func() (gpu.Probe, error) { return openProbe(po) }), "opening the GPU backend")
+			g.opening = goCall(func() (gpu.Probe, error) { return g.open(po) })
+		}
+	}
+	if g.opening != nil {
+		select {
+		case r := <-g.opening:
+			g.opening, g.probe, g.probeErr = nil, r.v, r.err
+		case <-ctx.Done():
+			g.warn("no GPU information: opening the GPU backend: " + noAnswer())
+			return []api.GPU{}
 		}
 	}
 	if g.probeErr != nil {

@@ -91,3 +91,39 @@ func TestStatusWatchHungReading(t *testing.T) {
 		}
 	})
 }
+
+// TestStatusWatchSlowOpen: under --watch, a backend still opening at the
+// 2 s limit (nvmlInit on a large host without persistence mode, or a hung
+// driver) is waited for again on the next refreshes, never opened twice,
+// and its GPUs show once it is open. The warning is printed once.
+func TestStatusWatchSlowOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var stderr bytes.Buffer
+		opened := make(chan struct{})
+		p := &stuckProbe{release: make(chan struct{})}
+		close(p.release) // its readings answer at once
+		opens := 0
+		g := &statusGatherer{o: &StatusOptions{IO: &IO{ErrOut: &stderr}}, warned: map[string]bool{},
+			open: func(probeOptions) (gpu.Probe, error) { opens++; <-opened; return p, nil }}
+		for range 2 {
+			t0 := time.Now()
+			if gpus := g.probeGPUs(context.Background()); len(gpus) != 0 || time.Since(t0) != statusProbeTimeout {
+				t.Errorf("while opening: %v after %s, want none after %s", gpus, time.Since(t0), statusProbeTimeout)
+			}
+		}
+		close(opened)
+		if gpus := g.probeGPUs(context.Background()); len(gpus) != 1 || gpus[0].UUID != "GPU-0" {
+			t.Errorf("once open: %v, want GPU-0", gpus)
+		}
+		if opens != 1 {
+			t.Errorf("opened %d times, want 1", opens)
+		}
+		if want := "no GPU information: opening the GPU backend: no answer within 2s"; strings.Count(stderr.String(), want) != 1 {
+			t.Errorf("stderr %q, want %q once", stderr.String(), want)
+		}
+		g.closeProbe()
+		if _, closes := p.counts(); closes != 1 {
+			t.Errorf("the late-opened backend was closed %d times, want 1", closes)
+		}
+	})
+}
