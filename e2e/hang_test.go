@@ -101,3 +101,24 @@ func TestStatusHungBackend(t *testing.T) {
 		t.Error("discovery never read the counter: the reading was not what hung")
 	}
 }
+
+// TestRunJournalFIFO: an events.jsonl that is a FIFO nobody reads (the
+// journal's open would block for ever) makes `run` fail at once with exit
+// 1 and an error naming it, before any child starts.
+func TestRunJournalFIFO(t *testing.T) {
+	e := newEnv(t)
+	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(e.stateDir, "events.jsonl"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	started := e.path("started")
+	code, _, stderr := e.run(append([]string{"run", "--backend", "sim", "--name", "fifo"}, sh(`touch "$1"`, started)...))
+	if code != 1 || !strings.Contains(stderr, "opening the event journal") || !strings.Contains(stderr, "not a regular file (a FIFO)") {
+		t.Errorf("exit %d, want 1 naming the journal as a FIFO; stderr:\n%s", code, stderr)
+	}
+	if _, err := os.Stat(started); err == nil {
+		t.Error("a child was started")
+	}
+}
