@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
@@ -496,42 +497,40 @@ func TestPublishAndClose(t *testing.T) {
 // event of its loop; an info the writer would not write (nothing the
 // others rank by changed) must not wake it.
 func TestPublishWakesOnlyForAChange(t *testing.T) {
-	w := newWorld(t)
-	c := w.coordinator("me")
-	defer c.Close()
-	info := api.TenantInfo{Name: "me", Priority: 3, Scope: "device", State: api.StateRunning, Levels: 2, GPUs: []api.TenantGPU{{UUID: gpuA}}}
-	c.Publish(info)
-	written := func() bool {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		c := w.coordinator("me")
+		defer c.Close()
+		info := api.TenantInfo{Name: "me", Priority: 3, Scope: "device", State: api.StateRunning, Levels: 2, GPUs: []api.TenantGPU{{UUID: gpuA}}}
+		c.Publish(info)
+		synctest.Wait() // the writer has written it and waits for the next
 		c.pubMu.Lock()
-		defer c.pubMu.Unlock()
-		return c.pubLast != nil
-	}
-	for deadline := time.Now().Add(10 * time.Second); !written(); {
-		if time.Now().After(deadline) {
+		written := c.pubLast != nil
+		c.pubMu.Unlock()
+		if !written {
 			t.Fatal("the first info was never written")
 		}
-		time.Sleep(time.Millisecond) // polling the writer, not synchronising
-	}
-	// Count the wake-ups on a channel the writer does not read (it reads
-	// the one it was started with); put that one back before Close.
-	c.pubMu.Lock()
-	orig, wakes := c.pubWake, make(chan struct{}, 1)
-	c.pubWake = wakes
-	c.pubMu.Unlock()
-	defer func() {
+		// Count the wake-ups on a channel the writer does not read (it reads
+		// the one it was started with); put that one back before Close.
 		c.pubMu.Lock()
-		c.pubWake = orig
+		orig, wakes := c.pubWake, make(chan struct{}, 1)
+		c.pubWake = wakes
 		c.pubMu.Unlock()
-	}()
-	live := info
-	live.Starting, live.LeasesBytes = true, 5 // read live, never written
-	c.Publish(live)
-	if len(wakes) != 0 {
-		t.Fatal("an info not worth writing woke the writer")
-	}
-	info.Level = 1
-	c.Publish(info)
-	if len(wakes) != 1 {
-		t.Fatal("a new level did not wake the writer")
-	}
+		defer func() {
+			c.pubMu.Lock()
+			c.pubWake = orig
+			c.pubMu.Unlock()
+		}()
+		live := info
+		live.Starting, live.LeasesBytes = true, 5 // read live, never written
+		c.Publish(live)
+		if len(wakes) != 0 {
+			t.Fatal("an info not worth writing woke the writer")
+		}
+		info.Level = 1
+		c.Publish(info)
+		if len(wakes) != 1 {
+			t.Fatal("a new level did not wake the writer")
+		}
+	})
 }
