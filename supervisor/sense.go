@@ -116,21 +116,21 @@ func (l *loop) onHung(now time.Time) {
 // withoutReading moves the states on after a probe call that brought no
 // reading (r.err: it failed, or it hangs): on_gpu_lost first, so that a
 // lost GPU ends a wait rather than start a child only to stop it; then a
-// waiting start goes ahead without data, a starting child counts as
-// running, though unmeasured, and a start still ends at its cap (there is
-// no reading to settle on).
+// start under way still ends at its cap (there is no reading to settle
+// on), tracked before the states move as in onSample; a waiting start goes
+// ahead without data, and a starting child counts as running, though
+// unmeasured.
 func (l *loop) withoutReading(now time.Time, r sampleResult) {
 	l.checkLost(now)
-	switch {
-	case l.finished:
+	if l.finished {
 		return
+	}
+	l.trackStart(now, r)
+	switch {
 	case l.state == api.StateWaiting:
 		l.tryStart(r)
 	case l.state == api.StateStarting && l.child != nil:
 		l.state = api.StateRunning // up, though unmeasured
-	}
-	if !l.finished {
-		l.trackStart(now, r)
 	}
 }
 
