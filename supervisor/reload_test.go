@@ -66,14 +66,6 @@ func (h *harness) reload() ([]string, error) {
 	return h.sup.Reload(context.Background())
 }
 
-// firstLivePolicy is testPolicy with its first profile live too, so that
-// a watermark step from it is a live change.
-func firstLivePolicy() *policy.Policy {
-	pol := testPolicy()
-	pol.Profiles[0].Live = true
-	return pol
-}
-
 // reloadTo makes next the policy the reloader loads, reloads, and fails
 // unless exactly the keys want changed.
 func reloadTo(t *testing.T, h *harness, fr *fakeReloader, next *policy.Policy, want ...string) {
@@ -90,7 +82,7 @@ func reloadTo(t *testing.T, h *harness, fr *fakeReloader, next *policy.Policy, w
 func TestReloadThresholdsApplyAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fr := &fakeReloader{}
-		h := startHarness(t, firstLivePolicy(), withReloader(fr))
+		h := startHarness(t, livePolicy(), withReloader(fr))
 		c := h.child()
 		h.probe.setUsed(12 * gib) // 0.75: below high 0.90
 		time.Sleep(2 * time.Second)
@@ -99,7 +91,7 @@ func TestReloadThresholdsApplyAtOnce(t *testing.T) {
 			t.Fatalf("before the reload: %+v", st)
 		}
 
-		next := firstLivePolicy()
+		next := livePolicy()
 		next.Watermark.High, next.Watermark.Low, next.Watermark.Sustain = 0.74, 0.5, 0
 		t0 := time.Now()
 		changed := []string{"watermark.high", "watermark.low", "watermark.sustain"}
@@ -133,7 +125,7 @@ func TestReloadThresholdsApplyAtOnce(t *testing.T) {
 func TestReloadKeepsSustainTimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fr := &fakeReloader{}
-		h := startHarness(t, firstLivePolicy(), withReloader(fr))
+		h := startHarness(t, livePolicy(), withReloader(fr))
 		c := h.child()
 		sleep(time.Second)
 		h.probe.setUsed(14*gib + gib/2) // 0.906: above high 0.90
@@ -142,7 +134,7 @@ func TestReloadKeepsSustainTimer(t *testing.T) {
 			t.Fatalf("%d step-downs before sustain", n)
 		}
 
-		next := firstLivePolicy()
+		next := livePolicy()
 		next.Watermark.Sustain = 800 * time.Millisecond
 		reloadTo(t, h, fr, next, "watermark.sustain")
 		// 800ms above high is reached at most 300ms after the reload; a
@@ -163,7 +155,7 @@ func TestReloadKeepsSustainTimer(t *testing.T) {
 func TestReloadKeepsGraceStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fr := &fakeReloader{}
-		h := startHarness(t, firstLivePolicy(), withReloader(fr))
+		h := startHarness(t, livePolicy(), withReloader(fr))
 		c := h.child()
 		sleep(time.Second)
 		h.probe.setUsed(14*gib + gib/2) // 0.906: above high 0.90, and it stays
@@ -175,7 +167,7 @@ func TestReloadKeepsGraceStart(t *testing.T) {
 		step := downs[0].Time
 		sleep(step.Add(time.Second).Sub(time.Now())) // 1s into grace's 5s
 
-		next := firstLivePolicy()
+		next := livePolicy()
 		next.Watermark.Grace = 2 * time.Second
 		reloadTo(t, h, fr, next, "watermark.grace")
 		// Grace from the step ends at step+2s; one restarted by the reload
