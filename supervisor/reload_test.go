@@ -301,11 +301,7 @@ func TestReloadProfileGone(t *testing.T) {
 		h.probe.setUsed(9 * gib) // int8 needs 6: 15 > 14.4 does not fit; int4 does
 		next := testPolicy()
 		next.Profiles = next.Profiles[1:] // fp16 is gone
-		fr.set(next, nil)
-		changed, err := h.reload()
-		if err != nil || !slices.Equal(changed, []string{"profile"}) {
-			t.Fatalf("Reload = %q, %v", changed, err)
-		}
+		reloadTo(t, h, fr, next, "profile")
 		c2 := h.child()
 		if got := c.gotSignals(); !slices.Equal(got, []syscall.Signal{syscall.SIGTERM}) {
 			t.Errorf("the old child got %v, want stop_signal once", got)
@@ -388,10 +384,7 @@ func TestReloadCommandAtNextStart(t *testing.T) {
 		c := h.child()
 		next := testPolicy()
 		next.Command = []string{"server2", "--b", "${MAX_BATCH}"}
-		fr.set(next, nil)
-		if changed, err := h.reload(); err != nil || !slices.Equal(changed, []string{"command"}) {
-			t.Fatalf("Reload = %q %v", changed, err)
-		}
+		reloadTo(t, h, fr, next, "command")
 		synctest.Wait()
 		h.noLaunch()
 		c.end(Exit{Code: 1}) // a crash: restarted after the backoff
