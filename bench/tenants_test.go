@@ -126,8 +126,9 @@ func sharedDetectRun(b *testing.B, run, tenants, n int) ([]detectSample, int) {
 // BenchmarkSharedReserve is the reserve round trip on one instance of a
 // GPU shared by N tenants (an open connection, a 1 MiB P1 request, its
 // reply): with N > 1 the request takes the GPU's admission lock and reads
-// the lease files of the other N-1 tenants (no other tenant is asked). Each lease is released before
-// the next request (not timed). Target: median <= 2 ms with 8 tenants.
+// the lease files of the other N-1 tenants (no other tenant is asked).
+// Each lease is released before the next request (not timed). Target:
+// median <= 2 ms with 8 tenants.
 func BenchmarkSharedReserve(b *testing.B) {
 	defer reportLoad(b)()
 	for _, n := range sharedCountList(b) {
