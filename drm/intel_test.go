@@ -269,7 +269,7 @@ func TestIntelWatched(t *testing.T) {
 // TestIntelRefused: without CAP_PERFMON or CAP_SYS_ADMIN the driver's
 // figures are not real (xe says 0 used), so no render node is opened and
 // the GPU is refused, saying why; a selection that leaves an opened render
-// node unwatched closes it.
+// node unwatched, or that fails, closes it.
 func TestIntelRefused(t *testing.T) {
 	xe := &fakeVRAM{v: vram{total: 16 << 30, used: 1 << 30}}
 	sys, opener, opened := intelTree(t, map[string]*fakeVRAM{"renderD130": xe})
@@ -303,6 +303,19 @@ func TestIntelRefused(t *testing.T) {
 	}
 	if len(*opened) != 0 {
 		t.Errorf("opened %v in a user namespace", *opened)
+	}
+
+	// A selection that fails after the xe GPU was taken closes its node
+	// too (the probe's, not the unselected ones').
+	for _, sel := range [][]string{{"2", "0000:03:00.0"}, {"2", "9"}} {
+		xe := &fakeVRAM{v: vram{total: 16 << 30, used: 1 << 30}}
+		sys, opener, _ := intelTree(t, map[string]*fakeVRAM{"renderD130": xe})
+		if _, err := Open(Options{Sysfs: sys, Procfs: procWithCaps(t, "000001ffffffffff"), Devices: sel, openVRAM: opener}); err == nil {
+			t.Errorf("Devices %q: no error", sel)
+		}
+		if !xe.closed {
+			t.Errorf("Devices %q: the selected xe GPU's render node was left open by the failed Open", sel)
+		}
 	}
 
 	sys2, opener2, _ := intelTree(t, map[string]*fakeVRAM{}) // no device node
