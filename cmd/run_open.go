@@ -34,7 +34,7 @@ func awaitOpen(open func() (gpu.Probe, error), signals <-chan os.Signal, logf fu
 		case <-tick.C:
 			logf("still opening the GPU backend after %s (is the driver hung?)", time.Since(start).Round(time.Second))
 		case sig := <-signals:
-			if s, ok := sig.(syscall.Signal); ok && s != syscall.SIGURG {
+			if s, ok := sig.(syscall.Signal); ok { // only the three stop signals are notified
 				logf("stopped by %s while opening the GPU backend", policy.SignalName(s))
 				return nil, &ExitError{Code: 128 + int(s)}
 			}

@@ -112,7 +112,8 @@ func TestReloadFlagsStillWin(t *testing.T) {
 }
 
 // TestReloadRefused: every way a file is refused lists its problems with
-// the file, the line and the key.
+// the file, the line and the key, and the next reload works once the file
+// is back.
 func TestReloadRefused(t *testing.T) {
 	const fifo = "\x00fifo" // next: the file becomes a FIFO
 	tests := []struct {
@@ -162,6 +163,13 @@ func TestReloadRefused(t *testing.T) {
 				if got := list[i].Error(); !strings.HasPrefix(got, filepath.Dir(path)+"/"+want) {
 					t.Errorf("problem %d: %q, want it to start with %q", i, got, want)
 				}
+			}
+			// Nothing is held by the refusal: once the file is back, the
+			// next reload loads it (a FIFO's read held every later one).
+			os.Remove(path)
+			rewrite(t, path, tt.start)
+			if _, err := rr.Load(cur); err != nil {
+				t.Errorf("the next reload, the file back: %v", err)
 			}
 		})
 	}

@@ -90,11 +90,7 @@ func runRun(o *RunOptions) error {
 		SimDir: simDir, SimDevices: o.SimDevices, SimMemory: r.simMemory, NVMLLib: o.IO.Getenv(nvml.EnvLibrary),
 		Sysfs: o.IO.Getenv(envSysfs), Procfs: o.IO.Getenv(envProcfs), Logf: logf}
 	probe, err := awaitOpen(func() (gpu.Probe, error) { return openProbe(po) }, signals, logf)
-	if err != nil {
-		var stopped *ExitError
-		if errors.As(err, &stopped) {
-			return err
-		}
+	if err != nil { // a stop (awaitOpen's ExitError) passes through withCode as it is
 		if errors.Is(err, gpu.ErrUnavailable) {
 			return &ExitError{Code: ExitUnavailable, Err: err}
 		}

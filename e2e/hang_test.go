@@ -34,7 +34,7 @@ func hungCounter(t *testing.T, sysfs string) string {
 // DRM discovery blocks on the FIFO counter, as nvmlInit can in a hung
 // driver) keeps waiting, since a large host's first NVML call can take
 // seconds, but says so on stderr every 10 s, and a SIGTERM then ends it
-// at once with 143 (a stop while no child runs), its socket removed.
+// at once with 143 (a stop while no child runs), its socket and lock removed.
 func TestRunHungBackendOpen(t *testing.T) {
 	e := newEnv(t)
 	env, sysfs := drmTree(t, e)
@@ -50,8 +50,10 @@ func TestRunHungBackendOpen(t *testing.T) {
 	if p.cmd.ProcessState.Sys().(syscall.WaitStatus).Signaled() {
 		t.Errorf("gpuguard died of the signal instead of exiting 143: nothing of it was cleaned up")
 	}
-	if _, err := os.Stat(filepath.Join(e.runDir, "hung.sock")); err == nil {
-		t.Errorf("the control socket was left behind")
+	for _, f := range []string{"hung.sock", "hung.lock"} {
+		if _, err := os.Lstat(filepath.Join(e.runDir, f)); !os.IsNotExist(err) {
+			t.Errorf("%s left behind: %v", f, err)
+		}
 	}
 }
 
