@@ -4,22 +4,21 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gpuguard/gpuguard/internal/exitcode"
 	"github.com/gpuguard/gpuguard/proc"
 )
 
-// Exit codes of gpuguard (sysexits.h where one fits).
+// Exit codes of gpuguard, under the names cmd has always used; their
+// values live in package exitcode, which the supervisor uses too.
 const (
-	ExitOK          = 0
-	ExitFailure     = 1  // gpuguard's own failure, no such instance, refused step
-	ExitUsage       = 64 // EX_USAGE
-	ExitUnavailable = 69 // EX_UNAVAILABLE: GPU backend unavailable
-	ExitNoFit       = 75 // EX_TEMPFAIL: when_full = "exit" and no profile fits
-	ExitConfig      = 78 // EX_CONFIG: configuration error, nothing started
-	// ExitCannotExecute and ExitNotFound are what POSIX utilities that run
-	// another command (env, nohup, timeout, xargs) exit with when it cannot
-	// run: found but not executable, and not found.
-	ExitCannotExecute = 126
-	ExitNotFound      = 127
+	ExitOK            = exitcode.OK
+	ExitFailure       = exitcode.Failure
+	ExitUsage         = exitcode.Usage
+	ExitUnavailable   = exitcode.Unavailable
+	ExitNoFit         = exitcode.NoFit
+	ExitConfig        = exitcode.Config
+	ExitCannotExecute = exitcode.CannotExecute
+	ExitNotFound      = exitcode.NotFound
 )
 
 // ExitError carries an exit code up to Main. A nil Err with a code exits

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/internal/exitcode"
 	"github.com/gpuguard/gpuguard/policy"
 )
 
@@ -114,7 +115,7 @@ func (l *loop) onGPUFaultExit(e Exit, ran time.Duration, f gpu.Fault, release ma
 func (l *loop) gpuFaultGiveUp(e Exit, detail string) {
 	l.state = api.StateFatal
 	l.emit(api.Event{Event: api.EventGiveUp, Reason: api.ReasonGPUFault, Status: ptr(e.Status()), Detail: detail})
-	l.finish(1, fmt.Errorf("giving up: %s", detail))
+	l.finish(exitcode.Failure, fmt.Errorf("giving up: %s", detail))
 }
 
 // holdForGPU keeps a gpu_fault restart waiting while the sample failed or

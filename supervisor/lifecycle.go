@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/exitcode"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/trend"
 )
@@ -70,7 +71,7 @@ func (l *loop) tryStart(r sampleResult) {
 		l.launch(len(l.pol.Profiles) - 1)
 	case policy.WhenFullExit:
 		l.state = api.StateFatal
-		l.finish(75, fmt.Errorf("%w the free GPU memory (when_full = \"exit\"): %s", errNoFit, l.freeText(r)))
+		l.finish(exitcode.NoFit, fmt.Errorf("%w the free GPU memory (when_full = \"exit\"): %s", errNoFit, l.freeText(r)))
 	default:
 		l.endStarting("")
 		if !l.waitNoted {
@@ -158,7 +159,7 @@ func (l *loop) launch(level int) {
 	argv, err := policy.ExpandArgs(l.cfg.Command, vars)
 	if err != nil {
 		l.state = api.StateFatal
-		l.finish(78, fmt.Errorf("expanding the command: %w", err))
+		l.finish(exitcode.Config, fmt.Errorf("expanding the command: %w", err))
 		return
 	}
 	spec := LaunchSpec{Argv: argv, Env: childEnv(l.cfg.BaseEnv, vars), ScanStderr: l.pol.OOM.ScanStderr}
@@ -263,7 +264,7 @@ func (l *loop) onExit() {
 	if l.stopping {
 		if l.lostErr != nil {
 			l.state = api.StateFatal
-			l.finish(1, l.lostErr)
+			l.finish(exitcode.Failure, l.lostErr)
 			return
 		}
 		l.state = api.StateExited
@@ -296,7 +297,7 @@ func (l *loop) onExit() {
 	switch kind {
 	case exitClean:
 		l.state = api.StateExited
-		l.finish(0, nil)
+		l.finish(exitcode.OK, nil)
 		return
 	case exitOOM:
 		next = min(l.level+1, len(l.pol.Profiles)-1)
@@ -361,7 +362,7 @@ func (l *loop) onStopSignal(sig syscall.Signal) {
 	if l.child == nil {
 		l.state = api.StateExited
 		l.emit(api.Event{Event: api.EventStop, Detail: "signal " + sig.String()})
-		l.finish(128+int(sig), nil)
+		l.finish(exitcode.Signaled(int(sig)), nil)
 		return
 	}
 	if l.stopping && l.lostErr != nil {
@@ -393,7 +394,7 @@ func (l *loop) onStopSignal(sig syscall.Signal) {
 func (l *loop) cannotStart(err error) {
 	l.state = api.StateFatal
 	l.emit(api.Event{Event: api.EventGiveUp, Detail: err.Error()})
-	l.finish(1, err)
+	l.finish(exitcode.Failure, err)
 }
 
 func (l *loop) failPlan() {

@@ -11,6 +11,7 @@ import (
 	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/internal/exitcode"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/trend"
 )
@@ -279,7 +280,7 @@ func (l *loop) checkLost(now time.Time) {
 	l.emit(api.Event{Event: api.EventGiveUp, Reason: reasonGPULost, Detail: l.lostErr.Error()})
 	if l.child == nil {
 		l.state = api.StateFatal
-		l.finish(1, l.lostErr)
+		l.finish(exitcode.Failure, l.lostErr)
 		return
 	}
 	l.deps.Logf("GPU lost: stopping the child (%v)", l.lostErr)
