@@ -7,14 +7,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuguard/gpuguard/backends"
 	"github.com/gpuguard/gpuguard/drm"
 	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/npusmi"
 	"github.com/gpuguard/gpuguard/nvml"
 )
 
 // probeOptions selects and configures a GPU backend.
 type probeOptions struct {
-	Backend string   // auto | nvml | drm | sim | npu-smi
+	Backend string   // a name in backends.Table
 	Devices []string // indices or UUIDs; nil = all
 	// DRMDevices is the selection auto uses when it falls back to DRM
 	// (without --devices the defaults differ: CUDA_VISIBLE_DEVICES names
@@ -43,49 +45,80 @@ const (
 // npuSMIOpenTimeout bounds the first `npu-smi info` run at open.
 const npuSMIOpenTimeout = 30 * time.Second
 
+// opener is a backend's part in the composition root: how to open it,
+// and how to read its visible-devices variables (backends.Backend's
+// Visible) into the default selection.
+type opener struct {
+	open func(o probeOptions) (gpu.Probe, error)
+	// visible reads the variables into a selection (nil: all devices);
+	// nil reads the one variable as a device list.
+	visible func(vars []string, getenv func(string) string) ([]string, error)
+}
+
+// openers are the backends' openers, one per row of backends.Table
+// (TestEveryBackendOpens checks that each row has one): the composition
+// root is the one place that imports each backend's package.
+func openers() map[string]opener {
+	return map[string]opener{
+		backends.Auto:   {open: openAuto},
+		backends.NVML:   {open: openNVML},
+		backends.DRM:    {open: func(o probeOptions) (gpu.Probe, error) { return openDRM(o, o.Devices) }, visible: drmVisible},
+		backends.Sim:    {open: openSim},
+		backends.NPUSMI: {open: openNPUSMI},
+	}
+}
+
 // openProbe opens the chosen backend. Errors that mean "this backend cannot
 // run here" wrap gpu.ErrUnavailable (exit 69); an unknown backend or a bad
-// device selection is a plain error. auto is NVML if its driver library
-// loads, else DRM if an amdgpu device with memory counters (or an Intel
-// one whose driver reports its device memory) exists: both are found
-// without changing anything, and the error names what each looked for.
+// device selection is a plain error.
 func openProbe(o probeOptions) (gpu.Probe, error) {
-	switch o.Backend {
-	case "", "auto":
-		p, err := openNVML(o)
-		if err == nil || !errors.Is(err, gpu.ErrUnavailable) {
-			return p, err
-		}
-		d, derr := openDRM(o, o.DRMDevices)
-		if derr == nil || !errors.Is(derr, gpu.ErrUnavailable) {
-			return d, derr
-		}
-		return nil, fmt.Errorf("%w: --backend auto found no GPU. %s. %s. Use --backend sim to run without a GPU",
-			gpu.ErrUnavailable, unwrapUnavailable(err), unwrapUnavailable(derr))
-	case "nvml":
-		return openNVML(o)
-	case "drm":
-		return openDRM(o, o.Devices)
-	case "sim":
-		sel, err := gpu.IndexOnly(o.Devices)
-		if err != nil {
-			return nil, fmt.Errorf("--devices with the sim backend: %w", err)
-		}
-		s, err := gpu.NewSim(gpu.SimOptions{Dir: o.SimDir, Devices: o.SimDevices, Memory: o.SimMemory, Select: sel})
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	case "npu-smi":
-		ctx, cancel := context.WithTimeout(context.Background(), npuSMIOpenTimeout)
-		defer cancel()
-		n, err := gpu.OpenNPUSMI(ctx, gpu.NPUSMIOptions{Select: o.Devices})
-		if err != nil {
-			return nil, err
-		}
-		return n, nil
+	if o.Backend == "" {
+		o.Backend = backends.Auto
 	}
-	return nil, fmt.Errorf("unknown backend %q: want %s", o.Backend, strings.Join(backends, ", "))
+	op, ok := openers()[o.Backend]
+	if !ok {
+		return nil, fmt.Errorf("unknown backend %q: want %s", o.Backend, backends.List())
+	}
+	return op.open(o)
+}
+
+// openAuto is NVML if its driver library loads, else DRM if an amdgpu
+// device with memory counters (or an Intel one whose driver reports its
+// device memory) exists: both are found without changing anything, and the
+// error names what each looked for.
+func openAuto(o probeOptions) (gpu.Probe, error) {
+	p, err := openNVML(o)
+	if err == nil || !errors.Is(err, gpu.ErrUnavailable) {
+		return p, err
+	}
+	d, derr := openDRM(o, o.DRMDevices)
+	if derr == nil || !errors.Is(derr, gpu.ErrUnavailable) {
+		return d, derr
+	}
+	return nil, fmt.Errorf("%w: --backend auto found no GPU. %s. %s. Use --backend sim to run without a GPU",
+		gpu.ErrUnavailable, unwrapUnavailable(err), unwrapUnavailable(derr))
+}
+
+func openSim(o probeOptions) (gpu.Probe, error) {
+	sel, err := gpu.IndexOnly(o.Devices)
+	if err != nil {
+		return nil, fmt.Errorf("--devices with the sim backend: %w", err)
+	}
+	s, err := gpu.NewSim(gpu.SimOptions{Dir: o.SimDir, Devices: o.SimDevices, Memory: o.SimMemory, Select: sel})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func openNPUSMI(o probeOptions) (gpu.Probe, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), npuSMIOpenTimeout)
+	defer cancel()
+	n, err := npusmi.Open(ctx, npusmi.Options{Select: o.Devices})
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
 }
 
 func openNVML(o probeOptions) (gpu.Probe, error) {
@@ -107,27 +140,57 @@ func unwrapUnavailable(err error) string {
 }
 
 // selectDevices resolves the device selection: --devices when given (flag
-// non-nil), else the variable that limits which devices the backend's
-// children see. drmDevices is what auto uses if it falls back to DRM.
-func selectDevices(backend string, flag *string, getenv func(string) string) (devices, drmDevices []string, err error) {
+// non-nil), else the variables that limit which devices the backend's
+// children see (its row's Visible). drmDevices is what auto uses if it
+// falls back to DRM. name must be a known backend.
+func selectDevices(name string, flag *string, getenv func(string) string) (devices, drmDevices []string, err error) {
 	if flag != nil {
 		if devices, err = gpu.ParseDeviceList(*flag); err != nil {
 			return nil, nil, fmt.Errorf("--devices: %w", err)
 		}
 		return devices, devices, nil
 	}
-	if backend == "auto" || backend == "drm" {
-		if drmDevices, err = drm.VisibleDevices(getenv("ROCR_VISIBLE_DEVICES"), getenv("HIP_VISIBLE_DEVICES")); err != nil {
+	if devices, err = visibleDevices(name, getenv); err != nil {
+		return nil, nil, err
+	}
+	switch name {
+	case backends.Auto:
+		if drmDevices, err = visibleDevices(backends.DRM, getenv); err != nil {
 			return nil, nil, err
 		}
-		if backend == "drm" {
-			return drmDevices, drmDevices, nil
-		}
-	}
-	if v := visibleDevicesVar[backend]; v != "" {
-		if devices, err = gpu.ParseDeviceList(getenv(v)); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", v, err)
-		}
+	case backends.DRM:
+		drmDevices = devices
 	}
 	return devices, drmDevices, nil
+}
+
+// visibleDevices is the default selection of backend name: what its
+// visible-devices variables say (nil: all, or a backend without any).
+func visibleDevices(name string, getenv func(string) string) ([]string, error) {
+	b, _ := backends.Lookup(name)
+	if len(b.Visible) == 0 {
+		return nil, nil
+	}
+	if v := openers()[name].visible; v != nil {
+		return v(b.Visible, getenv)
+	}
+	devices, err := gpu.ParseDeviceList(getenv(b.Visible[0]))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", b.Visible[0], err)
+	}
+	return devices, nil
+}
+
+// drmVisible is ROCm's rule: HIP_VISIBLE_DEVICES indexes what
+// ROCR_VISIBLE_DEVICES leaves (drm.VisibleDevices).
+func drmVisible(vars []string, getenv func(string) string) ([]string, error) {
+	return drm.VisibleDevices(getenv(vars[0]), getenv(vars[1]))
+}
+
+// checkBackend is the usage error for a --backend value not in the table.
+func checkBackend(name string) error {
+	if _, ok := backends.Lookup(name); !ok {
+		return exitf(ExitUsage, "--backend %q: want one of %s", name, strings.Join(backends.Names(), ", "))
+	}
+	return nil
 }

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
+	"github.com/gpuguard/gpuguard/backends"
 	"github.com/gpuguard/gpuguard/gpu"
 )
 
@@ -143,5 +146,41 @@ func TestSelectDevices(t *testing.T) {
 	bad := "0,,1"
 	if _, _, err := selectDevices("nvml", &bad, getenv); err == nil || !strings.Contains(err.Error(), "--devices") {
 		t.Errorf("bad --devices: %v", err)
+	}
+}
+
+// TestEveryBackendOpens: each row of the backend table has an opener here,
+// and no opener is for a backend the table (and so policy validation and
+// --backend) does not know.
+func TestEveryBackendOpens(t *testing.T) {
+	ops := openers()
+	for _, name := range backends.Names() {
+		if op, ok := ops[name]; !ok || op.open == nil {
+			t.Errorf("backend %q has no opener in cmd/backend.go", name)
+		}
+	}
+	for name := range ops {
+		if _, ok := backends.Lookup(name); !ok {
+			t.Errorf("opener for %q, which backends.Table lacks", name)
+		}
+	}
+}
+
+// TestBackendFlagsFromTable: run and status accept exactly the table's
+// names, and their help lists them.
+func TestBackendFlagsFromTable(t *testing.T) {
+	for _, name := range backends.Names() {
+		if err := checkBackend(name); err != nil {
+			t.Errorf("checkBackend(%q): %v", name, err)
+		}
+	}
+	err := checkBackend("cuda")
+	if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), strings.Join(backends.Names(), ", ")) {
+		t.Errorf("checkBackend(cuda): %v (exit %d), want a usage error listing the backends", err, exitCode(err))
+	}
+	for _, c := range []*cobra.Command{NewCmdRun(&IO{}, nil), NewCmdStatus(&IO{}, nil)} {
+		if u := c.Flags().Lookup("backend").Usage; !strings.Contains(u, "auto, nvml, drm, sim or npu-smi") {
+			t.Errorf("%s --backend help %q does not list the backends", c.Name(), u)
+		}
 	}
 }

@@ -2,12 +2,11 @@ package cmd
 
 import (
 	"path/filepath"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuguard/gpuguard/backends"
 	"github.com/gpuguard/gpuguard/paths"
 	"github.com/gpuguard/gpuguard/policy"
 )
@@ -80,7 +79,7 @@ replaced from the current profile's env and the GPUGUARD_* variables.`,
 	f := c.Flags()
 	f.StringVar(&opts.PolicyFile, "policy", "", "policy file (default ./policy.toml if it exists, else built-in defaults)")
 	f.StringVar(&opts.Name, "name", "", "instance name (default: the policy's name, else CMD's base name)")
-	f.StringVar(&backend, "backend", "auto", "GPU backend: auto, nvml, drm, sim or npu-smi")
+	f.StringVar(&backend, "backend", backends.Auto, "GPU backend: "+backends.List())
 	f.StringVar(&devices, "devices", "", "watched GPUs: indices, UUIDs (GPU-..., MIG-...) or, for drm, PCI addresses, comma-separated\n(default CUDA_VISIBLE_DEVICES; for drm ROCR_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES; else all)")
 	f.DurationVar(&interval, "interval", 200*time.Millisecond, "GPU polling interval")
 	f.StringVar(&opts.StateDir, "state-dir", "", "this instance's state dir (checkpoint, state file, journal, sim dir)")
@@ -93,20 +92,6 @@ replaced from the current profile's env and the GPUGUARD_* variables.`,
 	f.StringVar(&opts.SimMemory, "sim-memory", "16GiB", "memory of each simulated GPU (sim backend)")
 	f.StringVar(&opts.SimDir, "sim-dir", "", "directory of simulated usage files (default <state-dir>/sim)")
 	return c
-}
-
-// backends are the values --backend takes.
-var backends = []string{"auto", "nvml", "drm", "sim", "npu-smi"}
-
-// visibleDevicesVar names the variable that limits which devices a
-// backend's children see; its value is the default --devices (for auto,
-// when NVML is used). The simulated GPU has none: CUDA_VISIBLE_DEVICES
-// names real GPUs. DRM's default comes from two variables (see
-// selectDevices).
-var visibleDevicesVar = map[string]string{
-	"auto":    "CUDA_VISIBLE_DEVICES",
-	"nvml":    "CUDA_VISIBLE_DEVICES",
-	"npu-smi": "ASCEND_RT_VISIBLE_DEVICES",
 }
 
 // resolvedRun is a run whose inputs are all checked: what remains can only
@@ -169,8 +154,8 @@ func resolveRun(o *RunOptions) (*resolvedRun, error) {
 // keeps overriding the file after a reload (run_reload.go).
 func resolvePolicy(o *RunOptions, pol *policy.Policy) (*resolvedRun, error) {
 	if o.Backend != nil {
-		if !slices.Contains(backends, *o.Backend) {
-			return nil, exitf(ExitUsage, "--backend %q: want one of %s", *o.Backend, strings.Join(backends, ", "))
+		if err := checkBackend(*o.Backend); err != nil {
+			return nil, err
 		}
 		pol.Watch.Backend = *o.Backend
 	}

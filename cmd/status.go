@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/backends"
 	"github.com/gpuguard/gpuguard/control"
 	"github.com/gpuguard/gpuguard/control/statusview"
 	"github.com/gpuguard/gpuguard/gpu"
@@ -89,7 +90,7 @@ line of JSON.`,
 	f.DurationVar(&opts.Watch, "watch", 0, "refresh every DUR (default 2s) until interrupted")
 	f.Lookup("watch").NoOptDefVal = statusDefaultWatch.String()
 	f.StringVar(&opts.RuntimeDir, "runtime-dir", "", "directory of control sockets")
-	f.StringVar(&opts.Probe.Backend, "backend", "auto", "GPU backend when no instance answers: auto, nvml, drm, sim or npu-smi")
+	f.StringVar(&opts.Probe.Backend, "backend", backends.Auto, "GPU backend when no instance answers: "+backends.List())
 	f.StringVar(&devices, "devices", "", "GPUs to show when no instance answers (default CUDA_VISIBLE_DEVICES; for drm ROCR_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES; else all)")
 	f.StringVar(&opts.Probe.SimDir, "sim-dir", "", "sim backend: directory of usage files (default $GPUGUARD_SIM_DIR, else the only instance's)")
 	f.IntVar(&opts.Probe.SimDevices, "sim-devices", 1, "sim backend: number of GPUs")
@@ -100,8 +101,8 @@ line of JSON.`,
 // statusResolveProbe checks the backend flags; their errors are usage
 // errors even though the backend is only opened if no instance answers.
 func statusResolveProbe(p *probeOptions, devicesSet bool, devices, simMemory string, getenv func(string) string) error {
-	if !slices.Contains(backends, p.Backend) {
-		return exitf(ExitUsage, "--backend %q: want one of %s", p.Backend, strings.Join(backends, ", "))
+	if err := checkBackend(p.Backend); err != nil {
+		return err
 	}
 	var flag *string
 	if devicesSet {

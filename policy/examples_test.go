@@ -3,6 +3,8 @@ package policy
 import (
 	"path/filepath"
 	"testing"
+
+	"github.com/gpuguard/gpuguard/backends"
 )
 
 // TestShippedPolicies keeps the demo policy and the examples parsing as the
@@ -34,7 +36,7 @@ func TestDemoPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Watch.Backend != BackendSim || p.Name != "demo" {
+	if p.Watch.Backend != backends.Sim || p.Name != "demo" {
 		t.Errorf("the demo runs on the sim backend as \"demo\": %+v", p.Watch)
 	}
 	const total = 16 << 30 // the sim GPU's default size

@@ -12,21 +12,13 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/gpuguard/gpuguard/backends"
 	"github.com/gpuguard/gpuguard/internal/regfile"
 )
 
 // DefaultFile is the policy that run and policy check read when none is
 // named, if it exists in the working directory.
 const DefaultFile = "policy.toml"
-
-// Backend values of [watch] backend.
-const (
-	BackendAuto   = "auto"
-	BackendNVML   = "nvml"
-	BackendDRM    = "drm"
-	BackendSim    = "sim"
-	BackendNPUSMI = "npu-smi"
-)
 
 // Limits that keep a hostile or mistyped policy from turning into a
 // ladder of a million rungs, a backoff that overflows, or a checkpoint
@@ -49,7 +41,7 @@ const (
 // profile, "default", with no env.
 func Default() *Policy {
 	return &Policy{
-		Watch: Watch{Backend: BackendAuto, Interval: 200 * time.Millisecond, Scope: ScopeDevice,
+		Watch: Watch{Backend: backends.Auto, Interval: 200 * time.Millisecond, Scope: ScopeDevice,
 			Adaptive: true, MinInterval: 20 * time.Millisecond, MaxInterval: time.Second,
 			Settle:    5 * time.Second,
 			OnGPULost: OnGPULostKeep, LostAfter: 30 * time.Second},

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpuguard/gpuguard/backends"
 	"github.com/gpuguard/gpuguard/paths"
 )
 
@@ -105,7 +106,7 @@ func (d *decoder) sectionFields(pol *Policy) map[string][]field {
 	return map[string][]field{
 		"watch": {
 			{"backend", set(&w.Backend, func(p path, v any) (string, bool) {
-				return d.enum(p, v, BackendAuto, BackendNVML, BackendDRM, BackendSim, BackendNPUSMI)
+				return d.enum(p, v, backends.Names()...)
 			})},
 			{"interval", set(&w.Interval, func(p path, v any) (time.Duration, bool) { return d.duration(p, v, minInterval) })},
 			{"scope", set(&w.Scope, func(p path, v any) (string, bool) { return d.enum(p, v, ScopeDevice, ScopeProcess) })},

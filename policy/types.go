@@ -42,7 +42,7 @@ func (p *Policy) SetInterval(d time.Duration) {
 
 // Watch says what to poll and how to compute the watermark.
 type Watch struct {
-	Backend  string // auto | nvml | drm | sim | npu-smi
+	Backend  string // one of backends.Names()
 	Interval time.Duration
 	Scope    string // device | process
 	Quota    uint64 // bytes; 0 = none

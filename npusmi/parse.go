@@ -1,4 +1,4 @@
-package gpu
+package npusmi
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/gpuguard/gpuguard/gpu"
 )
 
 // npuMiB is npu-smi's "MB": 65536 MB of HBM is 64 GiB.
@@ -19,14 +21,14 @@ type npuKey struct{ npu, chip int }
 
 // npuTable is what `npu-smi info` shows.
 type npuTable struct {
-	Devices   []Device
-	Processes []Process
+	Devices   []gpu.Device
+	Processes []gpu.Process
 }
 
 // npuParser walks `npu-smi info` line by line.
 type npuParser struct {
 	out     npuTable
-	index   map[npuKey]int // chip -> Device.Index, for the process table
+	index   map[npuKey]int // chip -> gpu.Device.Index, for the process table
 	section int            // 0 before any table, then one of the below
 	hbm     bool           // the memory cell has Memory-Usage and HBM-Usage
 	idCol   bool           // the chip cell has a second id (Device or Phy-ID)
@@ -120,7 +122,7 @@ func (p *npuParser) deviceRow(cells, first []string) error {
 		name = "Ascend " + name
 	}
 	p.index[npuKey{p.npu, chip}] = index
-	p.out.Devices = append(p.out.Devices, Device{
+	p.out.Devices = append(p.out.Devices, gpu.Device{
 		Index: index,
 		UUID:  fmt.Sprintf("NPU-%d-%d", p.npu, chip),
 		Name:  name,
@@ -173,7 +175,7 @@ func (p *npuParser) processRow(cells, first []string) error {
 			return nil
 		}
 	}
-	p.out.Processes = append(p.out.Processes, Process{PID: pid, Device: index, Used: mb * npuMiB})
+	p.out.Processes = append(p.out.Processes, gpu.Process{PID: pid, Device: index, Used: mb * npuMiB})
 	return nil
 }
 

@@ -1,4 +1,4 @@
-package gpu
+package npusmi
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/gpuguard/gpuguard/gpu"
 )
 
 const mib = 1 << 20
@@ -26,16 +28,16 @@ func readTestdata(t *testing.T, name string) string {
 func TestParseNPUSMI(t *testing.T) {
 	for _, tc := range []struct {
 		file  string
-		devs  []Device
-		procs []Process
+		devs  []gpu.Device
+		procs []gpu.Process
 	}{{
 		file: "npusmi-910b.txt",
-		devs: []Device{
+		devs: []gpu.Device{
 			{Index: 0, UUID: "NPU-0-0", Name: "Ascend 910B1", Used: 56017 * mib, Total: 65536 * mib},
 			{Index: 1, UUID: "NPU-1-0", Name: "Ascend 910B1", Used: 55358 * mib, Total: 65536 * mib},
 			{Index: 2, UUID: "NPU-2-0", Name: "Ascend 910B1", Used: 3412 * mib, Total: 65536 * mib},
 		},
-		procs: []Process{
+		procs: []gpu.Process{
 			{PID: 3755936, Device: 0, Used: 114 * mib},
 			{PID: 3755939, Device: 0, Used: 114 * mib},
 			{PID: 3755935, Device: 0, Used: 52245 * mib},
@@ -43,25 +45,25 @@ func TestParseNPUSMI(t *testing.T) {
 		},
 	}, {
 		file: "npusmi-910a.txt", // HBM, not the AI CPU's DDR
-		devs: []Device{
+		devs: []gpu.Device{
 			{Index: 0, UUID: "NPU-0-0", Name: "Ascend 910B", Used: 1365 * mib, Total: 32768 * mib},
 			{Index: 1, UUID: "NPU-1-0", Name: "Ascend 910B", Used: 0, Total: 32768 * mib},
 		},
 	}, {
 		file: "npusmi-310p.txt", // two chips on one card, logical Device ids
-		devs: []Device{
+		devs: []gpu.Device{
 			{Index: 0, UUID: "NPU-1-0", Name: "Ascend 310P3", Used: 1657 * mib, Total: 44280 * mib},
 			{Index: 1, UUID: "NPU-1-1", Name: "Ascend 310P3", Used: 1573 * mib, Total: 43693 * mib},
 			{Index: 2, UUID: "NPU-6-0", Name: "Ascend 310P3", Used: 1839 * mib, Total: 21525 * mib},
 		},
-		procs: []Process{{PID: 4242, Device: 1, Used: 800 * mib}},
+		procs: []gpu.Process{{PID: 4242, Device: 1, Used: 800 * mib}},
 	}, {
 		file: "npusmi-910-phyid.txt",
-		devs: []Device{
+		devs: []gpu.Device{
 			{Index: 4, UUID: "NPU-2-0", Name: "Ascend910", Used: 62449 * mib, Total: 65536 * mib},
 			{Index: 5, UUID: "NPU-2-1", Name: "Ascend910", Used: 62498 * mib, Total: 65536 * mib},
 		},
-		procs: []Process{
+		procs: []gpu.Process{
 			{PID: 824166, Device: 4, Used: 59316 * mib},
 			{PID: 845053, Device: 5, Used: 59656 * mib},
 		},
@@ -112,7 +114,7 @@ func fakeNPUSMI(t *testing.T, file string) string {
 
 func TestNPUSMIProbe(t *testing.T) {
 	exe := fakeNPUSMI(t, "npusmi-910b.txt")
-	p, err := OpenNPUSMI(context.Background(), NPUSMIOptions{Command: exe, Select: []string{"1", "NPU-0-0"}})
+	p, err := Open(context.Background(), Options{Command: exe, Select: []string{"1", "NPU-0-0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +130,7 @@ func TestNPUSMIProbe(t *testing.T) {
 		t.Errorf("processes %+v at %v, want 4", s.Processes, s.ProcessesAt)
 	}
 
-	p, err = OpenNPUSMI(context.Background(), NPUSMIOptions{Command: exe, Select: []string{"2"}})
+	p, err = Open(context.Background(), Options{Command: exe, Select: []string{"2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,21 +140,21 @@ func TestNPUSMIProbe(t *testing.T) {
 	}
 }
 
-func TestOpenNPUSMIErrors(t *testing.T) {
-	_, err := OpenNPUSMI(context.Background(), NPUSMIOptions{Command: "no-such-npu-smi-here"})
-	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "--backend sim") {
-		t.Errorf("missing npu-smi: %v, want ErrUnavailable suggesting --backend sim", err)
+func TestOpenErrors(t *testing.T) {
+	_, err := Open(context.Background(), Options{Command: "no-such-npu-smi-here"})
+	if !errors.Is(err, gpu.ErrUnavailable) || !strings.Contains(err.Error(), "--backend sim") {
+		t.Errorf("missing npu-smi: %v, want gpu.ErrUnavailable suggesting --backend sim", err)
 	}
 	failing := filepath.Join(t.TempDir(), "npu-smi")
 	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho 'dcmi module initialize failed' >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err = OpenNPUSMI(context.Background(), NPUSMIOptions{Command: failing})
-	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "dcmi") {
-		t.Errorf("failing npu-smi: %v, want ErrUnavailable with its stderr", err)
+	_, err = Open(context.Background(), Options{Command: failing})
+	if !errors.Is(err, gpu.ErrUnavailable) || !strings.Contains(err.Error(), "dcmi") {
+		t.Errorf("failing npu-smi: %v, want gpu.ErrUnavailable with its stderr", err)
 	}
-	_, err = OpenNPUSMI(context.Background(), NPUSMIOptions{Command: fakeNPUSMI(t, "npusmi-910b.txt"), Select: []string{"7"}})
-	if err == nil || errors.Is(err, ErrUnavailable) {
+	_, err = Open(context.Background(), Options{Command: fakeNPUSMI(t, "npusmi-910b.txt"), Select: []string{"7"}})
+	if err == nil || errors.Is(err, gpu.ErrUnavailable) {
 		t.Errorf("unknown NPU: %v, want a plain error", err)
 	}
 }
