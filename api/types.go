@@ -65,6 +65,12 @@ type Status struct {
 	GPUs               []GPU    `json:"gpus"`
 	Leases             int      `json:"leases"`
 	LastEvent          *Event   `json:"last_event"`
+	// Fit is the newest fit event: why the child runs in its profile (or
+	// why none runs). Nil (JSON null) before the first fit was judged.
+	Fit *Event `json:"fit"`
+	// SimDir is the sim dir of an instance on the sim backend ("" on any
+	// other): `gpuguard sim set` finds a running instance's GPUs by it.
+	SimDir string `json:"sim_dir,omitempty"`
 	// Error explains an unreachable instance; empty otherwise.
 	Error string `json:"error,omitempty"`
 }
@@ -111,6 +117,10 @@ const (
 	// EventNotifySkipped records a live change whose notify signal was
 	// not sent because the child does not catch it yet.
 	EventNotifySkipped = "notify_skipped"
+	// EventFit records how a start (or a wait for memory) chose its
+	// profile: each profile tried with its needs, and the free memory on
+	// the worst watched GPU (Tried, FreeBytes, LimitBytes, GPUIndex).
+	EventFit = "fit"
 	// EventTotals is a cumulative record the journal writes (Totals): as
 	// the first line of a run, of every file after a rotation, and every
 	// few minutes, so a report need not read a run's first lines.
@@ -184,8 +194,24 @@ type Event struct {
 	ByPriority map[string]int `json:"by_priority,omitempty"`
 	ByTool     map[string]int `json:"by_tool,omitempty"`
 
+	// Fit fields: the profiles a start tried, best first, and the free
+	// memory (limit - used) and limit (quota, else total) of the worst
+	// watched GPU, the one with the least room under high.
+	Tried      []FitTry `json:"tried,omitempty"`
+	FreeBytes  *uint64  `json:"free_bytes,omitempty"`
+	LimitBytes uint64   `json:"limit_bytes,omitempty"`
+
 	// Totals is the content of a totals record.
 	Totals *Totals `json:"totals,omitempty"`
+}
+
+// FitTry is one profile a start tried: its needs estimate (0: none, so it
+// always fits) and whether that fits the worst watched GPU.
+type FitTry struct {
+	Profile    string `json:"profile"`
+	Level      int    `json:"level"`
+	NeedsBytes uint64 `json:"needs_bytes"`
+	Fits       bool   `json:"fits"`
 }
 
 // Totals is what one gpuguard run has done since it opened the journal,

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -202,6 +203,12 @@ func (l *loop) manualStep(r request) {
 		r.reply <- response{err: fmt.Errorf("instance is %s; try again once it runs", l.state)}
 		return
 	}
+	// Refused before anything is stopped: a restart into a profile that
+	// does not fit would only bring the child back where it was.
+	if why := l.stepFit(to); why != "" {
+		r.reply <- response{err: errors.New(why)}
+		return
+	}
 	l.rules.stepped(time.Now())
 	l.changeProfile(to, api.ReasonManual, "manual step "+map[bool]string{true: "up", false: "down"}[r.up], r.reply)
 }
@@ -244,7 +251,7 @@ func (l *loop) publishSnapshot() {
 		Profile: l.pol.Profiles[l.level].Name, Level: l.level, Levels: len(l.pol.Profiles),
 		Priority: l.pol.Priority, Watermark: l.ratio, IntervalSeconds: l.period.Seconds(), ETASeconds: l.etaSeconds(),
 		Restarts: l.restarts, Observe: l.cfg.Observe,
-		LastEvent: l.lastEvent, GPUs: []api.GPU{},
+		LastEvent: l.lastEvent, Fit: l.lastFit, GPUs: []api.GPU{}, SimDir: l.cfg.SimDir,
 	}
 	if l.child != nil {
 		st.ChildPID = l.child.PID()

@@ -32,8 +32,18 @@ func (l *loop) enterWaiting(level int, release map[int]bool) {
 	l.sampleNow()
 }
 
-// tryStart runs on every sample while waiting.
+// tryStart runs on every sample while waiting. Every start it makes, and
+// every wait for memory, is told as a fit judgement (fit.go).
 func (l *loop) tryStart(r sampleResult) {
+	if r.err == nil {
+		if why := neverFits(l.pol, r.sample.Devices); why != "" {
+			// Waiting would be for ever, whatever when_full says.
+			l.noteFit(judgeFit(l.pol, l.target, r.sample.Devices), "no profile can ever fit")
+			l.state = api.StateFatal
+			l.finish(75, fmt.Errorf("%w, ever: %s", errNoFit, why))
+			return
+		}
+	}
 	if l.holdForGPU(r) {
 		return
 	}
@@ -44,6 +54,7 @@ func (l *loop) tryStart(r sampleResult) {
 		// hostage to the monitoring. Start where we aimed once any
 		// release wait is over.
 		if (len(l.release) == 0 || now.Sub(l.waitSince) >= rw.ReleaseTimeout) && l.startClaimed(r) {
+			l.noteFit(fitJudgement{}, fmt.Sprintf("starting in %s unchecked: no GPU reading (%v)", l.pol.Profiles[l.target].Name, r.err))
 			l.launch(l.target)
 		}
 		return
@@ -60,22 +71,25 @@ func (l *loop) tryStart(r sampleResult) {
 	if !l.startClaimed(r) {
 		return // one start at a time on a shared GPU
 	}
-	level, ok := pickProfile(l.pol, l.target, r.sample.Devices)
-	if ok {
-		l.launch(level)
+	j := judgeFit(l.pol, l.target, r.sample.Devices)
+	if j.ok {
+		l.noteFit(j, "starting in "+l.pol.Profiles[j.level].Name)
+		l.launch(j.level)
 		return
 	}
 	switch rw.WhenFull {
 	case policy.WhenFullLowest:
-		l.deps.Logf("no profile fits the free GPU memory; starting in the last profile")
+		l.noteFit(j, "no profile fits; starting in the last profile (when_full = \"lowest\")")
 		l.launch(len(l.pol.Profiles) - 1)
 	case policy.WhenFullExit:
+		l.noteFit(j, "no profile fits; exiting (when_full = \"exit\")")
 		l.state = api.StateFatal
 		l.finish(exitcode.NoFit, fmt.Errorf("%w the free GPU memory (when_full = \"exit\"): %s", errNoFit, l.freeText(r)))
 	default:
 		l.endStarting("")
 		if !l.waitNoted {
 			l.waitNoted = true
+			l.noteFit(j, "no profile fits; waiting for memory")
 			l.deps.Logf("no profile fits the free GPU memory (%s); waiting", l.freeText(r))
 			l.emit(api.Event{Event: api.EventWaiting, Detail: l.freeText(r)})
 		}
@@ -244,7 +258,7 @@ func (l *loop) onExit() {
 	release := l.childTree
 	l.child = nil
 	l.setTarget()
-	l.endStarting("the child exited")
+	l.endStarting("") // the exit line says it; "start complete" would be wrong
 	l.stopWait.stop()
 	l.ledger.Clear()
 	l.leasesChanged()
@@ -323,8 +337,11 @@ func (l *loop) onExit() {
 	l.emit(api.Event{Event: api.EventRestart, Reason: string(kind), From: l.pol.Profiles[l.level].Name,
 		To: l.pol.Profiles[next].Name, FromLevel: ptr(l.level), ToLevel: ptr(next),
 		Restarts: l.restarts, Status: ptr(e.Status()), Detail: evidence})
+	n, of := l.budget.inWindow(), l.pol.Restart.MaxRestarts
 	if kind == exitOOM {
-		l.deps.Logf("out of memory (%s): restarting in profile %s", evidence, l.pol.Profiles[next].Name)
+		l.deps.Logf("out of memory (%s): restarting in profile %s (%d of %d) after backoff %s", evidence, l.pol.Profiles[next].Name, n, of, delay)
+	} else {
+		l.deps.Logf("the child crashed (status %d): restarting (%d of %d) after backoff %s", e.Status(), n, of, delay)
 	}
 	l.restartAfter(delay, next, release)
 }
@@ -381,6 +398,8 @@ func (l *loop) onStopSignal(sig syscall.Signal) {
 	}
 	l.stopping, l.stopSig = true, sig
 	l.state = api.StateStopping
+	l.deps.Logf("%s: stopping the child (waiting up to %s; press Ctrl-C again, or send another signal, to kill it now)",
+		policy.SignalName(sig), l.pol.Restart.StopTimeout)
 	l.emit(api.Event{Event: api.EventStop, Detail: "signal " + sig.String()})
 	l.notifyStopping()
 	l.failPlan()

@@ -88,6 +88,7 @@ type loop struct {
 	shared sharedState // agreeing with the other tenants of shared GPUs
 
 	lastEvent *api.Event
+	lastFit   *api.Event // the newest fit event, for status
 	finished  bool
 	code      int
 	err       error

@@ -59,6 +59,10 @@ type restartBudget struct {
 	recent      []time.Time // failure restarts within the window
 }
 
+// inWindow is how many failure restarts the max_restarts window holds,
+// the one just recorded included.
+func (b *restartBudget) inWindow() int { return len(b.recent) }
+
 // failure records a failed child (crash or OOM) that ran for ran and
 // returns the backoff before the next start, or giveUp when max_restarts
 // restarts already happened within the window.

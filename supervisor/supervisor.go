@@ -136,7 +136,7 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 	st := api.Status{Name: cfg.Name, PID: os.Getpid(), State: api.StateStarting,
 		Profile: cfg.Policy.Profiles[cfg.StartLevel].Name, Level: cfg.StartLevel,
 		Levels: len(cfg.Policy.Profiles), Priority: cfg.Policy.Priority,
-		IntervalSeconds: cfg.Policy.Watch.Interval.Seconds(), Observe: cfg.Observe, GPUs: []api.GPU{}}
+		IntervalSeconds: cfg.Policy.Watch.Interval.Seconds(), Observe: cfg.Observe, GPUs: []api.GPU{}, SimDir: cfg.SimDir}
 	s.snap.Store(&snapshot{status: st})
 	s.tenant.Store(&api.TenantInfo{Name: cfg.Name, PID: st.PID, Priority: cfg.Policy.Priority,
 		Scope: cfg.Policy.Watch.Scope, Observe: cfg.Observe, State: st.State, Level: st.Level, Levels: st.Levels,

@@ -1,0 +1,203 @@
+package supervisor
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/policy"
+)
+
+// A start that lands below the profile it aimed for must say why: a
+// newcomer who sees `started ... in profile int8b` cannot tell that fp16
+// was skipped because it needs 40 GiB and 12 GiB were free. The fit
+// judgement is made once, here, and told three ways from the same value:
+// the stderr line, the journal's `fit` event and status's `fit`.
+
+// fitJudgement is how one start (or one wait) chose its profile.
+type fitJudgement struct {
+	tried []api.FitTry
+	level int  // the first that fits; valid when ok
+	ok    bool // some profile from the target down fits
+	worst gpu.Device
+	limit uint64 // the worst GPU's quota, else total
+	room  uint64 // what fits under high on it: floor(limit x high) - used
+	known bool   // there was a device to judge against
+}
+
+// judgeFit tries the profiles from level down on devs, the way pickProfile
+// picks, and records each try against the worst watched GPU (the one with
+// the least room under high).
+func judgeFit(pol *policy.Policy, from int, devs []gpu.Device) fitJudgement {
+	j := fitJudgement{}
+	for i, d := range devs {
+		limit := pol.Limit(d.Total)
+		room := roomUnderHigh(pol, d.Used, limit)
+		if i == 0 || room < j.room {
+			j.worst, j.limit, j.room, j.known = d, limit, room, true
+		}
+	}
+	j.level, j.ok = pickProfile(pol, from, devs)
+	for i := from; i < len(pol.Profiles); i++ {
+		fits := j.ok && i == j.level
+		j.tried = append(j.tried, api.FitTry{Profile: pol.Profiles[i].Name, Level: i, NeedsBytes: pol.Profiles[i].Needs, Fits: fits})
+		if fits {
+			break
+		}
+	}
+	return j
+}
+
+// roomUnderHigh is how many bytes fit on a GPU with used of limit in use:
+// floor(limit x high) - used, as Fits counts.
+func roomUnderHigh(pol *policy.Policy, used, limit uint64) uint64 {
+	budget := math.Floor(float64(limit) * pol.Watermark.High)
+	if float64(used) >= budget {
+		return 0
+	}
+	return uint64(budget - float64(used))
+}
+
+// free is the worst GPU's limit less its usage (0 when over).
+func (j fitJudgement) free() uint64 {
+	if j.worst.Used >= j.limit {
+		return 0
+	}
+	return j.limit - j.worst.Used
+}
+
+// text says what was tried and against what, for people:
+// "fp16 needs 40GiB: no; int8b needs 8GiB: fits (GPU 0: 12GiB free of 16GiB, 10.4GiB under high 0.90)".
+func (j fitJudgement) text(pol *policy.Policy) string {
+	parts := make([]string, 0, len(j.tried))
+	for _, t := range j.tried {
+		verdict := "does not fit"
+		if t.Fits {
+			verdict = "fits"
+		}
+		if t.NeedsBytes == 0 {
+			parts = append(parts, fmt.Sprintf("%s (no needs estimate) %s", t.Profile, verdict))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s needs %s: %s", t.Profile, policy.FormatSize(t.NeedsBytes), verdict))
+	}
+	s := strings.Join(parts, "; ")
+	if j.known {
+		s += fmt.Sprintf(" (GPU %d: %s free of %s, %s under high %.2f)", j.worst.Index,
+			policy.FormatSize(j.free()), policy.FormatSize(j.limit), policy.FormatSize(j.room), pol.Watermark.High)
+	}
+	return s
+}
+
+// fitEvent is the journal's record of j; outcome says what came of it
+// (starting in X, waiting, ...).
+func (j fitJudgement) fitEvent(pol *policy.Policy, reason, outcome string) api.Event {
+	ev := api.Event{Event: api.EventFit, Reason: reason, Tried: j.tried, Detail: outcome}
+	if t := j.text(pol); t != "" {
+		ev.Detail += ": " + t
+	}
+	if j.ok {
+		ev.Profile, ev.Level, ev.To = pol.Profiles[j.level].Name, j.level, pol.Profiles[j.level].Name
+	}
+	if j.known {
+		ev.FreeBytes, ev.LimitBytes = ptr(j.free()), j.limit
+		ev.GPU, ev.GPUIndex = j.worst.UUID, ptr(j.worst.Index)
+	}
+	return ev
+}
+
+// noteFit journals and prints a fit judgement, and keeps it for status.
+func (l *loop) noteFit(j fitJudgement, outcome string) {
+	ev := j.fitEvent(l.pol, l.startReason(), outcome)
+	l.emit(ev)
+	l.lastFit = l.lastEvent
+	l.deps.Logf("fit for the %s: %s", l.startWhat(), ev.Detail)
+}
+
+// startReason is why the coming start happens: "start" for the first,
+// else what ended the last child (oom, crash, watermark, ...).
+func (l *loop) startReason() string {
+	if l.starts == 0 && l.lastExit == "none" {
+		return "start"
+	}
+	return l.lastExit
+}
+
+func (l *loop) startWhat() string {
+	if r := l.startReason(); r != "start" {
+		return "restart after " + r
+	}
+	return "start"
+}
+
+// neverFits reports why no profile can ever fit on devs: the smallest
+// needs exceeds the quota, else the GPU's total, of some watched GPU (a
+// profile must fit on every one). "" when some profile can fit (a profile
+// with no needs estimate always can).
+func neverFits(pol *policy.Policy, devs []gpu.Device) string {
+	if len(devs) == 0 {
+		return ""
+	}
+	smallest := 0
+	for i, p := range pol.Profiles {
+		if p.Needs == 0 {
+			return ""
+		}
+		if p.Needs < pol.Profiles[smallest].Needs {
+			smallest = i
+		}
+	}
+	needs := pol.Profiles[smallest].Needs
+	for _, d := range devs {
+		limit := pol.Limit(d.Total)
+		if needs <= limit {
+			continue
+		}
+		what := "its total"
+		if pol.Watch.Quota > 0 && limit == pol.Watch.Quota {
+			what = "the [watch] quota"
+		}
+		return fmt.Sprintf("the smallest profile, %s, needs %s, more than GPU %d can ever give: %s (%s)",
+			pol.Profiles[smallest].Name, policy.FormatSize(needs), d.Index, policy.FormatSize(limit), what)
+	}
+	return ""
+}
+
+// stepFit judges whether profile to fits now for a manual step: on every
+// watched GPU, the usage without the child's own (its processes where the
+// backend knows them, else the current profile's needs estimate) plus to's
+// needs must fit under high. "" when it fits or cannot be judged (no
+// reading, a probe down, no needs estimate).
+func (l *loop) stepFit(to int) string {
+	p := l.pol.Profiles[to]
+	if p.Needs == 0 || !l.haveSample || !l.probeDownSince.IsZero() {
+		return ""
+	}
+	s := l.lastSample
+	own := map[int]uint64{}
+	if !s.ProcessesAt.IsZero() {
+		for _, pr := range s.Processes {
+			if l.childTree[pr.PID] {
+				own[pr.Device] += pr.Used
+			}
+		}
+	}
+	for _, d := range s.Devices {
+		used := d.Used
+		mine, known := own[d.Index]
+		if !known && s.ProcessesAt.IsZero() {
+			mine = l.pol.Profiles[l.level].Needs
+		}
+		used -= min(used, mine)
+		if l.pol.Fits(to, used, d.Total) {
+			continue
+		}
+		limit := l.pol.Limit(d.Total)
+		return fmt.Sprintf("profile %s does not fit: it needs %s, and GPU %d has %s free under high %.2f (%s of %s used without this child)",
+			p.Name, policy.FormatSize(p.Needs), d.Index, policy.FormatSize(roomUnderHigh(l.pol, used, limit)),
+			l.pol.Watermark.High, policy.FormatSize(used), policy.FormatSize(limit))
+	}
+	return ""
+}
