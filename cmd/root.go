@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gpuguard/gpuguard/internal/buildinfo"
 )
 
 // IO is what commands read and write; tests replace it.
@@ -85,6 +88,14 @@ policy.toml, keeping its checkpoint.`,
 		NewCmdVersion(stdio, nil),
 		NewCmdCompletion(stdio),
 	)
+	addCompletions(root, stdio)
+	// --version, as systemctl, nvidia-smi and ollama take it: the line of
+	// `gpuguard version`.
+	var line strings.Builder
+	info := buildinfo.Read()
+	_ = writeVersion(&line, info)
+	root.Version = info.Version
+	root.SetVersionTemplate(line.String())
 	// Ours replaces cobra's, which prints its help and exits 0 for a shell
 	// it does not know.
 	root.CompletionOptions.DisableDefaultCmd = true

@@ -122,7 +122,8 @@ func runRun(o *RunOptions) error {
 		Name: r.name, Policy: r.pol, Command: r.command, Observe: o.Observe, StartLevel: r.startLevel,
 		CheckpointPath: ckpt, StatePath: filepath.Join(r.stateDir, paths.StateFile),
 		SocketPath: paths.Socket(r.runtimeDir, r.name), SimDir: simDir,
-		BaseEnv: sdnotify.CleanEnv(os.Environ()),
+		BaseEnv:  sdnotify.CleanEnv(os.Environ()),
+		Describe: describeRun(r.pol, r.pol.Watch.Backend, probe, simDir),
 	}
 	var faults <-chan gpu.Fault
 	if fs, ok := probe.(gpu.FaultSource); ok {

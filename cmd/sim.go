@@ -1,13 +1,10 @@
 package cmd
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,13 +33,19 @@ while that process lives; any other name is another tenant.`,
 
 // simTarget is the simulated GPU a `sim` subcommand acts on.
 type simTarget struct {
-	Dir string
-	GPU int
+	Dir        string
+	Name       string // the instance whose sim dir to use
+	RuntimeDir string
+	GPU        int
 }
 
 func (t *simTarget) addFlags(c *cobra.Command) {
-	c.Flags().StringVar(&t.Dir, "dir", "", "sim dir (default $GPUGUARD_SIM_DIR, else the only instance's <state-dir>/sim)")
-	c.Flags().IntVar(&t.GPU, "gpu", 0, "simulated GPU index")
+	f := c.Flags()
+	f.StringVar(&t.Dir, "dir", "", "sim dir (default $GPUGUARD_SIM_DIR, else --name's, else the one running sim instance's)")
+	f.StringVar(&t.Dir, "sim-dir", "", "the same as --dir (as run and status spell it)")
+	f.StringVar(&t.Name, "name", "", "use the sim dir of the instance NAME")
+	f.StringVar(&t.RuntimeDir, "runtime-dir", "", "directory of control sockets (to find the running instances)")
+	f.IntVar(&t.GPU, "gpu", 0, "simulated GPU index")
 }
 
 // resolve checks --gpu and finds the sim dir.
@@ -50,8 +53,13 @@ func (t *simTarget) resolve(stdio *IO) error {
 	if t.GPU < 0 {
 		return exitf(ExitUsage, "--gpu %d: want a non-negative index", t.GPU)
 	}
+	if t.Name != "" {
+		if err := paths.ValidName(t.Name); err != nil {
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--name: %w", err)}
+		}
+	}
 	var err error
-	t.Dir, err = simDir(stdio, t.Dir)
+	t.Dir, err = simDir(stdio, simDirQuery{Flag: t.Dir, Name: t.Name, RuntimeDir: t.RuntimeDir, AskRunning: true})
 	return err
 }
 
@@ -65,7 +73,7 @@ type simSetOptions struct {
 func newCmdSimSet(stdio *IO) *cobra.Command {
 	var o simSetOptions
 	c := &cobra.Command{
-		Use:                   "set [--dir D] [--gpu I] NAME SIZE",
+		Use:                   "set [--dir D | --name INSTANCE] [--gpu I] NAME SIZE",
 		DisableFlagsInUseLine: true,
 		Short:                 "Set a tenant's or a process's simulated usage (SIZE 0 removes it)",
 		Long: `Set the simulated memory used on GPU I by NAME: a PID (the usage ends with
@@ -73,9 +81,11 @@ the process) or any other name (another tenant, until set to 0). SIZE is bytes
 or a number with KiB, MiB, GiB, TiB (1024-based) or KB, MB, GB, TB (1000-based),
 e.g. 12GiB or 1.5GB.
 
-The sim dir is --dir, else $GPUGUARD_SIM_DIR (set for the supervised child),
-else the sim dir of the only instance under the default state root.`,
-		Example: "  gpuguard sim set --gpu 0 other-tenant 30GiB\n  gpuguard sim set $$ 0",
+The sim dir is --dir (or --sim-dir), else $GPUGUARD_SIM_DIR (set for the
+supervised child), else that of the instance --name NAME, else that of the one
+running instance on the sim backend, else that of the only instance under the
+default state root that has one.`,
+		Example: "  gpuguard sim set --gpu 0 other-tenant 30GiB\n  gpuguard sim set --name llama other-tenant 5GiB\n  gpuguard sim set $$ 0",
 		Args:    usageArgs(cobra.ExactArgs(2)),
 		RunE: func(c *cobra.Command, args []string) error {
 			var err error
@@ -119,7 +129,7 @@ type simXidOptions struct {
 func newCmdSimXid(stdio *IO) *cobra.Command {
 	var o simXidOptions
 	c := &cobra.Command{
-		Use:                   "xid [--dir D] [--gpu I] XID",
+		Use:                   "xid [--dir D | --name INSTANCE] [--gpu I] XID",
 		DisableFlagsInUseLine: true,
 		Short:                 "Inject a GPU fault event (Xid) into the simulated GPU",
 		Long: `Deliver Xid XID on simulated GPU I to every instance watching it (every
@@ -128,8 +138,9 @@ A critical Xid (79, 48, 94, 95, ...; any but the application errors 13, 31,
 43, 45, 68 and 109) makes the GPU stop answering for 1s, and a child that
 exits meanwhile, or within 10s of the event, exited because of the GPU.
 
-The sim dir is --dir, else $GPUGUARD_SIM_DIR (set for the supervised child),
-else the sim dir of the only instance under the default state root.`,
+The sim dir is found as for sim set: --dir (or --sim-dir), $GPUGUARD_SIM_DIR,
+--name NAME's, the one running sim instance's, or the only one under the
+default state root.`,
 		Example: "  gpuguard sim xid 79\n  gpuguard sim xid --gpu 1 13",
 		Args:    usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -162,41 +173,6 @@ func warnSimGPU(stdio *IO, dir string, gpu int) {
 		fmt.Fprintf(stdio.ErrOut, "gpuguard: warning: %s has GPUs 0-%d only; GPU %d is watched only with --sim-devices %d or more\n",
 			dir, n-1, gpu, gpu+1)
 	}
-}
-
-// simDir resolves the sim dir: the flag, $GPUGUARD_SIM_DIR, or the sim dir
-// of the only instance under the default state root that has one.
-func simDir(stdio *IO, flag string) (string, error) {
-	if flag == "" {
-		flag = stdio.Getenv("GPUGUARD_SIM_DIR")
-	}
-	if flag != "" {
-		return filepath.Abs(flag)
-	}
-	env := paths.System()
-	env.Getenv = stdio.Getenv
-	root, err := env.StateRoot()
-	if err != nil {
-		return "", &ExitError{Code: ExitUsage, Err: fmt.Errorf("no sim dir: pass --dir (%w)", err)}
-	}
-	ents, err := os.ReadDir(root)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", err
-	}
-	var found []string
-	for _, e := range ents {
-		d := filepath.Join(root, e.Name(), paths.SimDir)
-		if st, err := os.Stat(d); err == nil && st.IsDir() {
-			found = append(found, d)
-		}
-	}
-	switch len(found) {
-	case 1:
-		return found[0], nil
-	case 0:
-		return "", exitf(ExitUsage, "no sim dir: no instance under %s has one; pass --dir or set GPUGUARD_SIM_DIR", root)
-	}
-	return "", exitf(ExitUsage, "several instances have a sim dir (%s); pass --dir", strings.Join(found, ", "))
 }
 
 // simDeviceCount is how many device dirs 0..n-1 the sim dir holds (0 when

@@ -61,12 +61,17 @@ watch. An instance that does not answer shows as "unreachable". With no
 instance answering, the GPUs are read with --backend instead.
 
 NAME shows one instance; it exits 1 if there is no such instance or it does
-not answer. --watch refreshes until interrupted (write --watch=5s: a bare
-"5s" after --watch is taken as NAME). With --json --watch each refresh is one
-line of JSON.`,
-		Example: "  gpuguard status\n  gpuguard status llama --json\n  gpuguard status --watch=1s",
-		Args:    usageArgs(cobra.MaximumNArgs(1)),
+not answer. --watch refreshes until interrupted, every 2s or every DUR:
+--watch=5s and --watch 5s both work (an argument after a bare --watch that
+reads as a duration is the duration, as with watch -n). With --json --watch
+each refresh is one line of JSON.`,
+		Example: "  gpuguard status\n  gpuguard status llama --json\n  gpuguard status --watch 1s",
+		Args:    usageArgs(cobra.MaximumNArgs(2)),
 		RunE: func(c *cobra.Command, args []string) error {
+			args, err := statusWatchArg(c, opts, args)
+			if err != nil {
+				return err
+			}
 			if len(args) == 1 {
 				opts.Name = args[0]
 				if err := paths.ValidName(opts.Name); err != nil {
@@ -93,9 +98,28 @@ line of JSON.`,
 	f.StringVar(&opts.Probe.Backend, "backend", backends.Auto, "GPU backend when no instance answers: "+backends.List())
 	f.StringVar(&devices, "devices", "", "GPUs to show when no instance answers (default CUDA_VISIBLE_DEVICES; for drm ROCR_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES; else all)")
 	f.StringVar(&opts.Probe.SimDir, "sim-dir", "", "sim backend: directory of usage files (default $GPUGUARD_SIM_DIR, else the only instance's)")
+	f.StringVar(&opts.Probe.SimDir, "dir", "", "the same as --sim-dir (as sim set spells it)")
 	f.IntVar(&opts.Probe.SimDevices, "sim-devices", 1, "sim backend: number of GPUs")
 	f.StringVar(&simMemory, "sim-memory", "16GiB", "sim backend: memory of each GPU")
 	return c
+}
+
+// statusWatchArg takes a duration that follows a bare --watch ("--watch
+// 5s") as the watch period; pflag can only take an optional value with
+// "=". So an instance whose name reads as a duration (rare) is watched
+// with --watch=DUR for a DUR other than the default.
+func statusWatchArg(c *cobra.Command, o *StatusOptions, args []string) ([]string, error) {
+	f := c.Flags().Lookup("watch")
+	if f.Changed && o.Watch == statusDefaultWatch && len(args) > 0 {
+		if d, err := policy.ParseDuration(args[0]); err == nil && d > 0 {
+			o.Watch = d
+			args = args[1:]
+		}
+	}
+	if len(args) > 1 {
+		return nil, exitf(ExitUsage, "want at most one NAME, got %q\n%s", args, c.UseLine())
+	}
+	return args, nil
 }
 
 // statusResolveProbe checks the backend flags; their errors are usage
@@ -238,6 +262,7 @@ func (g *statusGatherer) gather(ctx context.Context) (statusview.Report, error) 
 		ins = ins[:1] // as root, the user's own dir comes before /run/gpuguard
 	}
 	r.Instances = control.QueryAll(ctx, ins, g.o.Timeout)
+	r.Instances = g.sweep(ins, r.Instances)
 	r.GPUs = statusview.UnionGPUs(r.Instances)
 	answered := slices.ContainsFunc(r.Instances, func(st api.Status) bool { return st.State != api.StateUnreachable })
 	if !answered && g.o.Name == "" {
@@ -246,6 +271,27 @@ func (g *statusGatherer) gather(ctx context.Context) (statusview.Report, error) 
 	r.GPUs = statusview.WithTenants(r.GPUs, r.Instances)
 	describeProcesses(ctx, r.GPUs)
 	return r, nil
+}
+
+// sweep removes the sockets of unreachable instances that are gone (their
+// lock is free) and drops them from sts, ins' answers in order; a named
+// instance stays, to be reported as not running.
+func (g *statusGatherer) sweep(ins []control.Instance, sts []api.Status) []api.Status {
+	out := sts[:0]
+	for i, st := range sts {
+		if st.State == api.StateUnreachable {
+			swept, err := control.SweepStale(ins[i])
+			if err != nil {
+				g.warn(err.Error())
+			}
+			if swept && g.o.Name == "" {
+				fmt.Fprintf(g.o.IO.ErrOut, "gpuguard: removed the stale socket %s: instance %q is not running\n", ins[i].Socket, ins[i].Name)
+				continue
+			}
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 func (g *statusGatherer) warn(msg string) {

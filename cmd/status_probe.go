@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/gpuguard/gpuguard/api"
@@ -47,7 +48,7 @@ func (g *statusGatherer) probeGPUs(ctx context.Context) []api.GPU {
 	if g.probe == nil && g.probeErr == nil && g.opening == nil {
 		po := g.o.Probe
 		if po.Backend == "sim" && po.SimDir == "" {
-			po.SimDir, g.probeErr = simDir(g.o.IO, "")
+			po.SimDir, g.probeErr = simDir(g.o.IO, simDirQuery{})
 		}
 		if g.probeErr == nil {
 			g.opening = goCall(func() (gpu.Probe, error) { return g.open(po) })
@@ -63,7 +64,7 @@ func (g *statusGatherer) probeGPUs(ctx context.Context) []api.GPU {
 		}
 	}
 	if g.probeErr != nil {
-		g.warn(fmt.Sprintf("no GPU information: %v", g.probeErr))
+		g.warn(noGPUWarning(g.o.Probe.Backend, g.probeErr))
 		return []api.GPU{}
 	}
 	if g.reading != nil {
@@ -122,4 +123,16 @@ func (g *statusGatherer) closeProbe() {
 	if err := g.probe.Close(); err != nil {
 		g.warn(err.Error())
 	}
+}
+
+// noGPUWarning is the warning for a backend that could not be opened. On a
+// host without a GPU, auto's error names every library path and sysfs file
+// it tried (over a thousand characters), and every plain `status` printed
+// it with its one useful hint at the end: the hint comes first now, on
+// one line, and the details are one flag away.
+func noGPUWarning(backend string, err error) string {
+	if (backend == "" || backend == "auto") && errors.Is(err, gpu.ErrUnavailable) {
+		return "use --backend sim for the simulated GPU: no GPU found here (--backend nvml or --backend drm says what was looked for)"
+	}
+	return fmt.Sprintf("no GPU information: %v", err)
 }

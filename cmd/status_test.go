@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
@@ -120,13 +124,17 @@ func TestStatusJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v in %s", err, out)
 	}
-	if len(r.Instances) != 3 {
+	// The killed instance's socket (its lock is free) is swept, not listed.
+	if len(r.Instances) != 2 {
 		t.Fatalf("instances = %+v", r.Instances)
 	}
-	dead, llama, qwen := r.Instances[0], r.Instances[1], r.Instances[2]
-	if dead.Name != "dead" || dead.State != "unreachable" || !strings.Contains(dead.Error, "not running") {
-		t.Errorf("dead = %+v", dead)
+	if !strings.Contains(stderr, `removed the stale socket`) || !strings.Contains(stderr, `"dead" is not running`) {
+		t.Errorf("no word of the sweep: %q", stderr)
 	}
+	if _, err := os.Lstat(filepath.Join(dir, "dead.sock")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the stale socket is still there: %v", err)
+	}
+	llama, qwen := r.Instances[0], r.Instances[1]
 	if llama.Name != "llama" || llama.State != "running" || llama.Profile != "fp16" || llama.Levels != 3 || qwen.Name != "qwen" {
 		t.Errorf("live instances = %+v, %+v", llama, qwen)
 	}
@@ -194,8 +202,12 @@ func TestStatusWithoutInstancesReadsTheBackend(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil || r.Instances == nil || r.GPUs == nil {
 		t.Fatalf("exit %d, %v: %s", code, err, out)
 	}
-	if len(r.GPUs) == 0 && !strings.Contains(stderr, "warning: no GPU information") {
+	if len(r.GPUs) == 0 && !strings.Contains(stderr, "warning: use --backend sim for the simulated GPU: no GPU found") {
 		t.Errorf("no GPUs and no warning: %q", stderr)
+	}
+	// One line, the hint first: not the list of every path NVML was looked for in.
+	if len(r.GPUs) == 0 && (strings.Count(stderr, "\n") != 1 || len(stderr) > 200) {
+		t.Errorf("the no-GPU warning is not one short line: %q", stderr)
 	}
 }
 
@@ -276,5 +288,27 @@ func TestStatusWatch(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// TestStatusKeepsAHeldSocket: an unreachable instance whose lock is held
+// (alive but not answering) is listed as unreachable and its socket kept.
+func TestStatusKeepsAHeldSocket(t *testing.T) {
+	dir := t.TempDir()
+	statusTestStale(t, dir, "hung")
+	lock, err := os.OpenFile(filepath.Join(dir, "hung.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := statusTestRun(t, nil, "status", "--json", "--runtime-dir", dir)
+	if code != 0 || !strings.Contains(out, `"state": "unreachable"`) || strings.Contains(stderr, "removed") {
+		t.Fatalf("exit %d: %s %s", code, out, stderr)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "hung.sock")); err != nil {
+		t.Errorf("a live instance's socket was removed: %v", err)
 	}
 }

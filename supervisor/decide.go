@@ -23,6 +23,7 @@ func (l *loop) onSample(r sampleResult) {
 	if l.deps.Meter != nil && !hung {
 		l.deps.Meter.ObserveProbe(r.took, r.err)
 	}
+	l.describe(r)
 	if r.err != nil {
 		l.setPeriod(0)
 		l.probeFailed(now, now, r.err.Error(), !hung)

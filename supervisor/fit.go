@@ -69,7 +69,7 @@ func (j fitJudgement) free() uint64 {
 }
 
 // text says what was tried and against what, for people:
-// "fp16 needs 40GiB: no; int8b needs 8GiB: fits (GPU 0: 12GiB free of 16GiB, 10.4GiB under high 0.90)".
+// "fp16 needs 40 GiB, does not fit; int8b needs 8 GiB, fits (GPU 0: 12 GiB free of 16 GiB, 10.4 GiB under high 0.90)".
 func (j fitJudgement) text(pol *policy.Policy) string {
 	parts := make([]string, 0, len(j.tried))
 	for _, t := range j.tried {
@@ -78,10 +78,10 @@ func (j fitJudgement) text(pol *policy.Policy) string {
 			verdict = "fits"
 		}
 		if t.NeedsBytes == 0 {
-			parts = append(parts, fmt.Sprintf("%s (no needs estimate) %s", t.Profile, verdict))
+			parts = append(parts, t.Profile+" has no needs estimate")
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s needs %s: %s", t.Profile, policy.FormatSize(t.NeedsBytes), verdict))
+		parts = append(parts, fmt.Sprintf("%s needs %s, %s", t.Profile, policy.FormatSize(t.NeedsBytes), verdict))
 	}
 	s := strings.Join(parts, "; ")
 	if j.known {
@@ -200,4 +200,27 @@ func (l *loop) stepFit(to int) string {
 			l.pol.Watermark.High, policy.FormatSize(used), policy.FormatSize(limit))
 	}
 	return ""
+}
+
+// describe prints the start-up line once, on the first probe result: what
+// the config says (policy file, backend) and the GPUs it watches, so that
+// a run that silently took ./policy.toml's simulated GPU says so.
+func (l *loop) describe(r sampleResult) {
+	if l.described || l.cfg.Describe == "" {
+		return
+	}
+	l.described = true
+	if r.err != nil {
+		l.deps.Logf("%s, watching no GPU yet (the first reading failed: %v)", l.cfg.Describe, r.err)
+		return
+	}
+	if len(r.sample.Devices) == 0 {
+		l.deps.Logf("%s, watching no GPU", l.cfg.Describe)
+		return
+	}
+	gpus := make([]string, len(r.sample.Devices))
+	for i, d := range r.sample.Devices {
+		gpus[i] = fmt.Sprintf("GPU %d (%s, %s)", d.Index, d.Name, policy.FormatSize(d.Total))
+	}
+	l.deps.Logf("%s, watching %s", l.cfg.Describe, strings.Join(gpus, ", "))
 }

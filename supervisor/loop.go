@@ -89,6 +89,7 @@ type loop struct {
 
 	lastEvent *api.Event
 	lastFit   *api.Event // the newest fit event, for status
+	described bool       // the start-up line is out
 	finished  bool
 	code      int
 	err       error

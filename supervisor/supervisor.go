@@ -33,6 +33,10 @@ type Config struct {
 	// BaseEnv is the child's environment before the profile's env and the
 	// GPUGUARD_* variables (already without NOTIFY_SOCKET and WATCHDOG_*).
 	BaseEnv []string
+	// Describe is the start of the start-up line (the policy file and the
+	// backend); the first probe result completes it with the watched GPUs.
+	// "" prints no such line.
+	Describe string
 	// ProbeTimeout bounds one probe call; 0 = max(5 intervals, 2s), which
 	// follows the interval when a reload changes it.
 	ProbeTimeout time.Duration
