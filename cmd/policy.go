@@ -3,6 +3,8 @@ package cmd
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -26,31 +28,61 @@ func NewCmdPolicy(stdio *IO) *cobra.Command {
 	return c
 }
 
+// policyCheckOptions is what `policy check` was asked to do.
+type policyCheckOptions struct {
+	File       string
+	Backend    string // "" = the policy's
+	SimDevices int
+	SimMemory  string
+}
+
 func newCmdPolicyCheck(stdio *IO) *cobra.Command {
-	return &cobra.Command{
-		Use:   "check [FILE]",
+	var o policyCheckOptions
+	c := &cobra.Command{
+		Use:   "check [FILE] [--backend sim [--sim-memory SIZE] [--sim-devices N]]",
 		Short: "Validate a policy and print the resolved ladder",
 		Long: `Validate a policy file and print every resolved setting and the profile
 ladder. FILE defaults to ./policy.toml if it exists, else the built-in
 defaults are shown. Every problem is listed as FILE:LINE: KEY: message.
 
-Exits 0 if the policy is valid, 78 if it is not (or a named FILE cannot be
-read), 64 on usage errors.`,
-		Example: "  gpuguard policy check\n  gpuguard policy check /etc/gpuguard/llama.toml",
+It warns when no profile can ever fit: the smallest needs exceeds the
+[watch] quota, or, on the sim backend (the policy's, or --backend sim), the
+simulated GPU's memory (--sim-memory, 16GiB as for run). A real GPU's total
+is not read: a check never opens a driver, so it stays fast on a sick host;
+run exits 75 with the same words once it has read the GPU.
+
+Exits 0 if the policy is valid (warnings or not), 78 if it is not (or a
+named FILE cannot be read), 64 on usage errors.`,
+		Example: "  gpuguard policy check\n  gpuguard policy check /etc/gpuguard/llama.toml\n  gpuguard policy check examples/policies/vllm.toml --backend sim --sim-memory 80GiB",
 		Args:    usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			file := ""
 			if len(args) == 1 {
-				if file = args[0]; file == "" {
+				if o.File = args[0]; o.File == "" {
 					return exitf(ExitUsage, "empty FILE\n%s", c.UseLine())
 				}
 			}
-			return runPolicyCheck(stdio, file)
+			if o.Backend != "" && !slices.Contains(backends, o.Backend) {
+				return exitf(ExitUsage, "--backend %q: want one of %s", o.Backend, strings.Join(backends, ", "))
+			}
+			return runPolicyCheck(stdio, o)
 		},
 	}
+	f := c.Flags()
+	f.StringVar(&o.Backend, "backend", "", "judge the fit as run with this backend would (only sim is read: no driver is opened)")
+	f.IntVar(&o.SimDevices, "sim-devices", 1, "simulated GPUs (sim backend)")
+	f.StringVar(&o.SimMemory, "sim-memory", "16GiB", "memory of each simulated GPU (sim backend)")
+	return c
 }
 
-func runPolicyCheck(stdio *IO, file string) error {
+func runPolicyCheck(stdio *IO, o policyCheckOptions) error {
+	file := o.File
+	simMemory, err := policy.ParseSize(o.SimMemory)
+	if err != nil || simMemory == 0 {
+		return exitf(ExitUsage, "--sim-memory %q: want a size such as 16GiB", o.SimMemory)
+	}
+	if o.SimDevices < 1 {
+		return exitf(ExitUsage, "--sim-devices must be at least 1")
+	}
 	pol, err := policy.LoadOrDefault(file)
 	if err != nil {
 		var list policy.ErrorList
@@ -67,10 +99,30 @@ func runPolicyCheck(stdio *IO, file string) error {
 		}
 		return exitf(ExitConfig, "%s: invalid policy (%s)", name, problemCount(len(list)))
 	}
+	if why := policyNeverFits(pol, o, simMemory); why != "" {
+		fmt.Fprintf(stdio.ErrOut, "gpuguard: warning: no profile can ever fit: %s; run would exit %d\n", why, ExitNoFit)
+	}
 	if pol.Source == "" {
 		fmt.Fprintf(stdio.Out, "no %s in the working directory: showing the built-in defaults\n\n", policy.DefaultFile)
 	} else {
 		fmt.Fprintf(stdio.Out, "%s: valid\n\n", pol.Source)
 	}
 	return pol.WriteSummary(stdio.Out)
+}
+
+// policyNeverFits judges NeverFits with what a check can know without a
+// driver: the quota, and the simulated GPU's memory on the sim backend.
+func policyNeverFits(pol *policy.Policy, o policyCheckOptions, simMemory uint64) string {
+	backend := o.Backend
+	if backend == "" {
+		backend = pol.Watch.Backend
+	}
+	if backend != "sim" {
+		return pol.NeverFits(nil)
+	}
+	gpus := make([]policy.GPUTotal, o.SimDevices)
+	for i := range gpus {
+		gpus[i] = policy.GPUTotal{Index: i, Total: simMemory}
+	}
+	return pol.NeverFits(gpus)
 }

@@ -197,3 +197,48 @@ func formatInts(ns []int) string {
 	}
 	return strings.Join(s, ",")
 }
+
+// GPUTotal is one watched GPU's index and total memory, for NeverFits.
+type GPUTotal struct {
+	Index int
+	Total uint64
+}
+
+// NeverFits says why no profile can ever fit: the smallest needs exceeds
+// the quota, else the total, of some GPU in gpus (a profile must fit on
+// every watched GPU), or the quota alone when gpus is empty. "" when some
+// profile can fit; a profile with no needs estimate always can. Waiting
+// for memory that cannot exist would be for ever, so `run` exits 75 on it
+// and `policy check` warns.
+func (p *Policy) NeverFits(gpus []GPUTotal) string {
+	smallest := -1
+	for i, pr := range p.Profiles {
+		if pr.Needs == 0 {
+			return ""
+		}
+		if smallest < 0 || pr.Needs < p.Profiles[smallest].Needs {
+			smallest = i
+		}
+	}
+	if smallest < 0 {
+		return ""
+	}
+	needs, name := p.Profiles[smallest].Needs, p.Profiles[smallest].Name
+	if len(gpus) == 0 {
+		if q := p.Watch.Quota; q > 0 && needs > q {
+			return fmt.Sprintf("the smallest profile, %s, needs %s, more than the [watch] quota of %s", name, FormatSize(needs), FormatSize(q))
+		}
+		return ""
+	}
+	for _, g := range gpus {
+		limit := p.Limit(g.Total)
+		if needs <= limit {
+			continue
+		}
+		if q := p.Watch.Quota; q > 0 && limit == q {
+			return fmt.Sprintf("the smallest profile, %s, needs %s, more than the [watch] quota of %s", name, FormatSize(needs), FormatSize(q))
+		}
+		return fmt.Sprintf("the smallest profile, %s, needs %s, more than GPU %d holds (%s in all)", name, FormatSize(needs), g.Index, FormatSize(limit))
+	}
+	return ""
+}

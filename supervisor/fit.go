@@ -132,37 +132,16 @@ func (l *loop) startWhat() string {
 	return "start"
 }
 
-// neverFits reports why no profile can ever fit on devs: the smallest
-// needs exceeds the quota, else the GPU's total, of some watched GPU (a
-// profile must fit on every one). "" when some profile can fit (a profile
-// with no needs estimate always can).
+// neverFits is the policy's NeverFits on the watched GPUs of a sample.
 func neverFits(pol *policy.Policy, devs []gpu.Device) string {
 	if len(devs) == 0 {
 		return ""
 	}
-	smallest := 0
-	for i, p := range pol.Profiles {
-		if p.Needs == 0 {
-			return ""
-		}
-		if p.Needs < pol.Profiles[smallest].Needs {
-			smallest = i
-		}
+	gpus := make([]policy.GPUTotal, len(devs))
+	for i, d := range devs {
+		gpus[i] = policy.GPUTotal{Index: d.Index, Total: d.Total}
 	}
-	needs := pol.Profiles[smallest].Needs
-	for _, d := range devs {
-		limit := pol.Limit(d.Total)
-		if needs <= limit {
-			continue
-		}
-		what := "its total"
-		if pol.Watch.Quota > 0 && limit == pol.Watch.Quota {
-			what = "the [watch] quota"
-		}
-		return fmt.Sprintf("the smallest profile, %s, needs %s, more than GPU %d can ever give: %s (%s)",
-			pol.Profiles[smallest].Name, policy.FormatSize(needs), d.Index, policy.FormatSize(limit), what)
-	}
-	return ""
+	return pol.NeverFits(gpus)
 }
 
 // stepFit judges whether profile to fits now for a manual step: on every

@@ -5,7 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -59,6 +62,17 @@ func TestUnitSettings(t *testing.T) {
 		if got := d[k]; len(got) != 1 || got[0] != v {
 			t.Errorf("%s = %q, want %q", k, got, v)
 		}
+	}
+	// A stop forwards SIGTERM, and a server killed by it leaves gpuguard
+	// exiting 128+SIGTERM: that is the stop asked for, not a failure.
+	success := strings.Fields(strings.Join(d["SuccessExitStatus"], " "))
+	for _, code := range []int{128 + int(syscall.SIGTERM), 128 + int(syscall.SIGINT), 128 + int(syscall.SIGHUP)} {
+		if !slices.Contains(success, strconv.Itoa(code)) {
+			t.Errorf("SuccessExitStatus = %q lacks %d", success, code)
+		}
+	}
+	if slices.Contains(success, strconv.Itoa(128+int(syscall.SIGKILL))) {
+		t.Errorf("SuccessExitStatus = %q: a stop that had to SIGKILL is no success", success)
 	}
 	if exec := strings.Join(d["ExecStart"], ""); !strings.HasPrefix(exec, "/usr/local/bin/gpuguard run --policy /etc/gpuguard/%i.toml") {
 		t.Errorf("ExecStart = %q", exec)
