@@ -131,3 +131,32 @@ func TestPolicyUsage(t *testing.T) {
 		t.Errorf("policy alone: exit %d, output %q", code, out)
 	}
 }
+
+// TestPolicyCheckWarnsWhenNothingCanFit: with the sim backend (the
+// policy's or --backend sim) the simulated GPU's memory is known, and a
+// quota is known always; a ladder whose smallest needs exceeds either
+// gets a warning (the policy stays valid: exit 0).
+func TestPolicyCheckWarnsWhenNothingCanFit(t *testing.T) {
+	dir := t.TempDir()
+	big := writePolicy(t, dir, "big.toml", "[[profile]]\nname = \"a\"\nneeds = \"40GiB\"\n[[profile]]\nname = \"b\"\nneeds = \"20GiB\"\n")
+	simPol := writePolicy(t, dir, "sim.toml", "[watch]\nbackend = \"sim\"\n[[profile]]\nname = \"a\"\nneeds = \"20GiB\"\n")
+	quota := writePolicy(t, dir, "quota.toml", "[watch]\nquota = \"8GiB\"\n[[profile]]\nname = \"a\"\nneeds = \"10GiB\"\n")
+	for _, tc := range []struct {
+		args []string
+		want string // "" = no warning
+	}{
+		{[]string{big}, ""}, // auto: no driver is opened
+		{[]string{big, "--backend", "sim"}, "b, needs 20 GiB, more than GPU 0 holds (16 GiB in all); run would exit 75"},
+		{[]string{big, "--backend", "sim", "--sim-memory", "24GiB"}, ""},
+		{[]string{simPol}, "a, needs 20 GiB, more than GPU 0 holds (16 GiB in all)"},
+		{[]string{quota}, "more than the [watch] quota of 8 GiB"},
+	} {
+		code, _, errOut := runPolicyCmd(t, append([]string{"policy", "check"}, tc.args...)...)
+		if code != ExitOK || (tc.want == "") != (errOut == "") || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%q: exit %d, stderr %q, want %q", tc.args, code, errOut, tc.want)
+		}
+	}
+	if code, _, _ := runPolicyCmd(t, "policy", "check", big, "--backend", "cuda"); code != ExitUsage {
+		t.Errorf("--backend cuda: exit %d, want 64", code)
+	}
+}

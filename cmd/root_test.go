@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 )
@@ -31,5 +32,19 @@ func TestUsageErrorsExit64(t *testing.T) {
 	}
 	if code, out, _ := runPolicyCmd(t); code != ExitOK || !strings.Contains(out, "Usage:") {
 		t.Errorf("no arguments: exit %d, want the help and 0", code)
+	}
+}
+
+// TestVersionFlag: --version prints what `gpuguard version` prints.
+func TestVersionFlag(t *testing.T) {
+	var a, b bytes.Buffer
+	io := func(w *bytes.Buffer) *IO {
+		return &IO{In: strings.NewReader(""), Out: w, ErrOut: w, Getenv: func(string) string { return "" }}
+	}
+	if code := Execute(io(&a), []string{"--version"}); code != 0 {
+		t.Fatalf("--version: exit %d: %s", code, a.String())
+	}
+	if code := Execute(io(&b), []string{"version"}); code != 0 || a.String() != b.String() || !strings.HasPrefix(a.String(), "gpuguard ") {
+		t.Errorf("--version %q, version %q", a.String(), b.String())
 	}
 }

@@ -110,10 +110,13 @@ each refresh is one line of JSON.`,
 // with --watch=DUR for a DUR other than the default.
 func statusWatchArg(c *cobra.Command, o *StatusOptions, args []string) ([]string, error) {
 	f := c.Flags().Lookup("watch")
-	if f.Changed && o.Watch == statusDefaultWatch && len(args) > 0 {
-		if d, err := policy.ParseDuration(args[0]); err == nil && d > 0 {
-			o.Watch = d
-			args = args[1:]
+	if f.Changed && o.Watch == statusDefaultWatch {
+		for i, a := range args {
+			if d, err := policy.ParseDuration(a); err == nil && d > 0 {
+				o.Watch = d
+				args = slices.Delete(slices.Clone(args), i, i+1)
+				break
+			}
 		}
 	}
 	if len(args) > 1 {

@@ -312,3 +312,33 @@ func TestStatusKeepsAHeldSocket(t *testing.T) {
 		t.Errorf("a live instance's socket was removed: %v", err)
 	}
 }
+
+// TestStatusWatchTakesASeparateDuration: `--watch 5s` is a period, not an
+// instance named 5s; a NAME after it, or before, stays the NAME.
+func TestStatusWatchTakesASeparateDuration(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		watch time.Duration
+		name  string
+	}{
+		{[]string{"--watch", "5s"}, 5 * time.Second, ""},
+		{[]string{"--watch", "5s", "llama"}, 5 * time.Second, "llama"},
+		{[]string{"llama", "--watch", "500ms"}, 500 * time.Millisecond, "llama"},
+		{[]string{"--watch", "llama"}, 2 * time.Second, "llama"},
+		{[]string{"--watch=3s", "llama"}, 3 * time.Second, "llama"},
+		{[]string{"--watch", "1d"}, 24 * time.Hour, ""},
+	} {
+		var got *StatusOptions
+		c := NewCmdStatus(&IO{Getenv: func(string) string { return "" }}, func(o *StatusOptions) error { got = o; return nil })
+		c.SetArgs(tc.args)
+		if err := c.Execute(); err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if got.Watch != tc.watch || got.Name != tc.name {
+			t.Errorf("%q: watch %s name %q, want %s %q", tc.args, got.Watch, got.Name, tc.watch, tc.name)
+		}
+	}
+	if code, _, _ := statusTestRun(t, nil, "status", "--watch", "5s", "a", "b"); code != ExitUsage {
+		t.Errorf("two names after --watch 5s: exit %d, want 64", code)
+	}
+}
