@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
@@ -109,8 +110,13 @@ func (j fitJudgement) fitEvent(pol *policy.Policy, reason, outcome string) api.E
 }
 
 // noteFit journals and prints a fit judgement, and keeps it for status.
-func (l *loop) noteFit(j fitJudgement, outcome string) {
+func (l *loop) noteFit(j fitJudgement, outcome string) { l.noteFitAt(time.Time{}, j, outcome) }
+
+// noteFitAt is noteFit dated at (zero: now).
+func (l *loop) noteFitAt(at time.Time, j fitJudgement, outcome string) {
+	l.sayStartup()
 	ev := j.fitEvent(l.pol, l.startReason(), outcome)
+	ev.Time = at
 	l.emit(ev)
 	l.lastFit = l.lastEvent
 	l.deps.Logf("fit for the %s: %s", l.startWhat(), ev.Detail)
@@ -181,25 +187,33 @@ func (l *loop) stepFit(to int) string {
 	return ""
 }
 
-// describe prints the start-up line once, on the first probe result: what
+// describe composes the start-up line on the first probe result: what
 // the config says (policy file, backend) and the GPUs it watches, so that
-// a run that silently took ./policy.toml's simulated GPU says so.
+// a run that silently took ./policy.toml's simulated GPU says so. It is
+// told with the first fit (sayStartup): a command that cannot run says so
+// in one line of its own.
 func (l *loop) describe(r sampleResult) {
-	if l.described || l.cfg.Describe == "" {
+	if l.startup != "" || l.cfg.Describe == "" {
 		return
 	}
-	l.described = true
-	if r.err != nil {
-		l.deps.Logf("%s, watching no GPU yet (the first reading failed: %v)", l.cfg.Describe, r.err)
-		return
+	switch {
+	case r.err != nil:
+		l.startup = fmt.Sprintf("%s, watching no GPU yet (the first reading failed: %v)", l.cfg.Describe, r.err)
+	case len(r.sample.Devices) == 0:
+		l.startup = l.cfg.Describe + ", watching no GPU"
+	default:
+		gpus := make([]string, len(r.sample.Devices))
+		for i, d := range r.sample.Devices {
+			gpus[i] = fmt.Sprintf("GPU %d (%s, %s)", d.Index, d.Name, policy.FormatSize(d.Total))
+		}
+		l.startup = l.cfg.Describe + ", watching " + strings.Join(gpus, ", ")
 	}
-	if len(r.sample.Devices) == 0 {
-		l.deps.Logf("%s, watching no GPU", l.cfg.Describe)
-		return
+}
+
+// sayStartup prints the start-up line, once.
+func (l *loop) sayStartup() {
+	if l.startup != "" && !l.startupSaid {
+		l.startupSaid = true
+		l.deps.Logf("%s", l.startup)
 	}
-	gpus := make([]string, len(r.sample.Devices))
-	for i, d := range r.sample.Devices {
-		gpus[i] = fmt.Sprintf("GPU %d (%s, %s)", d.Index, d.Name, policy.FormatSize(d.Total))
-	}
-	l.deps.Logf("%s, watching %s", l.cfg.Describe, strings.Join(gpus, ", "))
 }

@@ -54,8 +54,7 @@ func (l *loop) tryStart(r sampleResult) {
 		// hostage to the monitoring. Start where we aimed once any
 		// release wait is over.
 		if (len(l.release) == 0 || now.Sub(l.waitSince) >= rw.ReleaseTimeout) && l.startClaimed(r) {
-			l.noteFit(fitJudgement{}, fmt.Sprintf("starting in %s unchecked: no GPU reading (%v)", l.pol.Profiles[l.target].Name, r.err))
-			l.launch(l.target)
+			l.launchFit(l.target, fitJudgement{}, fmt.Sprintf("starting in %s unchecked: no GPU reading (%v)", l.pol.Profiles[l.target].Name, r.err))
 		}
 		return
 	}
@@ -73,14 +72,12 @@ func (l *loop) tryStart(r sampleResult) {
 	}
 	j := judgeFit(l.pol, l.target, r.sample.Devices)
 	if j.ok {
-		l.noteFit(j, "starting in "+l.pol.Profiles[j.level].Name)
-		l.launch(j.level)
+		l.launchFit(j.level, j, "starting in "+l.pol.Profiles[j.level].Name)
 		return
 	}
 	switch rw.WhenFull {
 	case policy.WhenFullLowest:
-		l.noteFit(j, "no profile fits; starting in the last profile (when_full = \"lowest\")")
-		l.launch(len(l.pol.Profiles) - 1)
+		l.launchFit(len(l.pol.Profiles)-1, j, "no profile fits; starting in the last profile (when_full = \"lowest\")")
 	case policy.WhenFullExit:
 		l.noteFit(j, "no profile fits; exiting (when_full = \"exit\")")
 		l.state = api.StateFatal
@@ -166,6 +163,15 @@ func (l *loop) publish(st api.ProfileState) {
 	}
 }
 
+// launchFit starts a child in profile level, chosen by fit j: the fit is
+// told once the child runs (dated as its start, journaled before it), so
+// that a command that cannot run says so in its one line and nothing else.
+func (l *loop) launchFit(level int, j fitJudgement, outcome string) {
+	l.pendingFit = func(at time.Time) { l.noteFitAt(at, j, outcome) }
+	l.launch(level)
+	l.pendingFit = nil
+}
+
 // launch starts a child in profile level. A command that cannot run is
 // found out before anything is written (when the launcher can check).
 func (l *loop) launch(level int) {
@@ -214,6 +220,9 @@ func (l *loop) launch(level int) {
 	if err != nil {
 		l.cannotStart(err)
 		return
+	}
+	if l.pendingFit != nil {
+		l.pendingFit(launched)
 	}
 	l.starts++
 	l.child = child

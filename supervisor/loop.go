@@ -87,12 +87,14 @@ type loop struct {
 
 	shared sharedState // agreeing with the other tenants of shared GPUs
 
-	lastEvent *api.Event
-	lastFit   *api.Event // the newest fit event, for status
-	described bool       // the start-up line is out
-	finished  bool
-	code      int
-	err       error
+	lastEvent   *api.Event
+	lastFit     *api.Event // the newest fit event, for status
+	startup     string     // the start-up line, told before the first fit
+	startupSaid bool
+	pendingFit  func(time.Time) // tells the fit of the launch under way, once the child runs
+	finished    bool
+	code        int
+	err         error
 }
 
 // errProbeHung is the failure of a probe call that ran past ProbeTimeout.
