@@ -3,11 +3,10 @@ package cmd
 import (
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuguard/gpuguard/backends"
 	"github.com/gpuguard/gpuguard/policy"
 )
 
@@ -61,8 +60,10 @@ named FILE cannot be read), 64 on usage errors.`,
 					return exitf(ExitUsage, "empty FILE\n%s", c.UseLine())
 				}
 			}
-			if o.Backend != "" && !slices.Contains(backends, o.Backend) {
-				return exitf(ExitUsage, "--backend %q: want one of %s", o.Backend, strings.Join(backends, ", "))
+			if o.Backend != "" {
+				if err := checkBackend(o.Backend); err != nil {
+					return err
+				}
 			}
 			return runPolicyCheck(stdio, o)
 		},
@@ -117,7 +118,7 @@ func policyNeverFits(pol *policy.Policy, o policyCheckOptions, simMemory uint64)
 	if backend == "" {
 		backend = pol.Watch.Backend
 	}
-	if backend != "sim" {
+	if backend != backends.Sim {
 		return pol.NeverFits(nil)
 	}
 	gpus := make([]policy.GPUTotal, o.SimDevices)

@@ -3,6 +3,7 @@ package cmd
 import (
 	"fmt"
 
+	"github.com/gpuguard/gpuguard/backends"
 	"github.com/gpuguard/gpuguard/drm"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
@@ -25,12 +26,12 @@ func describeRun(pol *policy.Policy, asked string, probe gpu.Probe, simDir strin
 // dir of the simulated GPU.
 func backendOpened(asked string, probe gpu.Probe, simDir string) string {
 	switch asked {
-	case "", "auto":
+	case "", backends.Auto:
 		if _, ok := probe.(*drm.Probe); ok {
 			return "drm (auto)"
 		}
 		return "nvml (auto)"
-	case "sim":
+	case backends.Sim:
 		return "sim (sim dir " + simDir + ")"
 	}
 	return asked

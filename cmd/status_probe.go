@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/backends"
 	"github.com/gpuguard/gpuguard/gpu"
 )
 
@@ -131,7 +132,7 @@ func (g *statusGatherer) closeProbe() {
 // it with its one useful hint at the end: the hint comes first now, on
 // one line, and the details are one flag away.
 func noGPUWarning(backend string, err error) string {
-	if (backend == "" || backend == "auto") && errors.Is(err, gpu.ErrUnavailable) {
+	if (backend == "" || backend == backends.Auto) && errors.Is(err, gpu.ErrUnavailable) {
 		return "use --backend sim for the simulated GPU: no GPU found here (--backend nvml or --backend drm says what was looked for)"
 	}
 	return fmt.Sprintf("no GPU information: %v", err)

@@ -40,7 +40,7 @@ func (l *loop) tryStart(r sampleResult) {
 			// Waiting would be for ever, whatever when_full says.
 			l.noteFit(judgeFit(l.pol, l.target, r.sample.Devices), "no profile can ever fit")
 			l.state = api.StateFatal
-			l.finish(75, fmt.Errorf("%w, ever: %s", errNoFit, why))
+			l.finish(exitcode.NoFit, fmt.Errorf("%w, ever: %s", errNoFit, why))
 			return
 		}
 	}
