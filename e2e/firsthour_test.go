@@ -105,6 +105,8 @@ while :; do sleep 0.05; done`
 	p := e.start(append([]string{"run", "--policy", pol, "--name", "fit"}, sh(script)...))
 	p.expect("up small")
 
+	// The journal writes behind the loop: wait for the restart's line.
+	waitFor(t, "the restart's fit in the journal", 30*time.Second, func() bool { return len(events(e, "fit")) >= 2 })
 	fits := fhFits(t, e)
 	if len(fits) != 2 {
 		t.Fatalf("fit events %v, want the start and the restart", fits)
