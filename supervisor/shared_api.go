@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
@@ -90,11 +91,28 @@ func (s *Supervisor) publishLeases() error {
 	if len(gpus) == 0 {
 		return nil
 	}
-	err := c.SetLeases(gpus, s.ledger.Outstanding())
+	f := leaseFigure{gpus: gpus, bytes: s.ledger.Outstanding()}
+	if s.leasesOut != nil && s.leasesOut.equal(f) {
+		return nil // the others already see this figure
+	}
+	s.leasesOut = nil
+	err := c.SetLeases(gpus, f.bytes)
 	if err != nil {
 		s.deps.Logf("%v", err)
+		return err
 	}
-	return err
+	s.leasesOut = &f
+	return nil
+}
+
+// leaseFigure is one publication of the leases: how much, on which GPUs.
+type leaseFigure struct {
+	gpus  []string
+	bytes uint64
+}
+
+func (f leaseFigure) equal(g leaseFigure) bool {
+	return f.bytes == g.bytes && slices.Equal(f.gpus, g.gpus)
 }
 
 // leasesChanged publishes the leases after the loop changed them (expiry,

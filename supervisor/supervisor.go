@@ -98,6 +98,10 @@ type Supervisor struct {
 	starting atomic.Bool
 	// leaseMu serialises publishing the leases to the other tenants.
 	leaseMu sync.Mutex
+	// leasesOut is what was last published, under leaseMu: the same figure
+	// is not written again (every exit of a crash loop would otherwise
+	// create a file in each GPU's tenant dir).
+	leasesOut *leaseFigure
 
 	// pol is the policy in force (the loop replaces it on a reload);
 	// reloadMu makes reloads one at a time, so a reload's Load sees the
