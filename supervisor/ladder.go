@@ -5,8 +5,10 @@ import (
 	"github.com/gpuguard/gpuguard/policy"
 )
 
-// pickProfile returns the best profile at or below level from whose needs
-// fit on every watched GPU, and false when none does.
+// pickProfile returns the first profile from level from on down the
+// ladder (from, from+1, ...) whose needs fit on every watched GPU, and
+// false when none does. It never returns a profile above from: a start
+// aims at from, and only the memory decides how far below it goes.
 func pickProfile(pol *policy.Policy, from int, devs []gpu.Device) (int, bool) {
 next:
 	for i := from; i < len(pol.Profiles); i++ {

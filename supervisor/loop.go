@@ -18,7 +18,9 @@ import (
 
 // loop is the state of one Run. Only the Run goroutine touches it.
 type loop struct {
-	s    *Supervisor
+	s *Supervisor
+	// cfg has no Policy (see Supervisor.cfg); pol is the policy in force,
+	// which applyReload replaces, so every reader sees the reloaded one.
 	cfg  Config
 	deps Deps
 	pol  *policy.Policy
@@ -134,11 +136,11 @@ func (t *timer) stop() {
 
 func newLoop(s *Supervisor) *loop {
 	return &loop{
-		s: s, cfg: s.cfg, deps: s.deps, pol: s.cfg.Policy,
+		s: s, cfg: s.cfg, deps: s.deps, pol: s.pol.Load(),
 		state: api.StateStarting, level: s.cfg.StartLevel, target: s.cfg.StartLevel,
 		lastExit: "none", ledger: s.ledger, shared: newShared(),
-		smp: newSampler(s.deps.Probe, s.cfg.ProbeTimeout, s.cfg.Policy.Watch.Interval), hung: stoppedTimer(),
-		period: s.cfg.Policy.Watch.Interval, sense: new(trend.Tracker),
+		smp: newSampler(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval), hung: stoppedTimer(),
+		period: s.pol.Load().Watch.Interval, sense: new(trend.Tracker),
 	}
 }
 

@@ -17,7 +17,9 @@ import (
 
 // Config is what one instance supervises and where its files are.
 type Config struct {
-	Name    string
+	Name string
+	// Policy is the policy to start with. New makes it the policy in
+	// force, which a reload replaces; it is not read from Config after.
 	Policy  *policy.Policy
 	Command []string // argv before ${VAR} expansion
 	// Observe decides and logs but never steps down or restarts because of
@@ -69,8 +71,9 @@ type Deps struct {
 	Logf func(format string, args ...any)
 }
 
-// ErrNoFit is returned (with exit code 75) when when_full = "exit" and no
-// profile's needs fit the free memory.
+// errNoFit is the error Run returns, wrapped, with exit code 75
+// (exitcode.NoFit) when when_full = "exit" and no profile's needs fit the
+// free memory. It is not exported: callers ask IsNoFit.
 var errNoFit = errors.New("no profile fits")
 
 // IsNoFit reports whether err means that no profile fit (exit 75).
@@ -79,6 +82,7 @@ func IsNoFit(err error) bool { return errors.Is(err, errNoFit) }
 // Supervisor supervises one child. Run drives it; the other methods are
 // safe to call from any goroutine (the control socket calls them).
 type Supervisor struct {
+	// cfg is the Config without its Policy: the policy in force is pol.
 	cfg  Config
 	deps Deps
 
@@ -141,6 +145,9 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 	s := &Supervisor{cfg: cfg, deps: deps, reqs: make(chan request), done: make(chan struct{}), started: time.Now(),
 		ledger: admission.NewLedger(), probeAuto: probeAuto}
 	s.pol.Store(cfg.Policy)
+	// The policy in force is s.pol (and the loop's pol), which a reload
+	// replaces; a copy left in cfg would go stale, so none is kept.
+	s.cfg.Policy = nil
 	st := api.Status{Name: cfg.Name, PID: os.Getpid(), State: api.StateStarting,
 		Profile: cfg.Policy.Profiles[cfg.StartLevel].Name, Level: cfg.StartLevel,
 		Levels: len(cfg.Policy.Profiles), Priority: cfg.Policy.Priority,

@@ -1,5 +1,3 @@
-// Package durable holds the small file-system steps that make a write
-// survive a crash, shared by the state file and the checkpoint copier.
 package durable
 
 import (
