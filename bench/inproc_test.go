@@ -18,12 +18,13 @@ import (
 	"github.com/gpuguard/gpuguard/proc"
 	"github.com/gpuguard/gpuguard/statefile"
 	"github.com/gpuguard/gpuguard/supervisor"
+	"github.com/gpuguard/gpuguard/tenants"
 )
 
 // inProcess is a supervisor wired as cmd/run_start.go wires it (sim probe,
 // package proc, state file, checkpoint rotation, journal, metrics, control
-// socket), run inside the benchmark so that its parts can be swapped or
-// timed. deps, when set, edits the Deps before New.
+// socket, the shared-GPU coordinator), run inside the benchmark so that its
+// parts can be swapped or timed. deps, when set, edits the Deps before New.
 type inProcess struct {
 	sup  *supervisor.Supervisor
 	done chan struct{}
@@ -61,10 +62,13 @@ func runInProcess(b *testing.B, s *sandbox, name, policyText string, command []s
 	}
 	var sup *supervisor.Supervisor
 	m := metrics.New(name, func() api.Status { return sup.Status() })
+	coord := tenants.New(tenants.Options{RuntimeDir: s.runDir, Name: name, Logf: b.Logf})
+	b.Cleanup(func() { coord.Close() })
 	deps := supervisor.Deps{
 		Probe: probe, Launcher: launcher{}, Owned: proc.Descendants,
 		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Publisher: srv, Meter: m,
+		Coordinator: coord,
 	}
 	if edit != nil {
 		edit(&deps)
