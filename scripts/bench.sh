@@ -104,6 +104,9 @@ B=BenchmarkRestartLatency
 row "3 restart (exit -> next start): median" "$(metric $B median-ms)" ms 10
 row "  p99" "$(metric $B p99-ms)" ms ""
 row "  of which exec + Go start of the child (median)" "$(metric $B exec-baseline-median-ms)" ms ""
+row "  bare os/exec restart loop, same run (floor, median)" "$(metric $B floor-median-ms)" ms ""
+row "  gpuguard / floor" "$(metric $B x-floor)" x 1.5
+row "  start claim in the restart path (median)" "$(metric BenchmarkRestartBreakdown claim-median-us)" us ""
 row "  state file write in the restart path (median)" "$(metric BenchmarkRestartBreakdown state-median-us)" us ""
 row "4 probe tick, 8 H200 / 64 procs, cached" "$(metric BenchmarkProbeTick/cached ns/op)" us "" 0.001
 row "  refreshed process list" "$(metric BenchmarkProbeTick/refresh ns/op)" us "" 0.001
