@@ -129,13 +129,17 @@ func (c *Coordinator) publisher(wake <-chan struct{}) {
 const usedTolerance = 64 << 20
 
 // worthWriting says whether next differs from the last written info in a
-// way the other tenants' rankings can use.
+// way the other tenants' rankings can use. Of the state they read only
+// whether it can step (canStep): a child that goes from starting to
+// running, or an instance from waiting to backoff, changes nothing for
+// them, and a restart writes the file twice rather than three times (each
+// write is a new file in the GPU's dir).
 func worthWriting(last, next *api.TenantInfo, since time.Duration) bool {
 	if last == nil {
 		return true
 	}
 	a, b := last, next
-	if a.PID != b.PID || a.Priority != b.Priority || a.Scope != b.Scope || a.Observe != b.Observe || a.State != b.State ||
+	if a.PID != b.PID || a.Priority != b.Priority || a.Scope != b.Scope || a.Observe != b.Observe || canStep(a.State) != canStep(b.State) ||
 		a.Level != b.Level || a.Levels != b.Levels || a.GraceSeconds != b.GraceSeconds || a.SettleSeconds != b.SettleSeconds ||
 		len(a.GPUs) != len(b.GPUs) {
 		return true

@@ -46,13 +46,20 @@ func eligible(t api.TenantInfo, gpu string, up bool) bool {
 	if !t.Watches(gpu) || t.Observe || t.Scope != "device" {
 		return false
 	}
-	if t.State != api.StateRunning && t.State != api.StateStarting {
+	if !canStep(t.State) {
 		return false
 	}
 	if up {
 		return t.Level > 0
 	}
 	return t.Level < t.Levels-1
+}
+
+// canStep says whether an instance in state (the status object's) can take
+// a step: only one whose child runs. It is all the others read of a
+// tenant's state.
+func canStep(state string) bool {
+	return state == api.StateRunning || state == api.StateStarting
 }
 
 // less is one comparator of the chain: negative when a ranks before b.
