@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -185,6 +186,21 @@ func visibleDevices(name string, getenv func(string) string) ([]string, error) {
 // ROCR_VISIBLE_DEVICES leaves (drm.VisibleDevices).
 func drmVisible(vars []string, getenv func(string) string) ([]string, error) {
 	return drm.VisibleDevices(getenv(vars[0]), getenv(vars[1]))
+}
+
+// devicesDefaultHelp is what --devices help says of the default, from the
+// backend table: "(default CUDA_VISIBLE_DEVICES; for drm
+// ROCR_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES; for npu-smi
+// ASCEND_RT_VISIBLE_DEVICES; else all)".
+func devicesDefaultHelp() string {
+	def, _ := backends.Lookup(backends.Auto)
+	parts := []string{"default " + strings.Join(def.Visible, "/")}
+	for _, b := range backends.Table() {
+		if len(b.Visible) > 0 && !slices.Equal(b.Visible, def.Visible) {
+			parts = append(parts, "for "+b.Name+" "+strings.Join(b.Visible, "/"))
+		}
+	}
+	return "(" + strings.Join(parts, "; ") + "; else all)"
 }
 
 // checkBackend is the usage error for a --backend value not in the table.

@@ -167,7 +167,7 @@ func TestEveryBackendOpens(t *testing.T) {
 }
 
 // TestBackendFlagsFromTable: run and status accept exactly the table's
-// names, and their help lists them.
+// names, and their help lists them and the visible-devices variables.
 func TestBackendFlagsFromTable(t *testing.T) {
 	for _, name := range backends.Names() {
 		if err := checkBackend(name); err != nil {
@@ -181,6 +181,10 @@ func TestBackendFlagsFromTable(t *testing.T) {
 	for _, c := range []*cobra.Command{NewCmdRun(&IO{}, nil), NewCmdStatus(&IO{}, nil)} {
 		if u := c.Flags().Lookup("backend").Usage; !strings.Contains(u, "auto, nvml, drm, sim or npu-smi") {
 			t.Errorf("%s --backend help %q does not list the backends", c.Name(), u)
+		}
+		want := "(default CUDA_VISIBLE_DEVICES; for drm ROCR_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES; for npu-smi ASCEND_RT_VISIBLE_DEVICES; else all)"
+		if u := c.Flags().Lookup("devices").Usage; !strings.HasSuffix(u, want) {
+			t.Errorf("%s --devices help %q, want it to end %q", c.Name(), u, want)
 		}
 	}
 }

@@ -80,7 +80,7 @@ replaced from the current profile's env and the GPUGUARD_* variables.`,
 	f.StringVar(&opts.PolicyFile, "policy", "", "policy file (default ./policy.toml if it exists, else built-in defaults)")
 	f.StringVar(&opts.Name, "name", "", "instance name (default: the policy's name, else CMD's base name)")
 	f.StringVar(&backend, "backend", backends.Auto, "GPU backend: "+backends.List())
-	f.StringVar(&devices, "devices", "", "watched GPUs: indices, UUIDs (GPU-..., MIG-...) or, for drm, PCI addresses, comma-separated\n(default CUDA_VISIBLE_DEVICES; for drm ROCR_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES; else all)")
+	f.StringVar(&devices, "devices", "", "watched GPUs: indices, UUIDs (GPU-..., MIG-...) or, for drm, PCI addresses, comma-separated\n"+devicesDefaultHelp())
 	f.DurationVar(&interval, "interval", 200*time.Millisecond, "GPU polling interval")
 	f.StringVar(&opts.StateDir, "state-dir", "", "this instance's state dir (checkpoint, state file, journal, sim dir)")
 	f.StringVar(&opts.RuntimeDir, "runtime-dir", "", "directory of control sockets")

@@ -96,7 +96,7 @@ each refresh is one line of JSON.`,
 	f.Lookup("watch").NoOptDefVal = statusDefaultWatch.String()
 	f.StringVar(&opts.RuntimeDir, "runtime-dir", "", "directory of control sockets")
 	f.StringVar(&opts.Probe.Backend, "backend", backends.Auto, "GPU backend when no instance answers: "+backends.List())
-	f.StringVar(&devices, "devices", "", "GPUs to show when no instance answers (default CUDA_VISIBLE_DEVICES; for drm ROCR_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES; else all)")
+	f.StringVar(&devices, "devices", "", "GPUs to show when no instance answers "+devicesDefaultHelp())
 	f.StringVar(&opts.Probe.SimDir, "sim-dir", "", "sim backend: directory of usage files (default $GPUGUARD_SIM_DIR, else the only instance's)")
 	f.StringVar(&opts.Probe.SimDir, "dir", "", "the same as --sim-dir (as sim set spells it)")
 	f.IntVar(&opts.Probe.SimDevices, "sim-devices", 1, "sim backend: number of GPUs")
