@@ -19,8 +19,8 @@ import (
 // loop is the state of one Run. Only the Run goroutine touches it.
 type loop struct {
 	s *Supervisor
-	// cfg has no Policy (see Supervisor.cfg); pol is the policy in force,
-	// which applyReload replaces, so every reader sees the reloaded one.
+	// cfg has no Policy: pol is the policy in force, which applyReload
+	// replaces, so every reader in the loop sees the reloaded one.
 	cfg  Config
 	deps Deps
 	pol  *policy.Policy
@@ -135,8 +135,10 @@ func (t *timer) stop() {
 }
 
 func newLoop(s *Supervisor) *loop {
+	cfg := s.cfg
+	cfg.Policy = nil // the loop reads pol, which a reload replaces
 	return &loop{
-		s: s, cfg: s.cfg, deps: s.deps, pol: s.pol.Load(),
+		s: s, cfg: cfg, deps: s.deps, pol: s.pol.Load(),
 		state: api.StateStarting, level: s.cfg.StartLevel, target: s.cfg.StartLevel,
 		lastExit: "none", ledger: s.ledger, shared: newShared(),
 		smp: newSampler(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval), hung: stoppedTimer(),

@@ -19,7 +19,8 @@ import (
 type Config struct {
 	Name string
 	// Policy is the policy to start with. New makes it the policy in
-	// force, which a reload replaces; it is not read from Config after.
+	// force (Supervisor.pol, the loop's pol), which a reload replaces; the
+	// loop's copy of the Config has none, so nothing there reads it stale.
 	Policy  *policy.Policy
 	Command []string // argv before ${VAR} expansion
 	// Observe decides and logs but never steps down or restarts because of
@@ -82,7 +83,8 @@ func IsNoFit(err error) bool { return errors.Is(err, errNoFit) }
 // Supervisor supervises one child. Run drives it; the other methods are
 // safe to call from any goroutine (the control socket calls them).
 type Supervisor struct {
-	// cfg is the Config without its Policy: the policy in force is pol.
+	// cfg is the Config as given: its Policy is the one the run started
+	// with. The policy in force is pol, which a reload replaces.
 	cfg  Config
 	deps Deps
 
@@ -145,9 +147,6 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 	s := &Supervisor{cfg: cfg, deps: deps, reqs: make(chan request), done: make(chan struct{}), started: time.Now(),
 		ledger: admission.NewLedger(), probeAuto: probeAuto}
 	s.pol.Store(cfg.Policy)
-	// The policy in force is s.pol (and the loop's pol), which a reload
-	// replaces; a copy left in cfg would go stale, so none is kept.
-	s.cfg.Policy = nil
 	st := api.Status{Name: cfg.Name, PID: os.Getpid(), State: api.StateStarting,
 		Profile: cfg.Policy.Profiles[cfg.StartLevel].Name, Level: cfg.StartLevel,
 		Levels: len(cfg.Policy.Profiles), Priority: cfg.Policy.Priority,
