@@ -73,8 +73,9 @@ type Deps struct {
 }
 
 // errNoFit is the error Run returns, wrapped, with exit code 75
-// (exitcode.NoFit) when when_full = "exit" and no profile's needs fit the
-// free memory. It is not exported: callers ask IsNoFit.
+// (exitcode.NoFit) when no profile's needs fit: the free memory when
+// when_full = "exit", or the GPUs' whole memory (no profile can ever fit,
+// whatever when_full says). It is not exported: callers ask IsNoFit.
 var errNoFit = errors.New("no profile fits")
 
 // IsNoFit reports whether err means that no profile fit (exit 75).
