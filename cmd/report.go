@@ -23,10 +23,12 @@ import (
 
 // ReportOptions is what `gpuguard report` was asked to do.
 type ReportOptions struct {
-	IO         *IO
-	Name       string
-	Since      time.Duration // 0: the whole journal
-	JSON       bool
+	IO    *IO
+	Name  string
+	Since time.Duration // 0: the whole journal
+	JSON  bool
+	// Budget is the degraded rate above which an instance is flagged.
+	Budget     float64
 	StateDir   string
 	RuntimeDir string
 	// Now is the clock; nil means time.Now.
@@ -40,8 +42,11 @@ func NewCmdReport(stdio *IO, runF func(*ReportOptions) error) *cobra.Command {
 		Use:   "report [NAME] [--since DUR] [--json]",
 		Short: "Summarise an instance's event journal",
 		Long: `Summarise <state-dir>/events.jsonl: step-downs, OOM fallbacks, restarts by
-reason, time spent in each profile (while a child ran) and the fallback rate,
-the share of that time spent below the first profile the instance started in.
+reason, time spent in each profile (while a child ran), the fallback rate
+(the share of that time spent below the first profile the instance started
+in) and the degraded rate (the share spent below the ladder's first profile),
+which is judged against --budget: above it, the report warns that the GPU
+memory budget should grow.
 
 Without NAME, the instance whose journal is alone under the state root is
 summarised; with several, each is (JSON: {"instances":[...]}). Scripts should
@@ -64,6 +69,7 @@ says whose journal it is.`,
 	f := c.Flags()
 	f.Var((*daysDuration)(&opts.Since), "since", "only the last DUR (e.g. 24h, 7d); default the whole journal")
 	f.BoolVar(&opts.JSON, "json", false, "print JSON")
+	f.Float64Var(&opts.Budget, "budget", report.DefaultBudget, "the degraded rate (share of time below the ladder's first profile, 0..1) above which the memory budget should grow")
 	f.StringVar(&opts.StateDir, "state-dir", "", "the instance's own state dir (holding events.jsonl)")
 	f.StringVar(&opts.RuntimeDir, "runtime-dir", "", "directory of control sockets (to tell whether the instance is live)")
 	return c
@@ -95,6 +101,9 @@ func runReport(o *ReportOptions) error {
 	if o.Since < 0 {
 		return exitf(ExitUsage, "--since must be positive, got %s", o.Since)
 	}
+	if !(o.Budget >= 0 && o.Budget <= 1) { // NaN too
+		return exitf(ExitUsage, "--budget must be a rate between 0 and 1 (0.05 is 5%%), got %v", o.Budget)
+	}
 	if o.Name != "" {
 		if err := paths.ValidName(o.Name); err != nil {
 			return withCode(ExitUsage, err)
@@ -124,6 +133,7 @@ func runReport(o *ReportOptions) error {
 		if err != nil {
 			return err
 		}
+		s.SetBudget(o.Budget)
 		if o.JSON && s.SkippedLines > 0 {
 			fmt.Fprintf(o.IO.ErrOut, "gpuguard: %s: skipped %d unreadable journal line(s)\n", s.Name, s.SkippedLines)
 		}

@@ -9,10 +9,12 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 )
 
-// FallbackWarnRate is the fallback rate above which the report says the GPU
-// budget should grow: more than this share of the time below the first
-// profile means the first profile does not really fit.
-const FallbackWarnRate = 0.05
+// DefaultBudget is the degraded rate above which the report says the GPU
+// memory budget should grow (`report --budget`): more than this share of
+// the time below the ladder's first profile means that profile does not
+// really fit. It is the design's weekly review: "if the fallback rate is
+// above 5 %, raise the memory budget".
+const DefaultBudget = 0.05
 
 // Summary is what `gpuguard report` prints; its JSON is `report --json`.
 type Summary struct {
@@ -51,7 +53,16 @@ type Summary struct {
 	FirstProfile string `json:"first_profile"`
 	// FallbackRate is the share of supervised time spent in a profile
 	// below FirstProfile (0..1).
-	FallbackRate   float64   `json:"fallback_rate"`
+	FallbackRate float64 `json:"fallback_rate"`
+	// DegradedRate is the share of supervised time spent below the
+	// ladder's first profile (level 0), whichever profile the instance
+	// started in: an instance whose best profile never fits is degraded
+	// all the time, though its fallback rate is 0.
+	DegradedRate float64 `json:"degraded_rate"`
+	// Budget is the degraded rate the instance is judged against
+	// (`--budget`), and OverBudget says DegradedRate is above it.
+	Budget         float64   `json:"budget"`
+	OverBudget     bool      `json:"over_budget"`
 	TopOOMMessages []Message `json:"top_oom_messages"`
 	// SkippedLines is how many journal lines could not be read (torn or
 	// malformed); the caller fills it in.
@@ -246,20 +257,26 @@ func addDiff(sum *api.Totals, to, from api.Totals) {
 // fill sets the summary's figures from the window's account; base is the
 // level of the first start (-1: none).
 func (s *Summary) fill(win api.Totals, base int) {
-	var below float64
+	var below, degraded float64
 	for p, secs := range win.SecondsInProfile {
 		if secs <= 0 {
 			continue
 		}
 		s.SecondsInProfile[p] = secs
 		s.SupervisedSeconds += secs
-		if l, ok := s.levels[p]; ok && base >= 0 && l > base {
+		l, ok := s.levels[p]
+		if ok && base >= 0 && l > base {
 			below += secs
+		}
+		if ok && l > 0 {
+			degraded += secs
 		}
 	}
 	if s.SupervisedSeconds > 0 {
 		s.FallbackRate = below / s.SupervisedSeconds
+		s.DegradedRate = degraded / s.SupervisedSeconds
 	}
+	s.SetBudget(DefaultBudget)
 	for _, n := range win.Events {
 		s.Events += n
 	}
@@ -313,4 +330,41 @@ func (s Summary) profilesByLevel() []string {
 		return cmp.Or(cmp.Compare(s.levels[a], s.levels[b]), cmp.Compare(a, b))
 	})
 	return names
+}
+
+// SetBudget judges the summary against budget, the degraded rate above
+// which the memory budget should grow.
+func (s *Summary) SetBudget(budget float64) {
+	s.Budget, s.OverBudget = budget, s.DegradedRate > budget
+}
+
+// Level is the ladder level (0 = the first, best profile) of a profile the
+// journal saw run; ok is false for one it never saw.
+func (s Summary) Level(profile string) (level int, ok bool) {
+	level, ok = s.levels[profile]
+	return level, ok
+}
+
+// MostDegraded is the profile below the ladder's first in which the
+// instance spent the most supervised time ("" when none): what it ran in
+// instead of the profile it was meant to. Ties go to the better profile.
+func (s Summary) MostDegraded() string {
+	best, secs := "", 0.0
+	for _, p := range s.profilesByLevel() {
+		if l := s.levels[p]; l > 0 && s.SecondsInProfile[p] > secs {
+			best, secs = p, s.SecondsInProfile[p]
+		}
+	}
+	return best
+}
+
+// BestProfile names the ladder's first profile where the journal saw it
+// run, else "level 0": a report cannot name a profile that never started.
+func (s Summary) BestProfile() string {
+	for _, p := range slices.Sorted(maps.Keys(s.levels)) {
+		if s.levels[p] == 0 {
+			return p
+		}
+	}
+	return "level 0"
 }

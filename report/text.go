@@ -47,7 +47,9 @@ func (s Summary) WriteText(w io.Writer) error {
 		p.f("    %-12s %10s  %5.1f%%\n", prof, fmtSeconds(secs), 100*secs/s.SupervisedSeconds)
 	}
 	if s.FirstProfile != "" {
-		p.f("  fallback rate  %.1f%% of supervised time below %s\n", 100*s.FallbackRate, s.FirstProfile)
+		p.f("  fallback rate  %.1f%% of supervised time below %s (the first profile started)\n", 100*s.FallbackRate, s.FirstProfile)
+		p.f("  degraded rate  %.1f%% of supervised time below %s (the ladder's first profile; budget %.1f%%)\n",
+			100*s.DegradedRate, s.BestProfile(), 100*s.Budget)
 	}
 	if len(s.TopOOMMessages) > 0 {
 		p.f("  top OOM messages\n")
@@ -58,10 +60,8 @@ func (s Summary) WriteText(w io.Writer) error {
 	if s.SkippedLines > 0 {
 		p.f("  note: skipped %d unreadable journal line(s) (torn by a crash, or being written)\n", s.SkippedLines)
 	}
-	if s.FallbackRate > FallbackWarnRate {
-		p.f("warning: %s ran below its first profile %s %.1f%% of the time (over %.0f%%): "+
-			"the GPU memory budget should grow, or the first profile ask for less\n",
-			nameOr(s.Name), s.FirstProfile, 100*s.FallbackRate, 100*FallbackWarnRate)
+	if s.OverBudget {
+		p.f("warning: %s\n", s.Verdict())
 	}
 	return p.err
 }
@@ -109,4 +109,21 @@ func sum(m map[string]int) int {
 
 func fmtSeconds(s float64) string {
 	return (time.Duration(s * float64(time.Second))).Round(time.Second).String()
+}
+
+// Verdict is the weekly review's conclusion in one sentence: whether the
+// degraded rate is above the budget, and if so, where the instance ran
+// instead of its best profile. The text report prints it as a warning when
+// over budget; the review page always shows it.
+func (s Summary) Verdict() string {
+	if s.SupervisedSeconds == 0 {
+		return fmt.Sprintf("%s did not run a child in this period: nothing to judge", nameOr(s.Name))
+	}
+	if !s.OverBudget {
+		return fmt.Sprintf("%s ran below its best profile %s %.1f%% of the time, within the budget of %.1f%%",
+			nameOr(s.Name), s.BestProfile(), 100*s.DegradedRate, 100*s.Budget)
+	}
+	return fmt.Sprintf("%s ran below its best profile %s %.1f%% of the time (budget %.1f%%), mostly in %s: "+
+		"raise the GPU memory budget, or make the first profile ask for less",
+		nameOr(s.Name), s.BestProfile(), 100*s.DegradedRate, 100*s.Budget, s.MostDegraded())
 }
