@@ -111,3 +111,16 @@ func TestVerdict(t *testing.T) {
 }
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+// TestWatermarkRecordsNotCounted: per-minute watermark records are
+// bookkeeping, like totals records: no event count, no effect on time.
+func TestWatermarkRecordsNotCounted(t *testing.T) {
+	rec := func(s int) api.Event {
+		return api.Event{Time: at(s), Event: api.EventWatermark, Profile: "fp16", Minute: &api.Minute{Max: 0.5, Samples: 10}}
+	}
+	with := Summarize([]api.Event{start(0, "fp16", 0, 0), rec(60), rec(120), exit(150, "fp16", 0), rec(150)}, at(200), false)
+	without := Summarize([]api.Event{start(0, "fp16", 0, 0), exit(150, "fp16", 0)}, at(200), false)
+	if with.Events != 2 || with.SupervisedSeconds != without.SupervisedSeconds || with.SecondsInProfile["fp16"] != 150 {
+		t.Errorf("with records: %d events, %v s; without: %d, %v s", with.Events, with.SupervisedSeconds, without.Events, without.SupervisedSeconds)
+	}
+}
