@@ -60,4 +60,3 @@ func TestWatermarkRecordsRotate(t *testing.T) {
 		t.Errorf("the oldest file kept begins with %s, not a totals record", evs[0].Event)
 	}
 }
-
