@@ -70,6 +70,8 @@ type Summary struct {
 
 	// levels orders profiles for the text output.
 	levels map[string]int
+	// counts is the window's events by name (Count).
+	counts map[string]int
 }
 
 // Summarize summarises the whole of events (journal order, oldest first).
@@ -277,6 +279,7 @@ func (s *Summary) fill(win api.Totals, base int) {
 		s.DegradedRate = degraded / s.SupervisedSeconds
 	}
 	s.SetBudget(DefaultBudget)
+	s.counts = maps.Clone(win.Events)
 	for _, n := range win.Events {
 		s.Events += n
 	}
@@ -368,3 +371,8 @@ func (s Summary) BestProfile() string {
 	}
 	return "level 0"
 }
+
+// Count is how many events of that name fell in the window, by the same
+// account as the other figures (an admission summary counts as its
+// count), so it stays right when the window's first lines rotated away.
+func (s Summary) Count(event string) int { return s.counts[event] }
