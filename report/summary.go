@@ -284,7 +284,7 @@ func (s *Summary) fill(win api.Totals, base int) {
 		s.Events += n
 	}
 	maps.Copy(s.StepdownsByReason, win.Stepdowns)
-	s.Stepdowns = sum(win.Stepdowns)
+	s.Stepdowns = Sum(win.Stepdowns)
 	maps.Copy(s.Restarts, win.Restarts)
 	maps.Copy(s.Admissions, win.Admissions)
 	maps.Copy(s.YieldsTo, win.Yields)

@@ -19,13 +19,13 @@ func (s Summary) WriteText(w io.Writer) error {
 	p.f("%s (%s)\n", nameOr(s.Name), state)
 	p.f("  window         %s .. %s (%s)\n", s.Since.Format(time.RFC3339), s.Until.Format(time.RFC3339),
 		s.Until.Sub(s.Since).Round(time.Second))
-	p.f("  stepdowns      %d%s\n", s.Stepdowns, byKey(s.StepdownsByReason))
+	p.f("  stepdowns      %d%s\n", s.Stepdowns, ByKey(s.StepdownsByReason))
 	p.f("  stepups        %d\n", s.Stepups)
 	if s.ObservedStepdowns > 0 {
 		p.f("  observe mode   %d step-down(s) would have happened\n", s.ObservedStepdowns)
 	}
 	p.f("  OOM fallbacks  %d (of %d OOM exits)\n", s.OOMFallbacks, s.OOMs)
-	p.f("  restarts       %d%s\n", sum(s.Restarts), byKey(s.Restarts))
+	p.f("  restarts       %d%s\n", Sum(s.Restarts), ByKey(s.Restarts))
 	if s.CriticalAtLast > 0 {
 		p.f("  critical       %d time(s) above critical at the last profile\n", s.CriticalAtLast)
 	}
@@ -36,10 +36,10 @@ func (s Summary) WriteText(w io.Writer) error {
 		p.f("  probe errors   %d\n", s.ProbeErrors)
 	}
 	if s.Yields > 0 {
-		p.f("  yields         %d to other tenants of a shared GPU%s\n", s.Yields, byKey(s.YieldsTo))
+		p.f("  yields         %d to other tenants of a shared GPU%s\n", s.Yields, ByKey(s.YieldsTo))
 	}
 	if len(s.Admissions) > 0 {
-		p.f("  admissions     %d%s\n", sum(s.Admissions), byKey(s.Admissions))
+		p.f("  admissions     %d%s\n", Sum(s.Admissions), ByKey(s.Admissions))
 	}
 	p.f("  supervised     %s\n", fmtSeconds(s.SupervisedSeconds))
 	for _, prof := range s.profilesByLevel() {
@@ -85,8 +85,10 @@ func nameOr(name string) string {
 	return name
 }
 
-// byKey formats a count map as " (a 1, b 2)", keys sorted, zeros left out.
-func byKey(m map[string]int) string {
+// ByKey formats a count map as " (a 1, b 2)", keys sorted, zeros left
+// out, as the text report prints a count's split; the review page uses it
+// too, so both say the same.
+func ByKey(m map[string]int) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if m[k] > 0 {
@@ -99,7 +101,8 @@ func byKey(m map[string]int) string {
 	return " (" + strings.Join(parts, ", ") + ")"
 }
 
-func sum(m map[string]int) int {
+// Sum is the total of a count map.
+func Sum(m map[string]int) int {
 	n := 0
 	for _, v := range m {
 		n += v

@@ -32,7 +32,7 @@ func figures(s report.Summary, evs []api.Event, since time.Time) []row {
 		{"step-downs", count(s.Stepdowns, s.StepdownsByReason)},
 		{"step-ups", fmt.Sprint(s.Stepups)},
 		{"OOM fallbacks", fmt.Sprintf("%d of %d OOM exits", s.OOMFallbacks, s.OOMs)},
-		{"restarts", count(sumOf(s.Restarts), s.Restarts)},
+		{"restarts", count(report.Sum(s.Restarts), s.Restarts)},
 		{"supervised", fmtDuration(secs(s.SupervisedSeconds))},
 	}
 	for _, p := range byLevel(s) {
@@ -81,7 +81,7 @@ func admissions(s report.Summary, evs []api.Event, since time.Time) string {
 	var parts []string
 	for _, d := range slices.Sorted(maps.Keys(s.Admissions)) {
 		if n := s.Admissions[d]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d%s", d, n, split(by[d])))
+			parts = append(parts, fmt.Sprintf("%s %d%s", d, n, report.ByKey(by[d])))
 		}
 	}
 	if len(parts) == 0 {
@@ -103,29 +103,8 @@ func tasks(s report.Summary) string {
 	return strings.Join(parts, ", ")
 }
 
-// count is "3 (a 1, b 2)", zeros left out.
-func count(n int, by map[string]int) string { return fmt.Sprint(n) + split(by) }
-
-func split(by map[string]int) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(by)) {
-		if by[k] > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", k, by[k]))
-		}
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(parts, ", ") + ")"
-}
-
-func sumOf(m map[string]int) int {
-	n := 0
-	for _, v := range m {
-		n += v
-	}
-	return n
-}
+// count is "3 (a 1, b 2)", as the text report has it.
+func count(n int, by map[string]int) string { return fmt.Sprint(n) + report.ByKey(by) }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
