@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
@@ -142,6 +144,10 @@ type facts struct {
 		Verdict string `json:"verdict"`
 		Over    bool   `json:"over"`
 		Figures int    `json:"figures"`
+		Ticks   []struct {
+			Label string  `json:"label"`
+			X     float64 `json:"x"`
+		} `json:"ticks"`
 	} `json:"sections"`
 	Empty   bool   `json:"empty"`
 	Scripts int    `json:"scripts"`
@@ -160,6 +166,7 @@ const readFacts = `(() => ({
     verdict: s.querySelector('p.verdict').textContent,
     over: s.querySelector('p.verdict').classList.contains('over'),
     figures: s.querySelectorAll('table.figures tr').length,
+    ticks: [...s.querySelectorAll('svg.timeline text.tick')].map(t => ({label: t.textContent, x: Math.round(t.getBoundingClientRect().x)})),
   })),
   empty: !!document.querySelector('p.empty'),
   scripts: document.scripts.length,
@@ -239,6 +246,13 @@ func TestReviewInBrowser(t *testing.T) {
 			}
 		}
 	}
+	// One time axis for all: the ticks of every timeline are the same
+	// times at the same places on the screen.
+	for i := 1; i < len(f.Sections); i++ {
+		if a, b := f.Sections[0].Ticks, f.Sections[i].Ticks; len(a) == 0 || fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Errorf("section %d's time axis %v differs from the first's %v", i, b, a)
+		}
+	}
 	if v := f.Sections[0]; v.Over || !strings.Contains(v.Verdict, "alpha ran below its best profile fp16 2.8% of the time, within the budget of 5.0%") {
 		t.Errorf("alpha's verdict (over %v): %q", v.Over, v.Verdict)
 	}
@@ -261,6 +275,55 @@ func TestReviewInBrowser(t *testing.T) {
 	if err := os.WriteFile(path, shot, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestReviewPrints: printed (the print media type, A4), the page keeps
+// its timelines as wide as the text, nothing runs off the paper, and
+// chromium makes a PDF of it.
+func TestReviewPrints(t *testing.T) {
+	root := t.TempDir()
+	writeJournal(t, root, "alpha", "alpha", 1<<20, alpha())
+	writeJournal(t, root, "beta", "beta", 1<<20, beta())
+	page := writePage(t, root)
+	ctx, s, _ := open(t, page)
+	err := chromedp.Do(ctx, chromedp.EmulateViewport(794, 1123), // A4 at 96 dpi
+		func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+			_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Media: "print"})
+			return chromedp.Void{}, err
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type printed struct {
+		Print    bool      `json:"print"`
+		Overflow bool      `json:"overflow"`
+		Body     float64   `json:"body"`
+		SVGs     []float64 `json:"svgs"`
+		Font     float64   `json:"font"`
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[printed](`(() => ({
+  print: matchMedia('print').matches,
+  overflow: document.documentElement.scrollWidth > document.documentElement.clientWidth,
+  body: document.body.getBoundingClientRect().width,
+  svgs: [...document.querySelectorAll('svg.timeline')].map(s => s.getBoundingClientRect().width),
+  font: parseFloat(getComputedStyle(document.body).fontSize),
+}))()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Print || got.Overflow || len(got.SVGs) != 2 || got.Font < 14 {
+		t.Errorf("printed: %+v (want print media, no overflow, two timelines, an 11pt body)", got)
+	}
+	for _, w := range got.SVGs {
+		if w < 0.95*got.Body {
+			t.Errorf("a printed timeline is %.0f px wide in a body of %.0f", w, got.Body)
+		}
+	}
+	pdf, err := chromedp.Run(ctx, chromedp.PrintToPDF())
+	if err != nil || !bytes.HasPrefix(pdf, []byte("%PDF-")) {
+		t.Fatalf("printing to PDF: %v (%d bytes)", err, len(pdf))
+	}
+	s.check(t, page)
 }
 
 // TestReviewEmptyInBrowser: a period with nothing in it is a page that
@@ -300,6 +363,9 @@ func TestReviewBusyWeek(t *testing.T) {
 	if len(f.Sections) != 1 || len(f.Sections[0].Marks) != 10000 {
 		t.Fatalf("sections %d, marks %d, want 1 and 10000", len(f.Sections), len(f.Sections[0].Marks))
 	}
+	phases, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const n = performance.getEntriesByType('navigation')[0];
+  return 'parsed ' + Math.round(n.domInteractive) + ' ms, loaded ' + Math.round(n.loadEventEnd) + ' ms'; })()`))
+	t.Logf("%s, painted %s", phases, took.Round(time.Millisecond))
 	if took >= 2*time.Second {
 		t.Errorf("the page took %s to load and paint, want under 2s", took)
 	}
