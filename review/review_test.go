@@ -180,3 +180,19 @@ func TestSharedGPU(t *testing.T) {
 		}
 	}
 }
+
+// TestNoChild: an instance that journaled events but ran no child in the
+// period has a timeline with its marks and no profile line (an empty path
+// is no picture), and says it had nothing to judge.
+func TestNoChild(t *testing.T) {
+	evs := []api.Event{{Time: at(time.Minute), Name: "idle", Event: api.EventReload, Profile: "fp16", Changed: []string{}},
+		{Time: at(2 * time.Minute), Name: "idle", Event: api.EventGiveUp, Profile: "fp16", Detail: "no profile fits"}}
+	page := render(t, []Instance{instance(evs, false)}, fixedOptions())
+	if strings.Contains(page, `d=""`) || strings.Contains(page, `class="level"`) {
+		t.Errorf("an empty profile line:\n%s", page)
+	}
+	if !strings.Contains(page, `<path class="m m-reload"`) || !strings.Contains(page, `<path class="m m-giveup"`) ||
+		!strings.Contains(page, "idle did not run a child in this period: nothing to judge") {
+		t.Errorf("marks or verdict missing:\n%s", page)
+	}
+}
