@@ -26,7 +26,8 @@ needs = "4GiB"
 // TestReportNeverFits is issue 27's point 4: an instance whose fp16
 // never fits runs in int8b all the time. Its fallback rate (against the
 // first profile started) is 0, its degraded rate (against the ladder's
-// first) is 1, and the text report warns, naming int8b; --budget moves
+// first) is 1, and the text report warns, naming fp16 (from the fit
+// events: it never ran) and int8b; --budget moves
 // the line. The run also leaves a watermark record (the child's partial
 // minute, closed at its exit), and `report --html` draws it.
 func TestReportNeverFits(t *testing.T) {
@@ -47,8 +48,8 @@ func TestReportNeverFits(t *testing.T) {
 	}
 	for _, want := range []string{
 		"fallback rate  0.0% of supervised time below int8b",
-		"degraded rate  100.0% of supervised time below level 0",
-		"warning: alpha ran below its best profile level 0 100.0% of the time (budget 5.0%), mostly in int8b",
+		"degraded rate  100.0% of supervised time below fp16",
+		"warning: alpha ran below its best profile fp16 100.0% of the time (budget 5.0%), mostly in int8b",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)

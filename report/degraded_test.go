@@ -124,3 +124,21 @@ func TestWatermarkRecordsNotCounted(t *testing.T) {
 		t.Errorf("with records: %d events, %v s; without: %d, %v s", with.Events, with.SupervisedSeconds, without.Events, without.SupervisedSeconds)
 	}
 }
+
+// TestBestProfileFromFit: a profile that never ran is named by the fit
+// events, which list every profile a start tried, the newest winning.
+func TestBestProfileFromFit(t *testing.T) {
+	fit := func(s int, first string) api.Event {
+		return api.Event{Time: at(s), Event: api.EventFit, Profile: "int8", Level: 1,
+			Tried: []api.FitTry{{Profile: first, Level: 0, NeedsBytes: 40 << 30}, {Profile: "int8", Level: 1, Fits: true}}}
+	}
+	s := Summarize([]api.Event{fit(0, "fp16"), start(0, "int8", 1, 0), exit(50, "int8", 1),
+		fit(60, "bf16"), start(60, "int8", 1, 0), exit(100, "int8", 1)}, at(100), false)
+	if got := s.BestProfile(); got != "bf16" {
+		t.Errorf("best profile %q, want bf16 (the newest fit's level 0)", got)
+	}
+	s.Name = "alpha"
+	if v := s.Verdict(); !strings.Contains(v, "alpha ran below its best profile bf16 100.0% of the time") {
+		t.Errorf("verdict %q", v)
+	}
+}

@@ -72,6 +72,9 @@ type Summary struct {
 	levels map[string]int
 	// counts is the window's events by name (Count).
 	counts map[string]int
+	// ladder names profiles by level as the newest fit events list them,
+	// profiles that never ran too.
+	ladder map[int]string
 }
 
 // Summarize summarises the whole of events (journal order, oldest first).
@@ -142,6 +145,7 @@ func SummarizeSince(events []api.Event, since, now time.Time, live bool) Summary
 		addDiff(&win, w.to, w.from)
 	}
 	s.fill(win, base)
+	s.ladder = ladderNames(events)
 	s.TopOOMMessages = oomMessages(events, since).top(5)
 	for _, ev := range slices.Backward(events) {
 		if ev.Name != "" {
@@ -361,9 +365,28 @@ func (s Summary) MostDegraded() string {
 	return best
 }
 
-// BestProfile names the ladder's first profile where the journal saw it
-// run, else "level 0": a report cannot name a profile that never started.
+// ladderNames reads the profiles' names by level from the fit events
+// (each start lists the profiles it tried), the newest last, so a ladder
+// renamed by a reload reads as it is now.
+func ladderNames(events []api.Event) map[int]string {
+	names := map[int]string{}
+	for _, ev := range events {
+		if ev.Event == api.EventFit {
+			for _, tr := range ev.Tried {
+				names[tr.Level] = tr.Profile
+			}
+		}
+	}
+	return names
+}
+
+// BestProfile names the ladder's first profile: as the newest fit event
+// lists it, else as a child ran in it, else "level 0" (a journal from
+// before fit events, of an instance that never ran its first profile).
 func (s Summary) BestProfile() string {
+	if p, ok := s.ladder[0]; ok {
+		return p
+	}
 	for _, p := range slices.Sorted(maps.Keys(s.levels)) {
 		if s.levels[p] == 0 {
 			return p

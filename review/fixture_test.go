@@ -71,12 +71,14 @@ func alphaEvents() []api.Event {
 	)
 }
 
-// betaEvents: starts in int8 (fp16 never fit), steps down once, and still
-// runs when the page is written.
+// betaEvents: starts in int8 (fp16 never fit: its fit event names it),
+// steps down once, and still runs when the page is written.
 func betaEvents() []api.Event {
 	n := "beta"
 	return merge(
 		[]api.Event{
+			{Time: at(5 * time.Minute), Name: n, Event: api.EventFit, Profile: "int8", Level: 1, Tried: []api.FitTry{
+				{Profile: "fp16", Level: 0, NeedsBytes: 40 << 30}, {Profile: "int8", Level: 1, NeedsBytes: 8 << 30, Fits: true}}},
 			{Time: at(5 * time.Minute), Name: n, Event: api.EventStart, Profile: "int8", Level: 1},
 			{Time: at(25 * time.Minute), Name: n, Event: api.EventStepDown, Reason: api.ReasonCritical, Profile: "int8", Level: 1,
 				From: "int8", To: "int4", FromLevel: lv(1), ToLevel: lv(2), Watermark: 0.98},

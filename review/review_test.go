@@ -158,7 +158,7 @@ func TestSelfContained(t *testing.T) {
 func TestVerdicts(t *testing.T) {
 	page := fixedPage(t)
 	for _, want := range []string{
-		`<p class="verdict over">beta ran below its best profile level 0 100.0% of the time (budget 5.0%), mostly in int8:`,
+		`<p class="verdict over">beta ran below its best profile fp16 100.0% of the time (budget 5.0%), mostly in int8:`,
 		`<p class="verdict over">alpha ran below its best profile fp16`,
 	} {
 		if !strings.Contains(page, want) {

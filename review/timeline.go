@@ -98,7 +98,7 @@ type seg struct {
 }
 
 // levelSegments replays the journal: where a child ran, at which level,
-// and each level's profile name. A totals record stands in for the start
+// and each level's profile name (fit events name those that never ran). A totals record stands in for the start
 // of a run whose first lines rotated away; a start with no exit before it
 // (gpuguard died unrecorded) ends the previous stretch at the last line
 // seen. The last stretch of a running child runs until until.
@@ -124,6 +124,9 @@ func levelSegments(evs []api.Event, until time.Time) ([]seg, map[int]string) {
 		}
 		if ev.To != "" && ev.ToLevel != nil {
 			names[*ev.ToLevel] = ev.To
+		}
+		for _, tr := range ev.Tried { // a fit names the profiles a start tried
+			names[tr.Level] = tr.Profile
 		}
 		switch ev.Event {
 		case api.EventTotals:
