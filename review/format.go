@@ -3,16 +3,14 @@ package review
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // f1 formats a coordinate with at most one decimal: a tenth of a unit is
 // finer than a screen or a printer shows, and a week's marks stay small.
 func f1(x float64) string {
-	s := strconv.FormatFloat(x, 'f', 1, 64)
-	if len(s) > 2 && s[len(s)-2:] == ".0" {
-		return s[:len(s)-2]
-	}
+	s := strings.TrimSuffix(strconv.FormatFloat(x, 'f', 1, 64), ".0")
 	if s == "-0" {
 		return "0"
 	}

@@ -85,7 +85,7 @@ type gpuShare struct {
 func build(insts []Instance, o Options) page {
 	loc := cmp.Or(o.Location, time.UTC)
 	insts = slices.Clone(insts)
-	slices.SortFunc(insts, func(a, b Instance) int { return cmp.Compare(a.Summary.Name, b.Summary.Name) })
+	slices.SortStableFunc(insts, func(a, b Instance) int { return cmp.Compare(a.Summary.Name, b.Summary.Name) })
 	from, to := axisSpan(insts, o)
 	ax := newAxis(from, to, loc)
 	p := page{

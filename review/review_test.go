@@ -196,3 +196,11 @@ func TestNoChild(t *testing.T) {
 		t.Errorf("marks or verdict missing:\n%s", page)
 	}
 }
+
+func TestF1(t *testing.T) {
+	for in, want := range map[float64]string{0: "0", -0.04: "0", 1.25: "1.2", 12.96: "13", -3.5: "-3.5", 112: "112"} {
+		if got := f1(in); got != want {
+			t.Errorf("f1(%v) = %q, want %q", in, got, want)
+		}
+	}
+}
