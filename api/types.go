@@ -121,6 +121,10 @@ const (
 	// profile: each profile tried with its needs, and the free memory on
 	// the worst watched GPU (Tried, FreeBytes, LimitBytes, GPUIndex).
 	EventFit = "fit"
+	// EventWatermark is the per-minute record of the watermark while a
+	// child runs (Minute): the minute just passed, or the part of it until
+	// the child's exit, ending at the record's time.
+	EventWatermark = "watermark"
 	// EventTotals is a cumulative record the journal writes (Totals): as
 	// the first line of a run, of every file after a rotation, and every
 	// few minutes, so a report need not read a run's first lines.
@@ -203,6 +207,24 @@ type Event struct {
 
 	// Totals is the content of a totals record.
 	Totals *Totals `json:"totals,omitempty"`
+	// Minute is the content of a watermark record; its fields are the
+	// line's own (min, mean, max, samples, high, critical).
+	*Minute
+}
+
+// Minute summarises the watermark samples of one wall-clock minute (or of
+// its part until the child's exit), as a watermark record. GPU (the line's
+// gpu) is the watched GPU with the highest sample.
+type Minute struct {
+	// Min, Mean and Max are of the watermark ratio (0..1).
+	Min     float64 `json:"min"`
+	Mean    float64 `json:"mean"`
+	Max     float64 `json:"max"`
+	Samples int     `json:"samples"`
+	// High and Critical are the thresholds in force at the minute's end,
+	// so a picture of the minute can draw the lines it was judged by.
+	High     float64 `json:"high"`
+	Critical float64 `json:"critical"`
 }
 
 // FitTry is one profile a start tried: its needs estimate (0: none, so it

@@ -19,14 +19,19 @@ import (
 	"github.com/gpuguard/gpuguard/paths"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/report"
+	"github.com/gpuguard/gpuguard/review"
 )
 
 // ReportOptions is what `gpuguard report` was asked to do.
 type ReportOptions struct {
-	IO         *IO
-	Name       string
-	Since      time.Duration // 0: the whole journal
-	JSON       bool
+	IO    *IO
+	Name  string
+	Since time.Duration // 0: the whole journal
+	JSON  bool
+	// Budget is the degraded rate above which an instance is flagged.
+	Budget float64
+	// HTML is where the review page goes ("-": stdout); "" for none.
+	HTML       string
 	StateDir   string
 	RuntimeDir string
 	// Now is the clock; nil means time.Now.
@@ -37,11 +42,21 @@ type ReportOptions struct {
 func NewCmdReport(stdio *IO, runF func(*ReportOptions) error) *cobra.Command {
 	opts := &ReportOptions{IO: stdio}
 	c := &cobra.Command{
-		Use:   "report [NAME] [--since DUR] [--json]",
+		Use:   "report [NAME] [--since DUR] [--json] [--html FILE] [--budget RATE]",
 		Short: "Summarise an instance's event journal",
 		Long: `Summarise <state-dir>/events.jsonl: step-downs, OOM fallbacks, restarts by
-reason, time spent in each profile (while a child ran) and the fallback rate,
-the share of that time spent below the first profile the instance started in.
+reason, time spent in each profile (while a child ran), the fallback rate
+(the share of that time spent below the first profile the instance started
+in) and the degraded rate (the share spent below the ladder's first profile),
+which is judged against --budget: above it, the report warns that the GPU
+memory budget should grow.
+
+--html FILE writes the same period as the review page: one self-contained
+HTML page (no request leaves it) with a timeline per instance (the profile,
+the per-minute watermark against high and critical, a mark for every step,
+OOM exit, restart, yield, GPU fault, reload and give-up), the figures and
+the verdict against --budget. "-" writes it to stdout. With --html,
+--since defaults to 7d.
 
 Without NAME, the instance whose journal is alone under the state root is
 summarised; with several, each is (JSON: {"instances":[...]}). Scripts should
@@ -49,11 +64,15 @@ name the instance to get one summary object. With --state-dir, the journal
 names its instance; a NAME it never carries gets a warning, and the report
 says whose journal it is.`,
 		Example: `  gpuguard report llama --since 24h
-  gpuguard report --state-dir /var/lib/gpuguard/llama --json | jq .fallback_rate`,
+  gpuguard report --state-dir /var/lib/gpuguard/llama --json | jq .degraded_rate
+  gpuguard report --html review.html`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				opts.Name = args[0]
+			}
+			if opts.HTML != "" && !c.Flags().Changed("since") {
+				opts.Since = reviewPeriod
 			}
 			if runF != nil {
 				return runF(opts)
@@ -64,6 +83,8 @@ says whose journal it is.`,
 	f := c.Flags()
 	f.Var((*daysDuration)(&opts.Since), "since", "only the last DUR (e.g. 24h, 7d); default the whole journal")
 	f.BoolVar(&opts.JSON, "json", false, "print JSON")
+	f.Float64Var(&opts.Budget, "budget", report.DefaultBudget, "the degraded rate (share of time below the ladder's first profile, 0..1) above which the memory budget should grow")
+	f.StringVar(&opts.HTML, "html", "", "write the review page to FILE (- for stdout); --since defaults to 7d")
 	f.StringVar(&opts.StateDir, "state-dir", "", "the instance's own state dir (holding events.jsonl)")
 	f.StringVar(&opts.RuntimeDir, "runtime-dir", "", "directory of control sockets (to tell whether the instance is live)")
 	return c
@@ -95,6 +116,12 @@ func runReport(o *ReportOptions) error {
 	if o.Since < 0 {
 		return exitf(ExitUsage, "--since must be positive, got %s", o.Since)
 	}
+	if o.HTML != "" && o.JSON {
+		return exitf(ExitUsage, "--html and --json cannot be given together")
+	}
+	if !(o.Budget >= 0 && o.Budget <= 1) { // NaN too
+		return exitf(ExitUsage, "--budget must be a rate between 0 and 1 (0.05 is 5%%), got %v", o.Budget)
+	}
 	if o.Name != "" {
 		if err := paths.ValidName(o.Name); err != nil {
 			return withCode(ExitUsage, err)
@@ -118,16 +145,27 @@ func runReport(o *ReportOptions) error {
 	if o.Since > 0 {
 		since = now.Add(-o.Since)
 	}
-	var sums []report.Summary
+	var (
+		sums  []report.Summary
+		pages []review.Instance
+	)
 	for _, t := range targets {
-		s, err := summarizeInstance(t, runDirs, since, now, o.IO.ErrOut)
+		s, events, err := summarizeInstance(t, runDirs, since, now, o.IO.ErrOut)
 		if err != nil {
 			return err
+		}
+		s.SetBudget(o.Budget)
+		if o.HTML != "" {
+			pages = append(pages, review.Instance{Summary: s, Events: events})
+			continue
 		}
 		if o.JSON && s.SkippedLines > 0 {
 			fmt.Fprintf(o.IO.ErrOut, "gpuguard: %s: skipped %d unreadable journal line(s)\n", s.Name, s.SkippedLines)
 		}
 		sums = append(sums, s)
+	}
+	if o.HTML != "" {
+		return writeReview(o, pages, since, now)
 	}
 	return writeReports(o, sums)
 }
@@ -191,14 +229,16 @@ func journalName(events []api.Event, want string) string {
 	return newest
 }
 
-func summarizeInstance(t reportTarget, runDirs []string, since, now time.Time, errOut io.Writer) (report.Summary, error) {
+// summarizeInstance reads one instance's journal and summarises the
+// window; the events read come back too, for the review page.
+func summarizeInstance(t reportTarget, runDirs []string, since, now time.Time, errOut io.Writer) (report.Summary, []api.Event, error) {
 	path := filepath.Join(t.dir, paths.JournalFile)
 	events, skipped, err := journal.Read(path, time.Time{})
 	if errors.Is(err, fs.ErrNotExist) {
-		return report.Summary{}, exitf(ExitFailure, "no such instance: no journal at %s", path)
+		return report.Summary{}, nil, exitf(ExitFailure, "no such instance: no journal at %s", path)
 	}
 	if err != nil {
-		return report.Summary{}, withCode(ExitFailure, err)
+		return report.Summary{}, nil, withCode(ExitFailure, err)
 	}
 	// --state-dir can be any directory; the journal knows the name. A name
 	// the user gave that the journal never carries is a mix-up (another
@@ -212,7 +252,7 @@ func summarizeInstance(t reportTarget, runDirs []string, since, now time.Time, e
 	}
 	s := report.SummarizeSince(events, since, now, isLive(runDirs, name))
 	s.Name, s.SkippedLines = name, skipped
-	return s, nil
+	return s, events, nil
 }
 
 // isLive says whether the instance's control socket accepts connections.

@@ -104,6 +104,48 @@ func TestReportJSON(t *testing.T) {
 	}
 }
 
+// TestReportBudget: budget and over_budget in the JSON follow --budget,
+// judged on degraded_rate (0.4 here: 20 of 50 minutes in int8).
+func TestReportBudget(t *testing.T) {
+	root, run := t.TempDir(), t.TempDir()
+	writeJournal(t, root, "llama", llamaEvents()...)
+	for _, c := range []struct {
+		args   []string
+		budget float64
+		over   bool
+	}{
+		{nil, 0.05, true},
+		{[]string{"--budget", "0.5"}, 0.5, false},
+		{[]string{"--budget", "0.4"}, 0.4, false},
+		{[]string{"--budget", "0"}, 0, true},
+	} {
+		code, out, errOut := runReportCmd(t, root, run, append([]string{"llama", "--json"}, c.args...)...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s", c.args, code, errOut)
+		}
+		var got struct {
+			Degraded *float64 `json:"degraded_rate"`
+			Budget   *float64 `json:"budget"`
+			Over     *bool    `json:"over_budget"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil || got.Degraded == nil || got.Budget == nil || got.Over == nil {
+			t.Fatalf("%q: %v\n%s", c.args, err, out)
+		}
+		if *got.Degraded != 0.4 || *got.Budget != c.budget || *got.Over != c.over {
+			t.Errorf("%q: degraded %v budget %v over %v, want 0.4 %v %v", c.args, *got.Degraded, *got.Budget, *got.Over, c.budget, c.over)
+		}
+	}
+	// The text report warns by the same judgement.
+	_, out, _ := runReportCmd(t, root, run, "llama", "--budget", "0.5")
+	if strings.Contains(out, "warning") {
+		t.Errorf("within --budget 0.5, the text warns:\n%s", out)
+	}
+	_, out, _ = runReportCmd(t, root, run, "llama")
+	if !strings.Contains(out, "warning: llama ran below its best profile fp16 40.0% of the time (budget 5.0%), mostly in int8") {
+		t.Errorf("over the default budget, no warning:\n%s", out)
+	}
+}
+
 func TestReportLiveAndSince(t *testing.T) {
 	root, run := t.TempDir(), t.TempDir()
 	evs := llamaEvents()[:2] // still running in int8
@@ -213,6 +255,10 @@ func TestReportExitCodes(t *testing.T) {
 		{[]string{"--since", "-1h", "x"}, ExitUsage},
 		{[]string{"../etc"}, ExitUsage},
 		{[]string{"--bogus"}, ExitUsage},
+		{[]string{"--budget", "1.5", "x"}, ExitUsage},
+		{[]string{"--budget", "-0.1", "x"}, ExitUsage},
+		{[]string{"--budget", "NaN", "x"}, ExitUsage},
+		{[]string{"--budget", "5%", "x"}, ExitUsage},
 	} {
 		code, _, errOut := runReportCmd(t, root, run, tt.args...)
 		if code != tt.code {

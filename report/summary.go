@@ -9,10 +9,12 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 )
 
-// FallbackWarnRate is the fallback rate above which the report says the GPU
-// budget should grow: more than this share of the time below the first
-// profile means the first profile does not really fit.
-const FallbackWarnRate = 0.05
+// DefaultBudget is the degraded rate above which the report says the GPU
+// memory budget should grow (`report --budget`): more than this share of
+// the time below the ladder's first profile means that profile does not
+// really fit. It is the design's weekly review: "if the fallback rate is
+// above 5 %, raise the memory budget".
+const DefaultBudget = 0.05
 
 // Summary is what `gpuguard report` prints; its JSON is `report --json`.
 type Summary struct {
@@ -51,7 +53,16 @@ type Summary struct {
 	FirstProfile string `json:"first_profile"`
 	// FallbackRate is the share of supervised time spent in a profile
 	// below FirstProfile (0..1).
-	FallbackRate   float64   `json:"fallback_rate"`
+	FallbackRate float64 `json:"fallback_rate"`
+	// DegradedRate is the share of supervised time spent below the
+	// ladder's first profile (level 0), whichever profile the instance
+	// started in: an instance whose best profile never fits is degraded
+	// all the time, though its fallback rate is 0.
+	DegradedRate float64 `json:"degraded_rate"`
+	// Budget is the degraded rate the instance is judged against
+	// (`--budget`), and OverBudget says DegradedRate is above it.
+	Budget         float64   `json:"budget"`
+	OverBudget     bool      `json:"over_budget"`
 	TopOOMMessages []Message `json:"top_oom_messages"`
 	// SkippedLines is how many journal lines could not be read (torn or
 	// malformed); the caller fills it in.
@@ -59,6 +70,11 @@ type Summary struct {
 
 	// levels orders profiles for the text output.
 	levels map[string]int
+	// counts is the window's events by name (Count).
+	counts map[string]int
+	// ladder names profiles by level as the newest fit events list them,
+	// profiles that never ran too.
+	ladder map[int]string
 }
 
 // Summarize summarises the whole of events (journal order, oldest first).
@@ -129,6 +145,7 @@ func SummarizeSince(events []api.Event, since, now time.Time, live bool) Summary
 		addDiff(&win, w.to, w.from)
 	}
 	s.fill(win, base)
+	s.ladder = ladderNames(events)
 	s.TopOOMMessages = oomMessages(events, since).top(5)
 	for _, ev := range slices.Backward(events) {
 		if ev.Name != "" {
@@ -246,25 +263,32 @@ func addDiff(sum *api.Totals, to, from api.Totals) {
 // fill sets the summary's figures from the window's account; base is the
 // level of the first start (-1: none).
 func (s *Summary) fill(win api.Totals, base int) {
-	var below float64
+	var below, degraded float64
 	for p, secs := range win.SecondsInProfile {
 		if secs <= 0 {
 			continue
 		}
 		s.SecondsInProfile[p] = secs
 		s.SupervisedSeconds += secs
-		if l, ok := s.levels[p]; ok && base >= 0 && l > base {
+		l, ok := s.levels[p]
+		if ok && base >= 0 && l > base {
 			below += secs
+		}
+		if ok && l > 0 {
+			degraded += secs
 		}
 	}
 	if s.SupervisedSeconds > 0 {
 		s.FallbackRate = below / s.SupervisedSeconds
+		s.DegradedRate = degraded / s.SupervisedSeconds
 	}
+	s.SetBudget(DefaultBudget)
+	s.counts = maps.Clone(win.Events)
 	for _, n := range win.Events {
 		s.Events += n
 	}
 	maps.Copy(s.StepdownsByReason, win.Stepdowns)
-	s.Stepdowns = sum(win.Stepdowns)
+	s.Stepdowns = Sum(win.Stepdowns)
 	maps.Copy(s.Restarts, win.Restarts)
 	maps.Copy(s.Admissions, win.Admissions)
 	maps.Copy(s.YieldsTo, win.Yields)
@@ -314,3 +338,64 @@ func (s Summary) profilesByLevel() []string {
 	})
 	return names
 }
+
+// SetBudget judges the summary against budget, the degraded rate above
+// which the memory budget should grow.
+func (s *Summary) SetBudget(budget float64) {
+	s.Budget, s.OverBudget = budget, s.DegradedRate > budget
+}
+
+// Level is the ladder level (0 = the first, best profile) of a profile the
+// journal saw run; ok is false for one it never saw.
+func (s Summary) Level(profile string) (level int, ok bool) {
+	level, ok = s.levels[profile]
+	return level, ok
+}
+
+// MostDegraded is the profile below the ladder's first in which the
+// instance spent the most supervised time ("" when none): what it ran in
+// instead of the profile it was meant to. Ties go to the better profile.
+func (s Summary) MostDegraded() string {
+	best, secs := "", 0.0
+	for _, p := range s.profilesByLevel() {
+		if l := s.levels[p]; l > 0 && s.SecondsInProfile[p] > secs {
+			best, secs = p, s.SecondsInProfile[p]
+		}
+	}
+	return best
+}
+
+// ladderNames reads the profiles' names by level from the fit events
+// (each start lists the profiles it tried), the newest last, so a ladder
+// renamed by a reload reads as it is now.
+func ladderNames(events []api.Event) map[int]string {
+	names := map[int]string{}
+	for _, ev := range events {
+		if ev.Event == api.EventFit {
+			for _, tr := range ev.Tried {
+				names[tr.Level] = tr.Profile
+			}
+		}
+	}
+	return names
+}
+
+// BestProfile names the ladder's first profile: as the newest fit event
+// lists it, else as a child ran in it, else "level 0" (a journal from
+// before fit events, of an instance that never ran its first profile).
+func (s Summary) BestProfile() string {
+	if p, ok := s.ladder[0]; ok {
+		return p
+	}
+	for _, p := range slices.Sorted(maps.Keys(s.levels)) {
+		if s.levels[p] == 0 {
+			return p
+		}
+	}
+	return "level 0"
+}
+
+// Count is how many events of that name fell in the window, by the same
+// account as the other figures (an admission summary counts as its
+// count), so it stays right when the window's first lines rotated away.
+func (s Summary) Count(event string) int { return s.counts[event] }

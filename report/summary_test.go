@@ -265,7 +265,7 @@ func TestJSONHasContractKeys(t *testing.T) {
 	var m map[string]any
 	json.Unmarshal(b, &m)
 	for _, k := range []string{"stepdowns", "oom_fallbacks", "restarts", "seconds_in_profile",
-		"fallback_rate", "top_oom_messages", "since", "until", "skipped_lines"} {
+		"fallback_rate", "degraded_rate", "budget", "over_budget", "top_oom_messages", "since", "until", "skipped_lines"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("report JSON lacks %q: %s", k, b)
 		}
@@ -290,7 +290,9 @@ func TestWriteText(t *testing.T) {
 	out := buf.String()
 	for _, want := range []string{"llama (not running)", "stepdowns      1 (watermark 1)",
 		"fp16", "int8", "fallback rate  10.0% of supervised time below fp16",
-		"skipped 2 unreadable journal line(s)", "warning: llama ran below", "budget should grow"} {
+		"degraded rate  10.0% of supervised time below fp16 (the ladder's first profile; budget 5.0%)",
+		"skipped 2 unreadable journal line(s)", "warning: llama ran below its best profile fp16 10.0% of the time (budget 5.0%), mostly in int8",
+		"raise the GPU memory budget"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)
 		}

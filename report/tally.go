@@ -54,10 +54,11 @@ func resume(rec api.Event) *Tally {
 }
 
 // Add accounts the time up to ev in the state before it, then counts ev
-// and moves the state past it. Totals records are bookkeeping, not events:
-// they are ignored.
+// and moves the state past it. Totals and watermark records are
+// bookkeeping, not events: they are ignored (the review page reads the
+// watermark records itself).
 func (t *Tally) Add(ev api.Event) {
-	if ev.Event == api.EventTotals {
+	if ev.Event == api.EventTotals || ev.Event == api.EventWatermark {
 		return
 	}
 	if ev.Event == api.EventStart && t.r.running {

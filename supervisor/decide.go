@@ -45,6 +45,9 @@ func (l *loop) onSample(r sampleResult) {
 		l.ratio = deviceRatio(r.sample.Devices, l.pol)
 	}
 	l.forecast(now)
+	if l.child != nil {
+		l.noteMinute(now, r.sample)
+	}
 	l.trackStart(now, r)
 	// Publish the sample before a start it may lead to, so that anyone who
 	// sees the new child also sees the GPUs it was started against. (The

@@ -275,6 +275,7 @@ func (l *loop) onExit() {
 	if p := l.s.toldOOM.Swap(nil); p != nil {
 		told = *p
 	}
+	l.endMinute(now)
 	ev := api.Event{Event: api.EventExit, Status: ptr(e.Status()), Stderr: lastLines(e.Stderr, 20)}
 	if e.Signal != 0 {
 		ev.Signal = int(e.Signal)

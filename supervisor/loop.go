@@ -82,7 +82,8 @@ type loop struct {
 	streakReported bool      // this run of failures has a journal line
 	lostErr        error     // on_gpu_lost = "stop" is stopping the child
 
-	faults gpuFaults // Xid events and the GPUs they left faulted
+	faults gpuFaults     // Xid events and the GPUs they left faulted
+	minute minuteSummary // the watermark samples of this minute, for its record
 
 	backoff  timer
 	stopWait timer

@@ -18,7 +18,11 @@ import (
 // repoRoot is the checkout this package sits in (scripts/deb).
 const repoRoot = "../.."
 
-const unitPath = "usr/lib/systemd/system/gpuguard@.service"
+const (
+	unitPath          = "usr/lib/systemd/system/gpuguard@.service"
+	reviewServicePath = "usr/lib/systemd/system/gpuguard-review@.service"
+	reviewTimerPath   = "usr/lib/systemd/system/gpuguard-review@.timer"
+)
 
 // pkg is a built package, unpacked: root is what dpkg installs, control
 // what it keeps in /var/lib/dpkg/info.
@@ -114,6 +118,8 @@ func TestPackage(t *testing.T) {
 		want := map[string]fs.FileMode{
 			"usr/bin/gpuguard":                                  0o755,
 			unitPath:                                            0o644,
+			reviewServicePath:                                   0o644,
+			reviewTimerPath:                                     0o644,
 			"etc/gpuguard/example.toml":                         0o644,
 			"usr/share/man/man1/gpuguard.1.gz":                  0o644,
 			"usr/share/man/man1/gpuguard-run.1.gz":              0o644,
@@ -229,6 +235,38 @@ func TestPackage(t *testing.T) {
 		}
 		out, err := exec.Command(sa, "verify", inst).CombinedOutput()
 		if err != nil || strings.Contains(string(out), "gpuguard@") {
+			t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("review units run /usr/bin/gpuguard", func(t *testing.T) {
+		svc := read(t, filepath.Join(p.root, reviewServicePath))
+		if !strings.Contains(svc, "\nExecStart=/usr/bin/gpuguard report %i --html /var/lib/gpuguard/%i/review.html\n") {
+			t.Errorf("packaged review service's ExecStart:\n%s", svc)
+		}
+		for _, u := range []string{reviewServicePath, reviewTimerPath} {
+			src := read(t, filepath.Join(repoRoot, "scripts/systemd", filepath.Base(u)))
+			if got := read(t, filepath.Join(p.root, u)); got != withDirectivePath(src, "/usr/local/bin/gpuguard", "/usr/bin/gpuguard") {
+				t.Errorf("packaged %s differs from scripts/systemd beyond the binary's path", filepath.Base(u))
+			}
+		}
+		sa, err := exec.LookPath("systemd-analyze")
+		if err != nil {
+			t.Skip("systemd-analyze not installed")
+		}
+		dir := t.TempDir()
+		bin, _ := filepath.Abs(filepath.Join(p.root, "usr/bin/gpuguard"))
+		var insts []string
+		for _, u := range []string{reviewServicePath, reviewTimerPath} {
+			inst := filepath.Join(dir, strings.Replace(filepath.Base(u), "@.", "@test.", 1))
+			text := withDirectivePath(read(t, filepath.Join(p.root, u)), "/usr/bin/gpuguard", bin)
+			if err := os.WriteFile(inst, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			insts = append(insts, inst)
+		}
+		out, err := exec.Command(sa, append([]string{"verify"}, insts...)...).CombinedOutput()
+		if err != nil || strings.Contains(string(out), "gpuguard-review@") {
 			t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 		}
 	})

@@ -1,5 +1,6 @@
-// Package systemd holds no code. It is where the systemd template unit
-// gpuguard@.service lives, and its test checks that unit: the settings the
-// contract and GPU access depend on, and `systemd-analyze verify` where
-// systemd is installed.
+// Package systemd holds no code. It is where the systemd units live: the
+// template gpuguard@.service, and gpuguard-review@.service with its weekly
+// gpuguard-review@.timer, which write an instance's review page. Its tests
+// check them: the settings the contract and GPU access depend on, and
+// `systemd-analyze verify` where systemd is installed.
 package systemd

@@ -18,6 +18,11 @@ const unitFile = "gpuguard@.service"
 // directives parses the unit into key -> values (a key may repeat).
 func directives(t *testing.T) map[string][]string {
 	t.Helper()
+	return directivesOf(t, unitFile)
+}
+
+func directivesOf(t *testing.T, unitFile string) map[string][]string {
+	t.Helper()
 	f, err := os.Open(unitFile)
 	if err != nil {
 		t.Fatal(err)
