@@ -70,7 +70,7 @@ func New(cfg Config, opts Options) *Door {
 		FlushInterval:  -1, // every write reaches the client at once: token streams
 		ErrorHandler:   d.proxyError,
 		ModifyResponse: d.stamp,
-		ErrorLog:       log.New(logWriter(opts.Logf), "front door: ", 0),
+		ErrorLog:       log.New(logWriter(opts.Logf), "", 0),
 	}
 	d.srv = &http.Server{Handler: d, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 5 * time.Minute}
 	return d
