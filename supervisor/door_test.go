@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/gpu"
 )
 
 // fakeDoor records what the supervisor tells the front door; its drains
@@ -251,6 +252,35 @@ func TestReadyWithoutDoor(t *testing.T) {
 		}
 		if n.count("READY") != 1 {
 			t.Errorf("READY=1 sent %d times", n.count("READY"))
+		}
+		c.end(Exit{})
+		h.wait()
+	})
+}
+
+// TestDoorHealthyEndsStart: on a shared GPU, the child's first healthy
+// answer ends its start (the next tenant may start), as its own "ready"
+// message would.
+func TestDoorHealthyEndsStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pol := testPolicy()
+		pol.Watch.Settle = 2 * time.Second
+		door := newFakeDoor()
+		h := startHarness(t, pol, func(c *Config, d *Deps) {
+			withCoord(&fakeCoord{})(c, d)
+			d.Door = door
+		})
+		c := h.child()
+		h.probe.setProcs([]gpu.Process{{PID: c.pid, Device: 0, Used: 2 * gib}})
+		time.Sleep(300 * time.Millisecond)
+		synctest.Wait()
+		if !h.sup.TenantInfo().Starting {
+			t.Fatal("not starting before the health check passed")
+		}
+		h.sup.Healthy(1)
+		synctest.Wait()
+		if h.sup.TenantInfo().Starting {
+			t.Fatal("still starting after the first healthy answer")
 		}
 		c.end(Exit{})
 		h.wait()
