@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +20,7 @@ import (
 // Unready, Drain, Profile, Short, Configure) are safe to call from any
 // goroutine; the supervisor calls them from its loop, so none blocks.
 type Door struct {
-	cfg   atomic.Pointer[Config]
+	cfg   atomic.Pointer[conf]
 	opts  Options
 	check func(ctx context.Context, url string) error
 	gate  gate
@@ -54,7 +55,7 @@ func New(cfg Config, opts Options) *Door {
 		opts.Logf = func(string, ...any) {}
 	}
 	d := &Door{opts: opts}
-	d.cfg.Store(&cfg)
+	d.Configure(cfg)
 	d.tag.Store(&profileTag{name: "", level: "0", next: "1"})
 	tr := opts.Transport
 	if tr == nil {
@@ -100,7 +101,22 @@ func newHealthTransport() *http.Transport {
 
 // Configure applies a reloaded [serve] (everything but the address takes
 // effect for the next request).
-func (d *Door) Configure(cfg Config) { d.cfg.Store(&cfg) }
+func (d *Door) Configure(cfg Config) {
+	c := &conf{Config: cfg}
+	// The policy has checked both; a URL that does not parse leaves the
+	// target unset, and such a request gets 502.
+	c.upstream, _ = url.Parse(cfg.Upstream)
+	if cfg.Fallback != "" {
+		c.fallback, _ = url.Parse(cfg.Fallback)
+	}
+	d.cfg.Store(c)
+}
+
+// conf is a Config with its URLs parsed once, not per request.
+type conf struct {
+	Config
+	upstream, fallback *url.URL
+}
 
 // Launched says the child of launch gen has started: poll its health and
 // open the gate at its first 2xx.

@@ -54,20 +54,17 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case prio == P2 && d.opts.Deferrer != nil && d.opts.Deferrer.Defer(cw, r):
 			return
-		case prio == P1 && cfg.Fallback != "":
-			if u, err := url.Parse(cfg.Fallback); err == nil {
-				ex := &exchange{target: u, fallback: true}
-				d.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
-				return
-			}
+		case prio == P1 && cfg.fallback != nil:
+			ex := &exchange{target: cfg.fallback, fallback: true}
+			d.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
+			return
 		}
 	}
-	u, err := url.Parse(cfg.Upstream)
-	if err != nil {
-		d.answer(cw, http.StatusBadGateway, "gpuguard_unavailable", "the upstream URL is invalid: "+err.Error(), 0)
+	if cfg.upstream == nil {
+		d.answer(cw, http.StatusBadGateway, "gpuguard_unavailable", "the upstream URL "+quote(cfg.Upstream)+" is invalid", 0)
 		return
 	}
-	ex := &exchange{target: u}
+	ex := &exchange{target: cfg.upstream}
 	if err := d.enter(r.Context(), cfg, ex); err != nil {
 		d.reject(cw, err)
 		return
@@ -81,7 +78,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // enter waits at the gate for ex, and records where it goes.
-func (d *Door) enter(ctx context.Context, cfg *Config, ex *exchange) error {
+func (d *Door) enter(ctx context.Context, cfg *conf, ex *exchange) error {
 	waited, err := d.gate.enter(ctx, cfg.Hold, cfg.MaxHeld)
 	if waited > 0 && d.opts.Meter != nil {
 		d.opts.Meter.ServeHold(waited)
