@@ -100,7 +100,7 @@ type doorRun struct {
 	metricsAt string
 }
 
-func startDoorRun(t *testing.T, extra string) *doorRun {
+func startDoorRun(t *testing.T, extra string, env ...string) *doorRun {
 	t.Helper()
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("python3 is not installed")
@@ -114,7 +114,7 @@ func startDoorRun(t *testing.T, extra string) *doorRun {
 	d.policy = e.policy(fmt.Sprintf(doorPolicy, d.door, d.child, extra))
 	_, port, _ := net.SplitHostPort(d.child)
 	d.p = e.start([]string{"run", "--policy", d.policy, "--metrics-addr", d.metricsAt, "--",
-		"/usr/bin/python3", script, port, "2"})
+		"/usr/bin/python3", script, port, "2"}, env...)
 	// The door listens before the child starts: from here no request
 	// may fail.
 	waitFor(t, "the front door to listen", 30*time.Second, func() bool {

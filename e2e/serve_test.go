@@ -144,3 +144,46 @@ func TestDoorConfigErrors(t *testing.T) {
 		t.Errorf("port in use: exit %d, stdout %q, stderr %s; want 1 naming the address, nothing started", code, out, stderr)
 	}
 }
+
+// TestDoorSystemdReady: with a front door, READY=1 goes to systemd at the
+// child's first healthy answer, not at its launch: when it arrives the
+// server has loaded (2 s) and the door's status path answers 200.
+func TestDoorSystemdReady(t *testing.T) {
+	dir, err := os.MkdirTemp("", "ggsd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	d := startDoorRun(t, "", "NOTIFY_SOCKET="+sock)
+	conn.SetReadDeadline(time.Now().Add(60 * time.Second))
+	buf := make([]byte, 4096)
+	for {
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("no READY=1: %v", err)
+		}
+		if strings.Contains(string(buf[:n]), "READY=1") {
+			break
+		}
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Errorf("READY=1 %s after the start, before the server's 2 s load", took)
+	}
+	resp, err := http.Get("http://" + d.door + "/gpuguard/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("status path %d at READY=1, want 200", resp.StatusCode)
+	}
+	d.waitReady(t, 1) // the journal writes behind the loop
+	d.finish(t, 1)
+}
