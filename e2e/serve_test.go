@@ -38,7 +38,7 @@ func TestDoorFirstStartAndWatermarkStep(t *testing.T) {
 	}
 	d.waitReady(t, 2)
 	d.moreRequests(t, 20)
-	r := d.finish(t, 60)
+	r := d.finish(t, 40)
 	if r.profiles["fp16"] == 0 || r.profiles["int8"] == 0 {
 		t.Errorf("answers by profile %v: want both fp16 (before) and int8 (after the step)", r.profiles)
 	}
