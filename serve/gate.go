@@ -147,10 +147,3 @@ func (g *gate) held() int {
 	defer g.mu.Unlock()
 	return g.waiters.Len()
 }
-
-// inFlight is how many requests the child has now.
-func (g *gate) inFlight() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.inflight
-}
