@@ -64,7 +64,13 @@ type Status struct {
 	Observe            bool     `json:"observe"`
 	GPUs               []GPU    `json:"gpus"`
 	Leases             int      `json:"leases"`
-	LastEvent          *Event   `json:"last_event"`
+	// Ready is the front door's view of the child (its health endpoint
+	// answered 2xx and no planned restart has begun); without a front
+	// door, whether a child runs.
+	Ready bool `json:"ready"`
+	// Held is how many requests the front door holds now (0 without one).
+	Held      int    `json:"held"`
+	LastEvent *Event `json:"last_event"`
 	// Fit is the newest fit event: why the child runs in its profile (or
 	// why none runs). Nil (JSON null) before the first fit was judged.
 	Fit *Event `json:"fit"`
@@ -125,6 +131,9 @@ const (
 	// child runs (Minute): the minute just passed, or the part of it until
 	// the child's exit, ending at the record's time.
 	EventWatermark = "watermark"
+	// EventReady records the child's first healthy answer to the front
+	// door after a launch (AfterSeconds: how long after the launch).
+	EventReady = "ready"
 	// EventTotals is a cumulative record the journal writes (Totals): as
 	// the first line of a run, of every file after a rotation, and every
 	// few minutes, so a report need not read a run's first lines.
@@ -180,6 +189,9 @@ type Event struct {
 	GPUIndex *int `json:"gpu_index,omitempty"`
 	// Xid is a GPU fault's Xid (gpu_fault).
 	Xid int `json:"xid,omitempty"`
+	// AfterSeconds is how long after its launch the child first answered
+	// its health check (ready).
+	AfterSeconds float64 `json:"after_seconds,omitempty"`
 	// Changed lists the policy keys a reload changed (reload).
 	// Non-nil on every applied reload: "changed":[] says nothing changed.
 	Changed []string `json:"changed,omitzero"`

@@ -24,6 +24,7 @@ type runReloader struct {
 	start   *resolvedRun
 	metrics *metrics.Endpoint
 	journal interface{ SetLimits(journal.Limits) }
+	door    *frontDoor // nil without [serve] listen
 }
 
 var _ supervisor.Reloader = (*runReloader)(nil)
@@ -65,6 +66,10 @@ func (rr *runReloader) Load(cur *policy.Policy) (*supervisor.Reload, error) {
 		commits = append(commits, mv.Commit)
 		rl.Abort = mv.Abort
 	}
+	if r.pol.Serve != cur.Serve {
+		s := r.pol.Serve
+		commits = append(commits, func() { rr.door.configure(s) })
+	}
 	if r.pol.Journal != cur.Journal {
 		limits := journalLimits(r.pol.Journal)
 		commits = append(commits, func() { rr.journal.SetLimits(limits) })
@@ -89,6 +94,9 @@ func (rr *runReloader) sameInstance(r *resolvedRun, data []byte) policy.ErrorLis
 	var errs policy.ErrorList
 	if r.name != was.name {
 		errs = append(errs, keyError(src, data, r.nameFrom, fmt.Sprintf("would rename the instance from %q to %q; restart gpuguard to rename it", was.name, r.name)))
+	}
+	if r.pol.Serve.Listen != was.pol.Serve.Listen {
+		errs = append(errs, keyError(src, data, "serve.listen", fmt.Sprintf("changed from %q to %q; restart gpuguard to move the front door", was.pol.Serve.Listen, r.pol.Serve.Listen)))
 	}
 	switch {
 	case r.pol.Watch.Backend != was.pol.Watch.Backend:

@@ -24,6 +24,7 @@ import (
 	"github.com/gpuguard/gpuguard/proc"
 	"github.com/gpuguard/gpuguard/report"
 	"github.com/gpuguard/gpuguard/sdnotify"
+	"github.com/gpuguard/gpuguard/serve"
 	"github.com/gpuguard/gpuguard/statefile"
 	"github.com/gpuguard/gpuguard/supervisor"
 	"github.com/gpuguard/gpuguard/tenants"
@@ -65,6 +66,18 @@ func runRun(o *RunOptions) error {
 		return &ExitError{Code: ExitConfig, Err: fmt.Errorf("metrics listen address %q: %w", r.pol.Metrics.Listen, err)}
 	}
 	defer move.Abort() // unless committed
+	// So is the front door's ([serve] listen): in use, exit 1 naming it.
+	var meter serve.Meter
+	if r.pol.Serve.Enabled() {
+		m.EnableServe()
+		meter = m
+	}
+	door, err := openDoor(r.pol.Serve, func() api.Status { return sup.Status() },
+		func(gen int) { sup.Healthy(gen) }, meter, logf)
+	if err != nil {
+		return &ExitError{Code: ExitFailure, Err: err}
+	}
+	defer door.close(logf)
 
 	simDir := ""
 	if r.pol.Watch.Backend == "sim" {
@@ -137,8 +150,8 @@ func runRun(o *RunOptions) error {
 		Probe: probe, Launcher: launcher, Owned: proc.Descendants,
 		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
-		Faults: faults, Coordinator: coord,
-		Reloader: &runReloader{opts: o, start: r, metrics: endpoint, journal: jr},
+		Faults: faults, Coordinator: coord, Door: door.dep(),
+		Reloader: &runReloader{opts: o, start: r, metrics: endpoint, journal: jr, door: door},
 	})
 	if err != nil {
 		return err
@@ -148,6 +161,7 @@ func runRun(o *RunOptions) error {
 	defer cancel()
 	go srv.Serve(ctx, sup)
 	move.Commit()
+	door.serve()
 
 	code, runErr := sup.Run(ctx, signals)
 	signal.Stop(signals) // a signal during the clean-up below ends gpuguard, as it always did

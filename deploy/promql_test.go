@@ -28,6 +28,10 @@ func gathered() (series, error) {
 	gpu := 0
 	m.Observe(api.Event{Event: api.EventGPUFault, GPU: "GPU-0", GPUIndex: &gpu, Xid: 79})
 	m.ObserveProbe(time.Millisecond, nil)
+	// The front door's series exist with a [serve] section.
+	m.EnableServe()
+	m.ServeRequest(200)
+	m.ServeHold(time.Second)
 	mfs, err := m.Gatherer().Gather()
 	if err != nil {
 		return nil, err

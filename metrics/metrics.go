@@ -60,6 +60,11 @@ type Metrics struct {
 	// which the supervisor may collapse per error streak, no longer count:
 	// each failure is counted exactly once whichever way it is reported.
 	metered atomic.Bool
+
+	// snapshot is the supervisor's status, read at scrape time; serve
+	// holds the front door's series once EnableServe has run.
+	snapshot func() api.Status
+	serve    atomic.Pointer[serveMetrics]
 }
 
 // New builds the registry of instance name. snapshot is called at every
@@ -70,6 +75,7 @@ func New(name string, snapshot func() api.Status) *Metrics {
 	m := &Metrics{
 		reg:         prometheus.NewRegistry(),
 		constLabels: cl,
+		snapshot:    snapshot,
 		stepdowns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "stepdowns_total", ConstLabels: cl,
 			Help: "Profile step-downs by reason (observe: what observe mode would have done).",

@@ -99,6 +99,17 @@ var diffKeys = []keyDiff{
 	{"journal.max_files", eq(func(p *Policy) int { return p.Journal.MaxFiles })},
 	{"journal.max_age", eq(func(p *Policy) time.Duration { return p.Journal.MaxAge })},
 
+	{"serve.listen", eq(func(p *Policy) string { return p.Serve.Listen })},
+	{"serve.upstream", eq(func(p *Policy) string { return p.Serve.Upstream })},
+	{"serve.health", eq(func(p *Policy) string { return p.Serve.Health })},
+	{"serve.hold", eq(func(p *Policy) time.Duration { return p.Serve.Hold })},
+	{"serve.max_held", eq(func(p *Policy) int { return p.Serve.MaxHeld })},
+	{"serve.retry", eq(func(p *Policy) bool { return p.Serve.Retry })},
+	{"serve.fallback", eq(func(p *Policy) string { return p.Serve.Fallback })},
+	{"serve.priority", eq(func(p *Policy) string { return p.Serve.Priority })},
+	{"serve.wake", eq(func(p *Policy) bool { return p.Serve.Wake })},
+	{"serve.idle", eq(func(p *Policy) time.Duration { return p.Serve.Idle })},
+
 	{"profile", func(a, b *Policy) bool { return slices.EqualFunc(a.Profiles, b.Profiles, sameProfile) }},
 }
 

@@ -175,6 +175,9 @@ func (p *Policy) WriteSummary(w io.Writer) error {
 		builtin, max(0, len(p.OOM.Patterns)-builtin), formatInts(p.OOM.ExitCodes), p.OOM.ScanStderr)
 	fmt.Fprintf(tw, "checkpoint\tpath=%s keep=%d\n", ckpt, p.Checkpoint.Keep)
 	fmt.Fprintf(tw, "metrics\t%s\n", listen)
+	if p.Serve.Enabled() {
+		fmt.Fprintf(tw, "serve\t%s\n", describeServe(p.Serve))
+	}
 	fmt.Fprintf(tw, "journal\tmax_size=%s max_files=%d max_age=%s\n", FormatSize(p.Journal.MaxSize), p.Journal.MaxFiles, maxAge)
 	if err := tw.Flush(); err != nil {
 		return err

@@ -66,6 +66,7 @@ func Default() *Policy {
 		OOM:        OOM{Patterns: builtinOOM(), ScanStderr: true},
 		Checkpoint: Checkpoint{Keep: 3},
 		Journal:    Journal{MaxSize: 16 << 20, MaxFiles: 4},
+		Serve:      defaultServe(),
 		Profiles:   []Profile{{Name: "default", Env: map[string]string{}}},
 	}
 }

@@ -29,7 +29,9 @@ func TestDefault(t *testing.T) {
 		OOM:        OOM{Patterns: p.OOM.Patterns, ScanStderr: true},
 		Checkpoint: Checkpoint{Keep: 3},
 		Journal:    Journal{MaxSize: 16 << 20, MaxFiles: 4},
-		Profiles:   []Profile{{Name: "default", Env: map[string]string{}}},
+		Serve: Serve{Health: "/health", Hold: 120 * time.Second, MaxHeld: 1000, Retry: true,
+			Priority: "P0", Wake: true},
+		Profiles: []Profile{{Name: "default", Env: map[string]string{}}},
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Fatalf("Default() =\n%+v\nwant\n%+v", p, want)
@@ -107,6 +109,17 @@ listen = "127.0.0.1:9464"
 max_size  = "1MiB"
 max_files = 10
 max_age   = "180d"
+[serve]
+listen   = "127.0.0.1:8000"
+upstream = "http://127.0.0.1:8001/"
+health   = "/"
+hold     = "30s"
+max_held = 10
+retry    = false
+fallback = "http://127.0.0.1:8002"
+priority = "P1"
+wake     = false
+idle     = "10m"
 
 [[profile]]
 name  = "fp16"
@@ -146,6 +159,9 @@ func TestParseFull(t *testing.T) {
 		Checkpoint: Checkpoint{Path: "/data/ckpt.pt", Keep: 0},
 		Metrics:    Metrics{Listen: "127.0.0.1:9464"},
 		Journal:    Journal{MaxSize: 1 << 20, MaxFiles: 10, MaxAge: 180 * Day},
+		Serve: Serve{Listen: "127.0.0.1:8000", Upstream: "http://127.0.0.1:8001", Health: "/",
+			Hold: 30 * time.Second, MaxHeld: 10, Retry: false, Fallback: "http://127.0.0.1:8002",
+			Priority: "P1", Wake: false, Idle: 10 * time.Minute},
 		Profiles: []Profile{
 			{Name: "fp16", Needs: 40 << 30, Env: map[string]string{"DTYPE": "float16", "MAX_BATCH": "32"}},
 			{Name: "int8", Needs: 20 << 30, Live: true, Env: map[string]string{"DTYPE": "int8", "MAX_BATCH": "16"}},

@@ -30,7 +30,7 @@ const (
 
 // sectionOrder lists the [section] tables in the order policy.toml documents
 // them.
-var sectionOrder = [...]string{"watch", "watermark", "restart", "notify", "oom", "checkpoint", "metrics", "journal"}
+var sectionOrder = [...]string{"watch", "watermark", "restart", "notify", "oom", "checkpoint", "metrics", "journal", "serve"}
 
 // policy decodes the whole document into pol, which holds the defaults.
 func (d *decoder) policy(pol *Policy, raw map[string]any) {
@@ -189,6 +189,7 @@ func (d *decoder) sectionFields(pol *Policy) map[string][]field {
 				return d.durationUpTo(p, v, 0, MaxRetention)
 			})},
 		},
+		"serve": d.serveFields(&pol.Serve),
 	}
 }
 
@@ -287,7 +288,7 @@ func (d *decoder) listenAddr(p path, v any) (string, bool) {
 	}
 	_, port, err := net.SplitHostPort(s)
 	if err != nil {
-		d.errorf(p, "must be HOST:PORT such as \"127.0.0.1:9464\" (empty disables metrics), got %q", s)
+		d.errorf(p, "must be HOST:PORT such as \"127.0.0.1:9464\" (empty disables it), got %q", s)
 		return "", false
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {

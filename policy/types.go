@@ -25,6 +25,7 @@ type Policy struct {
 	Checkpoint Checkpoint
 	Metrics    Metrics
 	Journal    Journal
+	Serve      Serve
 
 	// Profiles is the ladder: index 0 is the best quality, the last the
 	// most frugal. Never empty: with none declared it holds "default".

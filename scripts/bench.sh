@@ -2,7 +2,7 @@
 # The performance check: gpuguard's end-to-end benchmarks (package bench:
 # the real binary on the simulated GPU) and the package benchmarks (probe,
 # control socket, metrics, journal, process tree), then a summary of the
-# figures next to their targets (docs/performance.md). About 9 minutes.
+# figures next to their targets (docs/performance.md). About 10 minutes.
 # Benchmarks measure; nothing here fails on a figure. On a shared or busy
 # machine the tails (p99, max) mostly measure the neighbours: see load1.
 #
@@ -45,6 +45,9 @@ run "control socket (in process)" ./control -run '^$' -bench '^Benchmark(StatusR
 run "process tree" ./proc -run '^$' -bench '^BenchmarkTree$' -benchmem
 run "metrics scrape vs tick jitter" ./metrics -run '^$' -bench '^BenchmarkTickJitter$' -benchtime 50x
 run "journal, a million events" ./journal -run '^$' -bench '^BenchmarkMillionEvents$' -benchtime 1000000x
+run "front door (in process, against a direct connection in the same run)" ./serve -run '^$' -benchtime 2000x -bench '^Benchmark(DoorLatency|DoorFirstByte)$'
+run "front door throughput, 64 clients" ./serve -run '^$' -benchtime 1x -bench '^BenchmarkDoorThroughput$'
+run "front door (real binary)" ./bench -run '^$' -benchtime 1x -timeout 10m -bench '^BenchmarkDoor(Held|Restart)$'
 run "journal, admissions summarised or one line each" ./journal -run '^$' -bench '^BenchmarkAdmissions$' -benchtime 200000x
 
 # metric BENCH UNIT: the value of UNIT on the first line of BENCH (the name
@@ -130,4 +133,16 @@ B=BenchmarkSharedDetection
 row "8 shared GPU, crossing -> signal, 1 tenant: median" "$(metric $B/tenants-1 median-ms)" ms ""
 row "  8 tenants: median" "$(metric $B/tenants-8 median-ms)" ms ""
 row "  reserve round trip, 8 tenants: median" "$(metric BenchmarkSharedReserve/tenants-8 reserve-median-us)" ms 2 0.001
+B=BenchmarkDoorLatency
+row "9 front door, added latency (keep-alive, small): median" "$(metric $B added-median-µs)" us 100
+row "  p99" "$(metric $B added-p99-µs)" us ""
+row "  direct: median" "$(metric $B direct-median-µs)" us ""
+row "  through the door: median" "$(metric $B door-median-µs)" us ""
+row "  time to first byte of a stream, added: median" "$(metric BenchmarkDoorFirstByte added-ttfb-µs)" ms 1 0.001
+row "  throughput, 64 clients, instant upstream: door/direct" "$(metric BenchmarkDoorThroughput/instant ratio)" x ""
+row "  throughput, 64 clients, 20ms upstream: door/direct" "$(metric BenchmarkDoorThroughput/20ms ratio)" x ""
+row "  RSS added per held request" "$(metric BenchmarkDoorHeld KiB/held)" KiB 16
+row "  RSS with 1,000 held" "$(metric BenchmarkDoorHeld rss-MiB)" MiB 64
+row "  planned restart, 200 req/s: failed through the door" "$(metric BenchmarkDoorRestart door-failed-%)" "%" 0
+row "  the same, straight to the child" "$(metric BenchmarkDoorRestart direct-failed-%)" "%" ""
 echo "load1 at the start of each end-to-end benchmark: $(grep -o '[0-9.]* load1' "$raw" | cut -d' ' -f1 | tr '\n' ' ')"

@@ -186,8 +186,7 @@ func (l *loop) beginRestart(level int, reason string, reply chan response) {
 	}
 	l.state = api.StateStepping
 	l.deps.Logf("restarting the child in profile %s (%s)", l.pol.Profiles[level].Name, reason)
-	_ = l.child.Signal(l.pol.Restart.StopSignal)
-	l.stopWait.arm(l.pol.Restart.StopTimeout)
+	l.stopChild(l.pol.Restart.StopSignal)
 }
 
 // manualStep handles `gpuguard step` and the socket's step request.
@@ -277,4 +276,5 @@ func (l *loop) publishSnapshot() {
 	}
 	l.s.snap.Store(snap)
 	l.publishTenant()
+	l.doorSync()
 }

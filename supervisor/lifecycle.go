@@ -240,7 +240,8 @@ func (l *loop) launch(level int) {
 	}
 	l.emit(ev)
 	l.deps.Logf("started %s (pid %d) in profile %s (%d/%d)", argv[0], child.PID(), l.pol.Profiles[level].Name, level, len(l.pol.Profiles))
-	if n := l.deps.Notifier; n != nil && l.starts == 1 { // READY=1 once, for the first child
+	l.doorLaunched()
+	if n := l.deps.Notifier; n != nil && l.starts == 1 && l.readyAtLaunch() { // READY=1 once, for the first child
 		_ = n.Ready()
 	}
 	l.updateStatusText()
@@ -269,6 +270,7 @@ func (l *loop) onExit() {
 	l.setTarget()
 	l.endStarting("") // the exit line says it; "start complete" would be wrong
 	l.stopWait.stop()
+	l.doorExited()
 	l.ledger.Clear()
 	l.leasesChanged()
 	told := ""
@@ -398,7 +400,7 @@ func (l *loop) onStopSignal(sig syscall.Signal) {
 		l.lostErr = nil
 		l.stopSig = sig
 		l.emit(api.Event{Event: api.EventStop, Detail: "signal " + sig.String()})
-		_ = l.child.Signal(sig)
+		l.stopChild(sig)
 		return
 	}
 	if l.stopping {
@@ -413,8 +415,7 @@ func (l *loop) onStopSignal(sig syscall.Signal) {
 	l.emit(api.Event{Event: api.EventStop, Detail: "signal " + sig.String()})
 	l.notifyStopping()
 	l.failPlan()
-	_ = l.child.Signal(sig)
-	l.stopWait.arm(l.pol.Restart.StopTimeout)
+	l.stopChild(sig)
 }
 
 // cannotStart ends the run after a failed start. err comes from the

@@ -89,6 +89,7 @@ type loop struct {
 	stopWait timer
 
 	shared sharedState // agreeing with the other tenants of shared GPUs
+	door   doorState   // the front door (door.go)
 
 	lastEvent   *api.Event
 	lastFit     *api.Event // the newest fit event, for status
@@ -169,6 +170,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	}
 	defer l.backoff.stop()
 	defer l.stopWait.stop()
+	defer l.door.limit.stop()
 
 	l.enterWaiting(l.target, nil)
 	// A stop queued before Run (gpuguard listens from before its backend
@@ -202,6 +204,10 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 			if l.child != nil {
 				_ = l.child.Kill()
 			}
+		case <-l.door.drain:
+			l.drained(false)
+		case <-l.door.limit.C:
+			l.drained(true)
 		case <-watchdog:
 			_ = l.deps.Notifier.Watchdog()
 		case sig := <-signals:
@@ -297,8 +303,7 @@ func (l *loop) checkLost(now time.Time) {
 	l.state = api.StateStopping
 	l.notifyStopping()
 	if l.plan == nil { // else the stop signal is already on its way
-		_ = l.child.Signal(l.pol.Restart.StopSignal)
-		l.stopWait.arm(l.pol.Restart.StopTimeout)
+		l.stopChild(l.pol.Restart.StopSignal)
 	}
 	l.failPlan()
 }
@@ -317,6 +322,8 @@ func (l *loop) onRequest(r request) {
 		r.reply <- response{}
 	case opReload:
 		l.applyReload(r)
+	case opHealthy:
+		l.onHealthy(r.gen)
 	default:
 		l.onSharedRequest(r)
 	}

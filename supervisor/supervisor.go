@@ -68,6 +68,8 @@ type Deps struct {
 	Coordinator Coordinator
 	// Reloader re-reads the policy for Reload; nil refuses reloads.
 	Reloader Reloader
+	// Door is the front door ([serve]); nil when there is none.
+	Door Door
 	// Logf prints one human-readable line about what gpuguard does.
 	Logf func(format string, args ...any)
 }
@@ -182,6 +184,7 @@ func (s *Supervisor) Status() api.Status {
 	// The ledger is read live: reservations are decided and withdrawn off
 	// the loop too, so the snapshot's count can lag a reply just sent.
 	st.Leases = s.ledger.Count()
+	s.doorStatus(&st)
 	return st
 }
 
@@ -262,6 +265,7 @@ const (
 	opReady
 	opEmit
 	opReload
+	opHealthy
 )
 
 // request is a control call handed to the loop goroutine.
@@ -279,6 +283,7 @@ type request struct {
 	tenantDecision api.TenantDecision
 	event          api.Event
 	reload         *Reload
+	gen            int // opHealthy: the launch
 	reply          chan response
 }
 

@@ -35,6 +35,9 @@
 //	                              write LOW; N times: after CALM plus a random
 //	                              0-1 s, write HIGH, wait for the notify signal,
 //	                              print "jump <t0 ns> <t1 ns> <stale>", write LOW.
+//	benchchild http ADDR LOAD WORK
+//	                              after LOAD, serve HTTP on ADDR: /health 200, any
+//	                              other path 200 after WORK; exit 0 on SIGTERM
 package main
 
 import (
@@ -80,6 +83,8 @@ func main() {
 		ramp(atoi(arg(2)), float(arg(3)), float(arg(4)), float(arg(5)), float(arg(6)), duration(arg(7)), duration(arg(8)))
 	case "jump":
 		jump(atoi(arg(2)), arg(3), arg(4), duration(arg(5)))
+	case "http":
+		serveHTTP(arg(2), duration(arg(3)), duration(arg(4)))
 	default:
 		fail("unknown mode " + os.Args[1])
 	}

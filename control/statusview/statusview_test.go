@@ -18,7 +18,7 @@ func demo() api.Status {
 	return api.Status{
 		Name: "llama", PID: 1200, ChildPID: 1201, State: api.StateRunning,
 		Profile: "int8", Level: 1, Levels: 3, Watermark: 0.75, Restarts: 2, UptimeSeconds: 3725,
-		IntervalSeconds: 0.05, ETASeconds: ptr(42.7),
+		IntervalSeconds: 0.05, ETASeconds: ptr(42.7), Ready: true, Held: 2,
 		GPUs: []api.GPU{{Index: 0, UUID: "GPU-a", Name: "NVIDIA H200", UsedBytes: 30 * gib, TotalBytes: 40 * gib,
 			Processes: []api.GPUProcess{{PID: 1201, UsedBytes: 28 * gib}, {PID: 999, UsedBytes: 2 * gib}}}},
 		LastEvent: &api.Event{Time: now.Add(-12 * time.Second), Event: "stepdown", Profile: "int8", Reason: "watermark"},
@@ -42,8 +42,8 @@ func TestWriteTable(t *testing.T) {
 		{
 			name: "one instance and its GPU",
 			r:    Report{Instances: []api.Status{demo()}, GPUs: WithTenants(demo().GPUs, []api.Status{demo()})},
-			want: `NAME   PID   PRIO  PROFILE     GPU MEM        WATERMARK  POLL  ETA  RESTARTS  UPTIME  STATE    LAST EVENT
-llama  1200  0     int8 (1/3)  30.0/40.0 GiB  0.75       50ms  42s  2         1h02m   running  stepdown int8 (watermark) 12s ago
+			want: `NAME   PID   PRIO  PROFILE     GPU MEM        WATERMARK  POLL  ETA  RESTARTS  UPTIME  STATE    READY         LAST EVENT
+llama  1200  0     int8 (1/3)  30.0/40.0 GiB  0.75       50ms  42s  2         1h02m   running  yes (2 held)  stepdown int8 (watermark) 12s ago
 
 GPU  NAME         MEMORY              TENANTS  PROCESSES
 0    NVIDIA H200  30.0/40.0 GiB  75%  llama    1201 llama 28.0 GiB, 999 2.0 GiB
@@ -55,9 +55,9 @@ GPU  NAME         MEMORY              TENANTS  PROCESSES
 				{Name: "a", PID: 1, Priority: -5, State: api.StateBackoff, Profile: "fp16", Levels: 1, Observe: true, UptimeSeconds: 59, IntervalSeconds: 1},
 				unreachable,
 			}},
-			want: `NAME  PID  PRIO  PROFILE     GPU MEM  WATERMARK  POLL  ETA  RESTARTS  UPTIME  STATE              LAST EVENT
-a     1    -5    fp16 (0/1)  -        0.00       1s    -    0         59s     backoff (observe)  -
-qwen  77   -     -           -        -          -     -    -         -       unreachable        no answer within 1s
+			want: `NAME  PID  PRIO  PROFILE     GPU MEM  WATERMARK  POLL  ETA  RESTARTS  UPTIME  STATE              READY  LAST EVENT
+a     1    -5    fp16 (0/1)  -        0.00       1s    -    0         59s     backoff (observe)  no     -
+qwen  77   -     -           -        -          -     -    -         -       unreachable        -      no answer within 1s
 
 No GPUs.
 `,
@@ -68,8 +68,8 @@ No GPUs.
 			color: true,
 			want: "\x1b[1mNAME\x1b[0m  \x1b[1mPID\x1b[0m  \x1b[1mPRIO\x1b[0m  \x1b[1mPROFILE\x1b[0m  \x1b[1mGPU MEM\x1b[0m  \x1b[1mWATERMARK\x1b[0m  " +
 				"\x1b[1mPOLL\x1b[0m  \x1b[1mETA\x1b[0m  " +
-				"\x1b[1mRESTARTS\x1b[0m  \x1b[1mUPTIME\x1b[0m  \x1b[1mSTATE\x1b[0m        \x1b[1mLAST EVENT\x1b[0m\n" +
-				"qwen  77   -     -        -        -          -     -    -         -       \x1b[31munreachable\x1b[0m  \x1b[2mno answer within 1s\x1b[0m\n" +
+				"\x1b[1mRESTARTS\x1b[0m  \x1b[1mUPTIME\x1b[0m  \x1b[1mSTATE\x1b[0m        \x1b[1mREADY\x1b[0m  \x1b[1mLAST EVENT\x1b[0m\n" +
+				"qwen  77   -     -        -        -          -     -    -         -       \x1b[31munreachable\x1b[0m  -      \x1b[2mno answer within 1s\x1b[0m\n" +
 				"\nNo GPUs.\n",
 		},
 	}
@@ -159,7 +159,7 @@ func TestWriteJSON(t *testing.T) {
 	if err := WriteJSON(&b, Report{Instances: []api.Status{{Name: "x", State: api.StateUnreachable}}}, true); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"instances":[{"name":"x","pid":0,"child_pid":0,"state":"unreachable","profile":"","level":0,"levels":0,"priority":0,"watermark":0,"interval_seconds":0,"eta_seconds":null,"restarts":0,"uptime_seconds":0,"child_uptime_seconds":0,"observe":false,"gpus":[],"leases":0,"last_event":null,"fit":null}],"gpus":[]}` + "\n"
+	want := `{"instances":[{"name":"x","pid":0,"child_pid":0,"state":"unreachable","profile":"","level":0,"levels":0,"priority":0,"watermark":0,"interval_seconds":0,"eta_seconds":null,"restarts":0,"uptime_seconds":0,"child_uptime_seconds":0,"observe":false,"gpus":[],"leases":0,"ready":false,"held":0,"last_event":null,"fit":null}],"gpus":[]}` + "\n"
 	if b.String() != want {
 		t.Errorf("got  %s\nwant %s", b.String(), want)
 	}

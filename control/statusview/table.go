@@ -39,7 +39,7 @@ func WriteTable(w io.Writer, r Report, o Options) error {
 	if len(r.Instances) == 0 {
 		b.WriteString("No running instances.\n")
 	} else {
-		t := table{header: []string{"NAME", "PID", "PRIO", "PROFILE", "GPU MEM", "WATERMARK", "POLL", "ETA", "RESTARTS", "UPTIME", "STATE", "LAST EVENT"}}
+		t := table{header: []string{"NAME", "PID", "PRIO", "PROFILE", "GPU MEM", "WATERMARK", "POLL", "ETA", "RESTARTS", "UPTIME", "STATE", "READY", "LAST EVENT"}}
 		for _, st := range r.Instances {
 			t.add(instanceRow(st, o.Now))
 		}
@@ -71,7 +71,7 @@ func plain(s string) cell { return cell{text: s} }
 func instanceRow(st api.Status, now time.Time) []cell {
 	if st.State == api.StateUnreachable {
 		return []cell{plain(st.Name), plain(pid(st.PID)), plain("-"), plain("-"), plain("-"), plain("-"), plain("-"),
-			plain("-"), plain("-"), plain("-"), {st.State, red}, {st.Error, dim}}
+			plain("-"), plain("-"), plain("-"), {st.State, red}, plain("-"), {st.Error, dim}}
 	}
 	var used, total uint64
 	for _, g := range st.GPUs {
@@ -104,8 +104,22 @@ func instanceRow(st api.Status, now time.Time) []cell {
 		plain(strconv.Itoa(st.Restarts)),
 		plain(Duration(st.UptimeSeconds)),
 		{state, stateColor(st.State)},
+		readyCell(st),
 		plain(LastEvent(st.LastEvent, now)),
 	}
+}
+
+// readyCell is the READY column: the front door's view of the child (or,
+// without a door, whether a child runs), and the requests it holds.
+func readyCell(st api.Status) cell {
+	c := cell{text: "yes"}
+	if !st.Ready {
+		c = cell{text: "no", color: yellow}
+	}
+	if st.Held > 0 {
+		c.text += fmt.Sprintf(" (%d held)", st.Held)
+	}
+	return c
 }
 
 func gpuRow(g api.GPU, owners map[int]string) []cell {

@@ -1,0 +1,136 @@
+package policy
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Serve is the [serve] section: the front door that listens for the
+// child's clients and passes their requests to it (docs/serving.md).
+type Serve struct {
+	Listen   string        // HOST:PORT clients connect to; "" = no front door
+	Upstream string        // the child's own base URL (http://HOST:PORT[/prefix])
+	Health   string        // GET path on Upstream; a 2xx means ready
+	Hold     time.Duration // how long a request may wait for a ready child
+	MaxHeld  int           // requests waiting at once; one more gets 503 at once
+	Retry    bool          // resend, once, a request the child dropped before any byte
+	Fallback string        // base URL of a CPU-only server for P1 while memory is short
+	Priority string        // P0 | P1 | P2: requests without X-GPUGuard-Priority
+	Wake     bool          // a request while asleep steps up (server actions)
+	Idle     time.Duration // > 0: no request for this long steps down to sleep (server actions)
+}
+
+// Enabled reports whether the front door runs.
+func (s Serve) Enabled() bool { return s.Listen != "" }
+
+// Request priorities of [serve] priority and X-GPUGuard-Priority.
+const (
+	PriorityP0 = "P0"
+	PriorityP1 = "P1"
+	PriorityP2 = "P2"
+)
+
+// MaxHeld bounds [serve] max_held: each held request costs a goroutine
+// and its connection's buffers.
+const MaxHeld = 1_000_000
+
+func defaultServe() Serve {
+	return Serve{Health: "/health", Hold: 120 * time.Second, MaxHeld: 1000, Retry: true,
+		Priority: PriorityP0, Wake: true}
+}
+
+func (d *decoder) serveFields(s *Serve) []field {
+	nonNeg := func(p path, v any) (time.Duration, bool) { return d.duration(p, v, 0) }
+	return []field{
+		{"listen", set(&s.Listen, d.listenAddr)},
+		{"upstream", set(&s.Upstream, func(p path, v any) (string, bool) { return d.httpURL(p, v, "upstream") })},
+		{"health", set(&s.Health, func(p path, v any) (string, bool) {
+			h, ok := d.str(p, v)
+			if ok && (!strings.HasPrefix(h, "/") || strings.ContainsAny(h, " \t\r\n#")) {
+				d.errorf(p, "must be a path on upstream starting with \"/\", such as \"/health\" (Ollama: \"/\"), got %q", h)
+				return "", false
+			}
+			return h, ok
+		})},
+		{"hold", set(&s.Hold, nonNeg)},
+		{"max_held", set(&s.MaxHeld, func(p path, v any) (int, bool) {
+			n, ok := d.integer(p, v, 0, MaxHeld)
+			return int(n), ok
+		})},
+		{"retry", set(&s.Retry, d.boolean)},
+		{"fallback", set(&s.Fallback, func(p path, v any) (string, bool) { return d.httpURL(p, v, "fallback") })},
+		{"priority", set(&s.Priority, func(p path, v any) (string, bool) {
+			return d.enum(p, v, PriorityP0, PriorityP1, PriorityP2)
+		})},
+		{"wake", set(&s.Wake, d.boolean)},
+		{"idle", set(&s.Idle, nonNeg)},
+	}
+}
+
+// httpURL reads "" or an http:// base URL with a host and no query or
+// fragment (paths are appended to it).
+func (d *decoder) httpURL(p path, v any, what string) (string, bool) {
+	s, ok := d.str(p, v)
+	if !ok || s == "" {
+		return s, ok
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		d.errorf(p, "must be an http:// URL such as \"http://127.0.0.1:8001\", got %q: %v", s, err)
+	case u.Scheme != "http":
+		d.errorf(p, "must be an http:// URL such as \"http://127.0.0.1:8001\" (the %s is a local server; https is not supported), got %q", what, s)
+	case u.Host == "" || u.Hostname() == "":
+		d.errorf(p, "must name a host, such as \"http://127.0.0.1:8001\", got %q", s)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		d.errorf(p, "must be a base URL without user, query or fragment, got %q", s)
+	default:
+		return strings.TrimRight(s, "/"), true
+	}
+	return "", false
+}
+
+// validateServe checks the rules that tie [serve]'s keys together.
+func (d *decoder) validateServe(pol *Policy, raw map[string]any) {
+	sp := path{"serve"}
+	s := pol.Serve
+	if s.Listen != "" && s.Upstream == "" && d.usable(sp.key("listen"), sp.key("upstream")) {
+		d.errorf(sp.key("listen"), "needs serve.upstream, the child's own base URL such as \"http://127.0.0.1:8001\"")
+	}
+	if s.Listen != "" && s.Upstream != "" && d.usable(sp.key("listen"), sp.key("upstream")) && sameHostPort(s.Listen, s.Upstream) {
+		d.errorf(sp.key("upstream"), "is the front door's own address (serve.listen = %q): the child must listen elsewhere", s.Listen)
+	}
+}
+
+// sameHostPort reports whether the base URL u points at listen itself.
+func sameHostPort(listen, u string) bool {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return false
+	}
+	port := pu.Port()
+	if port == "" {
+		port = "80"
+	}
+	host := pu.Hostname()
+	lh, lp, _ := strings.Cut(listen, ":")
+	if i := strings.LastIndex(listen, ":"); i >= 0 {
+		lh, lp = strings.Trim(listen[:i], "[]"), listen[i+1:]
+	}
+	return lp == port && (lh == host || lh == "" || lh == "0.0.0.0" || lh == "::")
+}
+
+// describeServe is `policy check`'s line for [serve].
+func describeServe(s Serve) string {
+	if !s.Enabled() {
+		return "disabled"
+	}
+	fb := s.Fallback
+	if fb == "" {
+		fb = "none"
+	}
+	return fmt.Sprintf("listen=%s upstream=%s health=%s hold=%s max_held=%d retry=%v fallback=%s priority=%s",
+		s.Listen, s.Upstream, s.Health, fmtDuration(s.Hold), s.MaxHeld, s.Retry, fb, s.Priority)
+}

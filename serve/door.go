@@ -1,0 +1,251 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Door is the front door of one instance. Its control methods (Launched,
+// Unready, Drain, Profile, Short, Configure) are safe to call from any
+// goroutine; the supervisor calls them from its loop, so none blocks.
+type Door struct {
+	cfg   atomic.Pointer[conf]
+	opts  Options
+	check func(ctx context.Context, url string) error
+	gate  gate
+	proxy *httputil.ReverseProxy
+
+	ready atomic.Bool // the gate is open for the current launch
+	short atomic.Bool // memory is short: P1 to the fallback
+	tag   atomic.Pointer[profileTag]
+
+	// mu guards the current launch's polling.
+	mu       sync.Mutex
+	gen      int                // the current launch's number
+	stopPoll context.CancelFunc // nil when not polling
+	kick     chan struct{}      // ask the poller for a check now
+	fails    int                // health failures in a row
+	healthy  bool               // the current launch has answered 2xx
+	polls    sync.WaitGroup
+
+	srv *http.Server
+}
+
+// profileTag is what X-GPUGuard-Profile and X-GPUGuard-Level say.
+type profileTag struct {
+	name, level string
+	next        string // the level past the ladder, for fallback answers
+}
+
+// New returns a closed door: it holds every request until the first
+// launch's health check passes.
+func New(cfg Config, opts Options) *Door {
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	d := &Door{opts: opts}
+	d.Configure(cfg)
+	d.tag.Store(&profileTag{name: "", level: "0", next: "1"})
+	tr := opts.Transport
+	if tr == nil {
+		tr = newTransport()
+	}
+	d.check = opts.Check
+	if d.check == nil {
+		d.check = httpCheck(&http.Client{Transport: newHealthTransport(), Timeout: pollTimeout})
+	}
+	d.proxy = &httputil.ReverseProxy{
+		Rewrite:        d.rewrite,
+		Transport:      &retryTransport{d: d, base: tr},
+		FlushInterval:  -1, // every write reaches the client at once: token streams
+		ErrorHandler:   d.proxyError,
+		ModifyResponse: d.stamp,
+		ErrorLog:       log.New(logWriter(opts.Logf), "", 0),
+	}
+	d.srv = &http.Server{Handler: d, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 5 * time.Minute}
+	return d
+}
+
+// newTransport reaches the child: keep-alive connections enough for many
+// concurrent clients, no compression of its own (bodies pass as they
+// are), and no response timeout (a generation may take minutes).
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+	}
+}
+
+// newHealthTransport opens a connection per check, so a check tells
+// whether the child accepts connections now, not whether an old one lives.
+func newHealthTransport() *http.Transport {
+	return &http.Transport{Proxy: nil, DisableKeepAlives: true, DisableCompression: true,
+		DialContext: (&net.Dialer{Timeout: pollTimeout}).DialContext}
+}
+
+// Configure applies a reloaded [serve] (everything but the address takes
+// effect for the next request).
+func (d *Door) Configure(cfg Config) {
+	c := &conf{Config: cfg}
+	// The policy has checked both; a URL that does not parse leaves the
+	// target unset, and such a request gets 502.
+	c.upstream, _ = url.Parse(cfg.Upstream)
+	if cfg.Fallback != "" {
+		c.fallback, _ = url.Parse(cfg.Fallback)
+	}
+	d.cfg.Store(c)
+}
+
+// conf is a Config with its URLs parsed once, not per request.
+type conf struct {
+	Config
+	upstream, fallback *url.URL
+}
+
+// Launched says the child of launch gen has started: poll its health and
+// open the gate at its first 2xx.
+func (d *Door) Launched(gen int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stopPollingLocked()
+	d.gen, d.fails, d.healthy = gen, 0, false
+	ctx, cancel := context.WithCancel(context.Background())
+	d.stopPoll, d.kick = cancel, make(chan struct{}, 1)
+	d.polls.Add(1)
+	go func(kick <-chan struct{}) {
+		defer d.polls.Done()
+		d.poll(ctx, gen, kick)
+	}(d.kick)
+}
+
+// Unready says the child is gone or about to be stopped: hold new
+// requests and stop polling until the next launch.
+func (d *Door) Unready() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stopPollingLocked()
+}
+
+func (d *Door) stopPollingLocked() {
+	if d.stopPoll != nil {
+		d.stopPoll()
+		d.stopPoll = nil
+	}
+	d.ready.Store(false)
+	d.gate.setOpen(false)
+}
+
+// Drain holds new requests (as Unready) and returns a channel that is
+// closed once every request passed to the child has finished.
+func (d *Door) Drain() <-chan struct{} {
+	d.Unready()
+	return d.gate.drained()
+}
+
+// Profile sets the profile that answers carry (X-GPUGuard-Profile and
+// X-GPUGuard-Level).
+func (d *Door) Profile(name string, level, levels int) {
+	if t := d.tag.Load(); t.name == name && t.level == strconv.Itoa(level) {
+		return
+	}
+	d.tag.Store(&profileTag{name: name, level: strconv.Itoa(level), next: strconv.Itoa(max(levels, level+1))})
+}
+
+// Short says whether memory is short (a step down is pending, or the
+// watermark is at or above high): P1 requests then go to the fallback.
+func (d *Door) Short(short bool) { d.short.Store(short) }
+
+// Ready reports whether the gate is open: the child answered its health
+// check and no drain or exit has closed it since.
+func (d *Door) Ready() bool { return d.ready.Load() }
+
+// Held is how many requests wait now.
+func (d *Door) Held() int { return d.gate.held() }
+
+// suspect closes the gate after a request found the child's connection
+// failing (refused, reset): the child is dying or gone, so the next
+// requests wait (rather than fail the same way) until a health check
+// passes, which is asked for now.
+func (d *Door) suspect(gen int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if gen != d.gen || d.stopPoll == nil || !d.ready.Load() {
+		return
+	}
+	d.logf("the child's connection failed: holding requests until its health check passes")
+	d.ready.Store(false)
+	d.gate.setOpen(false)
+	d.fails = 0
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (d *Door) currentGen() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.gen
+}
+
+func (d *Door) logf(format string, args ...any) { d.opts.Logf(format, args...) }
+
+// Listen binds addr for Serve: the caller binds it before anything else
+// starts, so that an address in use is found with nothing started.
+func Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("front door listen address %q: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// Serve answers clients on ln until Close. It returns nil after Close.
+func (d *Door) Serve(ln net.Listener) error {
+	if err := d.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Close ends the door: held requests get 503 at once, requests still in
+// flight get until ctx ends to finish, and the health poller stops.
+func (d *Door) Close(ctx context.Context) error {
+	d.gate.shutdown()
+	d.mu.Lock()
+	if d.stopPoll != nil {
+		d.stopPoll()
+		d.stopPoll = nil
+	}
+	d.ready.Store(false)
+	d.mu.Unlock()
+	d.polls.Wait()
+	if err := d.srv.Shutdown(ctx); err != nil {
+		return d.srv.Close()
+	}
+	return nil
+}
+
+// logWriter turns the proxy's log lines into Logf lines.
+type logWriter func(format string, args ...any)
+
+func (f logWriter) Write(p []byte) (int, error) {
+	f("%s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,149 @@
+package serve
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Why a held request was not let through.
+var (
+	errHold     = errors.New("the child was not ready within hold")
+	errFull     = errors.New("too many requests are waiting for the child")
+	errShutdown = errors.New("gpuguard is shutting down")
+)
+
+// gate lets requests through to the child while it is open, holds them in
+// arrival order while it is closed, and counts those in flight so that a
+// drain knows when the child has finished with them.
+type gate struct {
+	mu       sync.Mutex
+	open     bool
+	shut     bool // for good: gpuguard is ending
+	inflight int
+	waiters  list.List       // *waiter, oldest first
+	idle     []chan struct{} // closed when inflight falls to 0
+}
+
+type waiter struct {
+	ch       chan struct{}
+	elem     *list.Element
+	admitted bool
+	err      error // set with ch closed and admitted false: shutdown
+}
+
+// enter returns once the request may go to the child (nil: it is counted
+// in flight until leave), or with why not: errFull at once when maxHeld
+// are waiting, errHold after hold, errShutdown, or ctx's error when the
+// client went away (its place is freed). waited says how long it was held
+// (0 when it went straight through).
+func (g *gate) enter(ctx context.Context, hold time.Duration, maxHeld int) (waited time.Duration, err error) {
+	g.mu.Lock()
+	switch {
+	case g.shut:
+		g.mu.Unlock()
+		return 0, errShutdown
+	case g.open && g.waiters.Len() == 0:
+		g.inflight++
+		g.mu.Unlock()
+		return 0, nil
+	case g.waiters.Len() >= maxHeld:
+		g.mu.Unlock()
+		return 0, errFull
+	case hold <= 0:
+		g.mu.Unlock()
+		return 0, errHold
+	}
+	w := &waiter{ch: make(chan struct{})}
+	w.elem = g.waiters.PushBack(w)
+	g.mu.Unlock()
+
+	start := time.Now()
+	t := time.NewTimer(hold)
+	defer t.Stop()
+	select {
+	case <-w.ch:
+	case <-t.C:
+		err = errHold
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case w.admitted:
+		return time.Since(start), nil // let through as the time ran out: it goes
+	case w.err != nil:
+		return time.Since(start), w.err
+	}
+	g.waiters.Remove(w.elem)
+	return time.Since(start), err
+}
+
+// leave ends a request's time in flight.
+func (g *gate) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.inflight--
+	if g.inflight == 0 {
+		for _, c := range g.idle {
+			close(c)
+		}
+		g.idle = nil
+	}
+}
+
+// setOpen opens or closes the gate. Opening lets every waiting request
+// through, oldest first.
+func (g *gate) setOpen(open bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shut {
+		return
+	}
+	g.open = open
+	if !open {
+		return
+	}
+	for e := g.waiters.Front(); e != nil; e = g.waiters.Front() {
+		w := g.waiters.Remove(e).(*waiter)
+		w.admitted = true
+		g.inflight++
+		close(w.ch)
+	}
+}
+
+// drained returns a channel closed once no request is in flight.
+func (g *gate) drained() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := make(chan struct{})
+	if g.inflight == 0 {
+		close(c)
+		return c
+	}
+	g.idle = append(g.idle, c)
+	return c
+}
+
+// shutdown closes the gate for good: every waiting request gets
+// errShutdown now, and new ones at once.
+func (g *gate) shutdown() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.shut, g.open = true, false
+	for e := g.waiters.Front(); e != nil; e = g.waiters.Front() {
+		w := g.waiters.Remove(e).(*waiter)
+		w.err = errShutdown
+		close(w.ch)
+	}
+}
+
+// held is how many requests wait now.
+func (g *gate) held() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waiters.Len()
+}

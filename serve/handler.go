@@ -1,0 +1,226 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// exchange is one client request's passage through the door, carried in
+// the outbound request's context to the transport and the error handler.
+type exchange struct {
+	target   *url.URL
+	fallback bool
+	gen      int  // the launch it was sent to
+	inflight bool // counted in the gate
+	body     *replayBody
+	retried  bool  // sent a second time
+	rejected error // a retry's wait ended without a ready child
+}
+
+type exchangeKey struct{}
+
+func exchangeFrom(ctx context.Context) *exchange {
+	ex, _ := ctx.Value(exchangeKey{}).(*exchange)
+	return ex
+}
+
+// ServeHTTP passes r to the child (or answers it itself: its own paths,
+// a wait that ran out, a full queue).
+func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/gpuguard/") {
+		d.own(w, r)
+		return
+	}
+	cw := &countingWriter{ResponseWriter: w}
+	defer func() {
+		if d.opts.Meter != nil {
+			d.opts.Meter.ServeRequest(cw.code())
+		}
+	}()
+	cfg := d.cfg.Load()
+	prio, ok := priority(r.Header.Get(HeaderPriority), cfg.Priority)
+	if !ok {
+		d.answer(cw, http.StatusBadRequest, "invalid_request_error",
+			HeaderPriority+" must be P0, P1 or P2, got "+quote(r.Header.Get(HeaderPriority)), 0)
+		return
+	}
+	if d.short.Load() {
+		switch {
+		case prio == P2 && d.opts.Deferrer != nil && d.opts.Deferrer.Defer(cw, r):
+			return
+		case prio == P1 && cfg.fallback != nil:
+			ex := &exchange{target: cfg.fallback, fallback: true}
+			d.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
+			return
+		}
+	}
+	if cfg.upstream == nil {
+		d.answer(cw, http.StatusBadGateway, "gpuguard_unavailable", "the upstream URL "+quote(cfg.Upstream)+" is invalid", 0)
+		return
+	}
+	ex := &exchange{target: cfg.upstream}
+	if err := d.enter(r.Context(), cfg, ex); err != nil {
+		d.reject(cw, err)
+		return
+	}
+	defer d.leave(ex)
+	if cfg.Retry && r.Body != nil && r.Body != http.NoBody {
+		ex.body = newReplayBody(r.Body, maxReplay)
+		r.Body = ex.body.attempt()
+	}
+	d.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
+}
+
+// enter waits at the gate for ex, and records where it goes.
+func (d *Door) enter(ctx context.Context, cfg *conf, ex *exchange) error {
+	waited, err := d.gate.enter(ctx, cfg.Hold, cfg.MaxHeld)
+	if waited > 0 && d.opts.Meter != nil {
+		d.opts.Meter.ServeHold(waited)
+	}
+	if err != nil {
+		return err
+	}
+	ex.inflight, ex.gen = true, d.currentGen()
+	return nil
+}
+
+func (d *Door) leave(ex *exchange) {
+	if ex.inflight {
+		ex.inflight = false
+		d.gate.leave()
+	}
+}
+
+// rewrite sends the request to its target with the client's address
+// appended to any X-Forwarded-For it sent (hop-by-hop headers are already
+// gone).
+func (d *Door) rewrite(pr *httputil.ProxyRequest) {
+	ex := exchangeFrom(pr.In.Context())
+	pr.SetURL(ex.target)
+	if xff, ok := pr.In.Header["X-Forwarded-For"]; ok {
+		pr.Out.Header["X-Forwarded-For"] = xff
+	}
+	pr.SetXForwarded()
+}
+
+// stamp adds the profile headers to the child's (or the fallback's) answer.
+func (d *Door) stamp(resp *http.Response) error {
+	t := d.tag.Load()
+	level := t.level
+	if ex := exchangeFrom(resp.Request.Context()); ex != nil && ex.fallback {
+		resp.Header.Set(HeaderFallback, "1")
+		level = t.next
+	}
+	resp.Header.Set(HeaderProfile, t.name)
+	resp.Header.Set(HeaderLevel, level)
+	return nil
+}
+
+// proxyError answers a request the proxy could not pass: the wait for a
+// retry ran out (503, as for any held request), the client left (nothing
+// to answer), or the child failed (502).
+func (d *Door) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	ex := exchangeFrom(r.Context())
+	switch {
+	case ex != nil && ex.rejected != nil:
+		d.reject(w, ex.rejected)
+	case r.Context().Err() != nil:
+		// The client went away; there is no one to answer.
+		w.WriteHeader(499)
+	case ex != nil && ex.fallback:
+		d.answer(w, http.StatusBadGateway, "gpuguard_fallback_error", "the fallback server failed: "+err.Error(), 0)
+	default:
+		d.answer(w, http.StatusBadGateway, "gpuguard_upstream_error", "the model server failed before answering: "+err.Error(), 0)
+	}
+}
+
+// reject answers a request the door would not pass.
+func (d *Door) reject(w http.ResponseWriter, err error) {
+	reason, msg := "hold", "the model server is not ready (starting, restarting or stepping down); retry later"
+	switch {
+	case errors.Is(err, errFull):
+		reason, msg = "full", "too many requests are waiting for the model server; retry later"
+	case errors.Is(err, errShutdown):
+		reason, msg = "", "gpuguard is shutting down; retry later"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return // the client left while held
+	}
+	if reason != "" && d.opts.Meter != nil {
+		d.opts.Meter.ServeRejected(reason)
+	}
+	d.answer(w, http.StatusServiceUnavailable, "gpuguard_unavailable", msg, time.Second)
+}
+
+// errorBody is the OpenAI-shaped error that OpenAI client libraries show.
+type errorBody struct {
+	Error struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Code    int    `json:"code"`
+	} `json:"error"`
+}
+
+// answer writes the door's own error answer; retryAfter > 0 adds
+// Retry-After (whole seconds, at least 1).
+func (d *Door) answer(w http.ResponseWriter, code int, typ, msg string, retryAfter time.Duration) {
+	var b errorBody
+	b.Error.Message, b.Error.Type, b.Error.Code = msg, typ, code
+	h := w.Header()
+	d.stampHeader(h)
+	h.Set("Content-Type", "application/json")
+	if retryAfter > 0 {
+		h.Set("Retry-After", strconvSeconds(retryAfter))
+	}
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(b)
+}
+
+func (d *Door) stampHeader(h http.Header) {
+	t := d.tag.Load()
+	h.Set(HeaderProfile, t.name)
+	h.Set(HeaderLevel, t.level)
+}
+
+// own answers the door's own paths: the status object (200 when ready,
+// 503 with the same body when not); every other /gpuguard/ path is 404.
+func (d *Door) own(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != StatusPath || d.opts.Status == nil {
+		d.answer(w, http.StatusNotFound, "not_found", "no such gpuguard path: "+r.URL.Path, 0)
+		return
+	}
+	st := d.opts.Status()
+	st.Ready, st.Held = d.Ready(), d.Held()
+	code := http.StatusOK
+	if !st.Ready {
+		code = http.StatusServiceUnavailable
+	}
+	h := w.Header()
+	d.stampHeader(h)
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	if r.Method != http.MethodHead {
+		_ = json.NewEncoder(w).Encode(st)
+	}
+}
+
+// priority is the request's priority: its header, else the default.
+func priority(h, def string) (string, bool) {
+	switch strings.ToUpper(strings.TrimSpace(h)) {
+	case "":
+		return def, true
+	case P0:
+		return P0, true
+	case P1:
+		return P1, true
+	case P2:
+		return P2, true
+	}
+	return "", false
+}
