@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpuguard/gpuguard/internal/regfile"
 	"github.com/gpuguard/gpuguard/internal/saturate"
 	"golang.org/x/sys/unix"
 )
@@ -73,6 +74,7 @@ func (c *Coordinator) Admit(ctx context.Context, gpus []string) (*Admission, err
 	}
 	alive := map[string]bool{}
 	for g, dir := range dirs {
+		c.maybeSweep(dir)
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			a.Release()
@@ -156,7 +158,10 @@ func (c *Coordinator) holdLive() error {
 // alive reports whether the tenant name holds its live lock: its shared
 // lock cannot be had. A tenant that never took it, or died, is not alive.
 func (c *Coordinator) alive(name string) bool {
-	f, err := os.Open(filepath.Join(c.o.RuntimeDir, gpusDir, livePrefix+name))
+	f, err := regfile.OpenNoFollow(filepath.Join(c.o.RuntimeDir, gpusDir, livePrefix+name), os.O_RDONLY, 0)
+	if errors.Is(err, regfile.ErrNotRegular) {
+		return false // a FIFO or a link: no tenant locks that
+	}
 	if err != nil {
 		return !errors.Is(err, fs.ErrNotExist) // unreadable: count it, to be safe
 	}
@@ -168,9 +173,10 @@ func (c *Coordinator) alive(name string) bool {
 	return false
 }
 
-// readUint reads a file holding one decimal number; 0 when unreadable.
+// readUint reads a file holding one decimal number; 0 when it is void
+// (see readJSON).
 func readUint(path string) uint64 {
-	b, err := os.ReadFile(path)
+	b, err := regfile.ReadSmall(path, MaxFileBytes)
 	if err != nil {
 		return 0
 	}

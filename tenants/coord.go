@@ -46,6 +46,10 @@ type Coordinator struct {
 	busyMu sync.Mutex
 	busy   map[string]busySpan // per GPU: another tenant has been deciding
 
+	sweepMu  sync.Mutex
+	sweeping map[string]bool      // per GPU dir: a sweep runs
+	swept    map[string]time.Time // per GPU dir: when the last sweep ended
+
 	silentMu sync.Mutex
 	silent   map[string]time.Time // tenants passed over until then
 
@@ -72,7 +76,8 @@ func New(o Options) *Coordinator {
 	if o.PeerTimeout <= 0 {
 		o.PeerTimeout = PeerTimeout
 	}
-	return &Coordinator{o: o, busy: map[string]busySpan{}, silent: map[string]time.Time{}}
+	return &Coordinator{o: o, busy: map[string]busySpan{}, silent: map[string]time.Time{},
+		sweeping: map[string]bool{}, swept: map[string]time.Time{}}
 }
 
 // Close waits for the announcements still being sent (each is bounded by
@@ -163,6 +168,7 @@ func (c *Coordinator) Decide(ctx context.Context, p Proposal) Outcome {
 	if err != nil {
 		return Outcome{Kind: Failed, Err: err}
 	}
+	c.maybeSweep(dir)
 	// The log first: while a decision is in flight or its cadence runs,
 	// the answer is Hold and no other tenant need be asked. (Every tenant
 	// that sees a crossing proposes; only the first pays for discovery.)
@@ -267,7 +273,7 @@ func (c *Coordinator) Decide(ctx context.Context, p Proposal) Outcome {
 // has seen. Past that the decision goes ahead without the lock (unlock is
 // then a no-op).
 func (c *Coordinator) decideLock(dir, gpu string) (unlock func(), busy bool) {
-	f, err := os.OpenFile(filepath.Join(dir, decideLock), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := openLock(filepath.Join(dir, decideLock))
 	if err != nil {
 		return func() {}, false
 	}

@@ -433,15 +433,16 @@ func TestWorthWriting(t *testing.T) {
 		since time.Duration
 		want  bool
 	}{
-		{"nothing changed", with(func(*api.TenantInfo) {}), time.Hour, false},
-		{"live figures are not published", with(func(i *api.TenantInfo) { i.Starting, i.LeasesBytes = true, 9 }), time.Hour, false},
+		{"nothing changed", with(func(*api.TenantInfo) {}), republishEvery - time.Millisecond, false},
+		{"nothing changed, but republishEvery passed", with(func(*api.TenantInfo) {}), republishEvery, true},
+		{"live figures are not published", with(func(i *api.TenantInfo) { i.Starting, i.LeasesBytes = true, 9 }), republishEvery - time.Millisecond, false},
 		{"level", with(func(i *api.TenantInfo) { i.Level = 2 }), 0, true},
 		{"state", with(func(i *api.TenantInfo) { i.State = api.StateStepping }), 0, true},
 		{"state, no step possible", with(func(i *api.TenantInfo) { i.State = api.StateWaiting }), 0, true},
 		{"state, stepping the same", with(func(i *api.TenantInfo) { i.State = api.StateStarting }), time.Hour, false},
 		{"priority (a reload)", with(func(i *api.TenantInfo) { i.Priority = -1 }), 0, true},
 		{"another GPU", with(func(i *api.TenantInfo) { i.GPUs[0].UUID = gpuB }), 0, true},
-		{"usage within the tolerance", with(func(i *api.TenantInfo) { i.GPUs[0].UsedBytes += 60 << 20 }), time.Hour, false},
+		{"usage within the tolerance", with(func(i *api.TenantInfo) { i.GPUs[0].UsedBytes += 60 << 20 }), republishEvery - time.Millisecond, false},
 		{"usage beyond it", with(func(i *api.TenantInfo) { i.GPUs[0].UsedBytes += 100 << 20 }), time.Second, true},
 		{"usage beyond it, but written within the second", with(func(i *api.TenantInfo) { i.GPUs[0].UsedBytes -= 100 << 20 }), 999 * time.Millisecond, false},
 	} {

@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpuguard/gpuguard/internal/regfile"
 )
 
 // File names in a GPU's directory.
@@ -29,6 +31,16 @@ const (
 	decideLock     = "decide.lock"
 	gpusDir        = "gpus"
 )
+
+// MaxFileBytes is the most of any one file in a GPU's directory that is
+// read: every record is a few hundred bytes, and a larger file (sparse,
+// growing, a link to /dev/zero) is void, whatever it holds.
+const MaxFileBytes = 64 << 10
+
+// maxSeq bounds the seqs a record's name may carry: far more than any log
+// reaches, and far enough from the int64 limit that seq+1 never wraps. A
+// name with a larger seq is no record.
+const maxSeq = 1 << 53
 
 // ErrTaken is returned by create when the name exists: another tenant
 // claimed that seq (or ended that claim) first.
@@ -50,8 +62,14 @@ func Key(uuid string) string {
 // runtime dir, whatever the umask).
 func GPUDir(runtime, uuid string) (string, error) {
 	dir := filepath.Join(runtime, gpusDir, Key(uuid))
-	if _, err := os.Stat(dir); err == nil {
+	if fi, err := os.Lstat(dir); err == nil && fi.IsDir() {
 		return dir, nil
+	} else if err == nil {
+		// A file or a symlink where the GPU's dir belongs: never follow it
+		// (it could lead anywhere); it is no tenant's, so replace it.
+		if err := os.Remove(dir); err != nil {
+			return "", fmt.Errorf("replacing %s, which is not a directory: %w", dir, err)
+		}
 	}
 	for _, d := range []string{filepath.Join(runtime, gpusDir), dir} {
 		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -132,7 +150,7 @@ func parseName(name string) (prefix string, seq int64, end, ok bool) {
 			rest, end = strings.CutSuffix(rest, endSuffix)
 		}
 		n, err := strconv.ParseInt(rest, 10, 64)
-		if err != nil || n <= 0 {
+		if err != nil || n <= 0 || n > maxSeq || rest != strconv.FormatInt(n, 10) {
 			return "", 0, false, false
 		}
 		return p, n, end, true
@@ -144,8 +162,9 @@ func parseName(name string) (prefix string, seq int64, end, ok bool) {
 // that has not ended, the ends above the newest confirmed decision (voids)
 // and that decision, with their claims. Older entries cannot matter, so
 // they are not read: a decision costs a few small reads however long the
-// log. A file that cannot be read or parsed (collected meanwhile) is
-// skipped.
+// log. A claim that cannot be read or parsed (empty, torn, garbage, not a
+// regular file, or collected meanwhile) is kept as a void entry (neither
+// Claim nor End): it decides nothing, but its seq is taken.
 func readDecisions(dir string) ([]Entry, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -168,7 +187,7 @@ func readDecisions(dir string) ([]Entry, error) {
 	read := func(seq int64, withEnd bool) {
 		e := Entry{Seq: seq}
 		var c Claim
-		if readJSON(filepath.Join(dir, decisionName(seq)), &c) {
+		if readJSON(filepath.Join(dir, decisionName(seq)), &c) && c.Seq == seq {
 			e.Claim = &c
 		}
 		if withEnd {
@@ -177,9 +196,7 @@ func readDecisions(dir string) ([]Entry, error) {
 				e.End = &v
 			}
 		}
-		if e.Claim != nil || e.End != nil {
-			out = append(out, e)
-		}
+		out = append(out, e)
 	}
 	for _, seq := range slices.Backward(slices.Sorted(maps.Keys(ends))) {
 		read(seq, true)
@@ -196,7 +213,8 @@ func readDecisions(dir string) ([]Entry, error) {
 	return out, nil
 }
 
-// readStarts reads the start claims in seq order.
+// readStarts reads the start claims in seq order. One that cannot be read
+// or parsed is kept with Void set: it blocks nobody, but its seq is taken.
 func readStarts(dir string) ([]StartClaim, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -204,19 +222,24 @@ func readStarts(dir string) ([]StartClaim, error) {
 	}
 	var out []StartClaim
 	for _, de := range ents {
-		if p, _, _, ok := parseName(de.Name()); ok && p == startPrefix {
+		if p, seq, _, ok := parseName(de.Name()); ok && p == startPrefix {
 			var c StartClaim
-			if readJSON(filepath.Join(dir, de.Name()), &c) {
-				out = append(out, c)
+			if !readJSON(filepath.Join(dir, de.Name()), &c) || c.Seq != seq {
+				c = StartClaim{Seq: seq, Void: true}
 			}
+			out = append(out, c)
 		}
 	}
 	slices.SortFunc(out, func(a, b StartClaim) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, nil
 }
 
+// readJSON decodes the record at path into v; false when it is void: not
+// a regular file (a FIFO, a symlink, a device), larger than MaxFileBytes,
+// or not the JSON object of a record. It never blocks and never reads more
+// than MaxFileBytes.
 func readJSON(path string, v any) bool {
-	b, err := os.ReadFile(path)
+	b, err := regfile.ReadSmall(path, MaxFileBytes)
 	return err == nil && json.Unmarshal(b, v) == nil
 }
 

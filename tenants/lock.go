@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuguard/gpuguard/internal/regfile"
 )
 
 // LockWait bounds how long a reservation waits for a GPU's admission lock.
@@ -24,7 +27,7 @@ var ErrLockHeld = errors.New("held by a tenant that does not answer")
 // with a short backoff (a blocking flock could not be given up). The lock
 // is the open file: closing it, or the holder's death, releases it.
 func lockFile(ctx context.Context, path string, wait time.Duration) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := openLock(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", filepath.Base(path), err)
 	}
@@ -54,4 +57,19 @@ func lockFile(ctx context.Context, path string, wait time.Duration) (*os.File, e
 		}
 		delay = min(2*delay, 10*time.Millisecond)
 	}
+}
+
+// openLock opens (creating) the lock file at path, never blocking and never
+// through a symlink. Whatever else is found there (a FIFO, a link, a
+// device) no tenant can have locked, and it would stop every decision of
+// the GPU for good: it is removed and the lock file made anew, once.
+func openLock(path string) (*os.File, error) {
+	f, err := regfile.OpenNoFollow(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if errors.Is(err, regfile.ErrNotRegular) {
+		if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			return nil, err
+		}
+		f, err = regfile.OpenNoFollow(path, os.O_RDWR|os.O_CREATE, 0o600)
+	}
+	return f, err
 }

@@ -1,9 +1,12 @@
 package tenants
 
 import (
+	"math"
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/paths"
+	"github.com/gpuguard/gpuguard/policy"
 )
 
 // ClaimTTL is how long a claim waits for its confirmation. A younger
@@ -52,7 +55,7 @@ func (e Entry) Decision() api.TenantDecision {
 		d.GPU, d.Kind, d.To = e.Claim.GPU, e.Claim.Kind, e.Claim.To
 	}
 	if e.End != nil {
-		d.At, d.GraceSeconds = e.End.At, e.End.GraceSeconds
+		d.At, d.GraceSeconds = e.End.At, clampSeconds(e.End.GraceSeconds, 0, policy.MaxDuration)
 		if d.To == "" {
 			d.To = e.End.By
 		}
@@ -61,6 +64,24 @@ func (e Entry) Decision() api.TenantDecision {
 }
 
 func (e Entry) confirmed() bool { return e.End != nil && !e.End.Void }
+
+// clockSkew is how far in the future a record's time may lie and still be
+// believed: the tenants share one host's clock, so a claim dated later than
+// this was not written by a tenant, and would otherwise hold for ever.
+const clockSkew = ClaimTTL
+
+// future reports whether at (unix ns) lies beyond now + clockSkew.
+func future(at int64, now time.Time) bool { return time.Unix(0, at).After(now.Add(clockSkew)) }
+
+// clampSeconds holds a peer's duration (seconds, as it wrote them) to the
+// range policy validation allows, so that no file can make a bound longer
+// than a policy could (NaN, which JSON cannot carry, counts as lo).
+func clampSeconds(s float64, lo, hi time.Duration) float64 {
+	if math.IsNaN(s) {
+		return lo.Seconds()
+	}
+	return min(max(s, lo.Seconds()), hi.Seconds())
+}
 
 // State is what the log says before a new decision (see Evaluate).
 type State struct {
@@ -82,6 +103,10 @@ type State struct {
 //   - an unconfirmed claim younger than ClaimTTL holds them too: a
 //     decision is in flight;
 //   - an older unconfirmed claim is stale: void it, then decide.
+//
+// A record dated in the future (beyond clockSkew) is void, and a grace is
+// held to policy's bounds: a forged file holds the GPU no longer than a
+// policy could.
 func Evaluate(entries []Entry, now time.Time) State {
 	var st State
 	var newest *Entry
@@ -89,6 +114,9 @@ func Evaluate(entries []Entry, now time.Time) State {
 		e := &entries[i]
 		st.Next = max(st.Next, e.Seq+1)
 		switch {
+		case e.End != nil && future(e.End.At, now): // void
+		case e.End == nil && e.Claim != nil && future(e.Claim.At, now):
+			st.Stale = append(st.Stale, e.Seq)
 		case e.confirmed():
 			if newest == nil || e.Seq > newest.Seq {
 				newest = e
@@ -102,7 +130,7 @@ func Evaluate(entries []Entry, now time.Time) State {
 	}
 	st.Next = max(st.Next, 1)
 	if newest != nil {
-		end := time.Unix(0, newest.End.At).Add(seconds(newest.End.GraceSeconds))
+		end := time.Unix(0, newest.End.At).Add(seconds(clampSeconds(newest.End.GraceSeconds, 0, policy.MaxDuration)))
 		if now.Before(end) {
 			d := newest.Decision()
 			st.Hold, st.Record = true, &d
@@ -122,6 +150,15 @@ type StartClaim struct {
 	By            string  `json:"by"`
 	At            int64   `json:"at"`
 	SettleSeconds float64 `json:"settle_seconds"`
+	// Void marks a claim whose file could not be read or parsed: it takes
+	// its seq and blocks nobody.
+	Void bool `json:"-"`
+}
+
+// valid reports whether c is a claim a tenant could have made: a valid
+// name, dated no later than now (within clockSkew).
+func (c *StartClaim) valid(now time.Time) bool {
+	return !c.Void && paths.ValidName(c.By) == nil && c.At > 0 && !future(c.At, now)
 }
 
 // StartHoldFactor bounds how long a start claim can hold the others: a
@@ -129,24 +166,26 @@ type StartClaim struct {
 // is ignored.
 const StartHoldFactor = 10
 
-// Blocking returns the newest start claim when it may still block self at
-// now (held by another tenant, younger than StartHoldFactor x its settle):
-// its holder must then be asked whether it is still starting. It also
-// returns the seq a new claim takes.
+// Blocking returns the newest valid start claim when it may still block
+// self at now (held by another tenant, younger than StartHoldFactor x its
+// settle, that settle held to policy's range): its holder must then be
+// asked whether it is still starting. It also returns the seq a new claim
+// takes, above every claim, void ones included.
 func Blocking(claims []StartClaim, self string, now time.Time) (*StartClaim, int64) {
 	var newest *StartClaim
 	next := int64(1)
 	for i := range claims {
 		c := &claims[i]
 		next = max(next, c.Seq+1)
-		if newest == nil || c.Seq > newest.Seq {
+		if c.valid(now) && (newest == nil || c.Seq > newest.Seq) {
 			newest = c
 		}
 	}
 	if newest == nil || newest.By == self {
 		return nil, next
 	}
-	until := time.Unix(0, newest.At).Add(StartHoldFactor * seconds(newest.SettleSeconds))
+	settle := clampSeconds(newest.SettleSeconds, 0, policy.MaxDuration)
+	until := time.Unix(0, newest.At).Add(StartHoldFactor * seconds(settle))
 	if !now.Before(until) {
 		return nil, next
 	}

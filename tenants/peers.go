@@ -11,6 +11,7 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/control"
 	"github.com/gpuguard/gpuguard/paths"
+	"github.com/gpuguard/gpuguard/policy"
 )
 
 // PeerTimeout bounds every question to another tenant. A tenant that has
@@ -53,6 +54,7 @@ func (c *Coordinator) tenants(dir string) []Candidate {
 			continue
 		}
 		info.Name = name // the file's name is the identity
+		clampInfo(&info)
 		out = append(out, Candidate{TenantInfo: info, Socket: c.socket(name)})
 	}
 	return out
@@ -124,6 +126,10 @@ func (c *Coordinator) publisher(wake <-chan struct{}) {
 	}
 }
 
+// republishEvery is how often the info is written even when unchanged, so
+// that one a stranger spoiled or removed (see sweep) is back soon.
+const republishEvery = 10 * time.Second
+
 // usedTolerance is the least change of a tenant's own usage worth
 // publishing (it only breaks ties in the ranking).
 const usedTolerance = 64 << 20
@@ -135,7 +141,7 @@ const usedTolerance = 64 << 20
 // them, and a restart writes the file twice rather than three times (each
 // write is a new file in the GPU's dir).
 func worthWriting(last, next *api.TenantInfo, since time.Duration) bool {
-	if last == nil {
+	if last == nil || since >= republishEvery {
 		return true
 	}
 	a, b := last, next
@@ -190,3 +196,12 @@ func request[T any](ctx context.Context, timeout time.Duration, socket string, d
 
 // socket is the control socket of the instance name in the runtime dir.
 func (c *Coordinator) socket(name string) string { return paths.Socket(c.o.RuntimeDir, name) }
+
+// clampInfo holds what a peer published to the ranges policy validation
+// allows, so that a forged file ranks no lower than priority -1000 and
+// claims no longer cadence than a policy could.
+func clampInfo(t *api.TenantInfo) {
+	t.Priority = min(max(t.Priority, -policy.MaxPriority), policy.MaxPriority)
+	t.GraceSeconds = clampSeconds(t.GraceSeconds, 0, policy.MaxDuration)
+	t.SettleSeconds = clampSeconds(t.SettleSeconds, 0, policy.MaxDuration)
+}

@@ -42,6 +42,7 @@ func (c *Coordinator) claimStart(ctx context.Context, gpu string, settle time.Du
 	if err != nil {
 		return StartOutcome{GPU: gpu, Err: err}
 	}
+	c.maybeSweep(dir)
 	for range maxAttempts {
 		claims, err := readStarts(dir)
 		if err != nil {
