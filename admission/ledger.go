@@ -31,6 +31,23 @@ const (
 // without releasing does not hold headroom for long.
 const DefaultTTL = 60 * time.Second
 
+// Bounds on what one instance holds for its tools, so that no client can
+// make admission slow or gpuguard large: every decision sums the leases,
+// and every lease keeps its tool's name.
+const (
+	// MaxTTL is the longest a lease may live: a tool that needs memory for
+	// longer renews its reservation.
+	MaxTTL = 24 * time.Hour
+	// MaxToolBytes is the longest tool name a request may carry.
+	MaxToolBytes = 256
+	// MaxLeases is how many leases an instance holds at most; one more that
+	// would be granted is denied, whatever its priority.
+	MaxLeases = 10_000
+)
+
+// ReasonTooManyLeases is the reason of a reservation denied at MaxLeases.
+const ReasonTooManyLeases = "too many leases"
+
 // Request is one reservation request.
 type Request struct {
 	Bytes    uint64
@@ -40,7 +57,8 @@ type Request struct {
 }
 
 // Validate reports a request the protocol must refuse: zero bytes, an
-// unknown priority or a negative TTL.
+// unknown priority, a negative TTL or one over MaxTTL, or a tool name over
+// MaxToolBytes.
 func (r Request) Validate() error {
 	if r.Bytes == 0 {
 		return fmt.Errorf("bytes must be > 0")
@@ -50,6 +68,12 @@ func (r Request) Validate() error {
 	}
 	if r.TTL < 0 {
 		return fmt.Errorf("ttl %v: must not be negative", r.TTL)
+	}
+	if r.TTL > MaxTTL {
+		return fmt.Errorf("ttl %v: at most %v", r.TTL, MaxTTL)
+	}
+	if len(r.Tool) > MaxToolBytes {
+		return fmt.Errorf("tool is %d bytes, at most %d", len(r.Tool), MaxToolBytes)
 	}
 	return nil
 }
@@ -98,7 +122,9 @@ func NewLedger() *Ledger {
 
 // Decide answers r. usage is measured + outstanding (unexpired) leases; the
 // request gets the GPU when usage + r.Bytes <= Limit × high on every GPU
-// and no step-down is pending, and then a lease expiring at now + TTL.
+// and no step-down is pending, and then a lease expiring at now + TTL;
+// but while MaxLeases are held it is denied instead (reason
+// ReasonTooManyLeases), whatever its priority.
 // Otherwise P0 is denied, P1 sent to the CPU and P2 deferred. With no GPU
 // measured yet nothing is known to fit, so the request falls back too.
 func (l *Ledger) Decide(now time.Time, r Request, gpus []GPUUsage, high float64, stepPending bool) Decision {
@@ -124,6 +150,9 @@ func (l *Ledger) Decide(now time.Time, r Request, gpus []GPUUsage, high float64,
 		why = "no GPU has been measured yet"
 	default:
 		w := worst(gpus, leased, r.Bytes, high)
+		if w.fits && len(l.leases) >= MaxLeases {
+			return Decision{Decision: DecisionDeny, Reason: fmt.Sprintf("%s: this instance holds %d, the most it may", ReasonTooManyLeases, len(l.leases))}
+		}
 		if w.fits {
 			id := newLeaseID()
 			l.leases[id] = Lease{ID: id, Bytes: r.Bytes, Priority: r.Priority, Tool: r.Tool, Expires: now.Add(r.TTL)}

@@ -128,3 +128,47 @@ func TestRefuse(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseBounds: MaxLeases leases are granted, the next one that fits is
+// denied whatever its priority (reason "too many leases"), and once one is
+// released the next is granted again; a request that does not fit gets
+// its usual fallback. A tool name over MaxToolBytes and a ttl over MaxTTL
+// are invalid.
+func TestLeaseBounds(t *testing.T) {
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	gpus := []GPUUsage{{Used: 0, Limit: 1 << 50}}
+	l := NewLedger()
+	for range MaxLeases - 1 { // as Decide grants them, without its cost
+		id := newLeaseID()
+		l.leases[id] = Lease{ID: id, Bytes: 1, Expires: now.Add(time.Hour)}
+	}
+	d := l.Decide(now, Request{Bytes: 1, TTL: time.Hour}, gpus, 0.9, false)
+	if d.Decision != DecisionGPU {
+		t.Fatalf("lease %d: %+v", MaxLeases, d)
+	}
+	last := d.Lease
+	for _, p := range []string{P0, P1, P2} {
+		d := l.Decide(now, Request{Bytes: 1, Priority: p}, gpus, 0.9, false)
+		if d.Decision != DecisionDeny || !strings.HasPrefix(d.Reason, ReasonTooManyLeases) {
+			t.Errorf("%s past the bound: %+v, want deny, too many leases", p, d)
+		}
+	}
+	if d := l.Decide(now, Request{Bytes: 1 << 52, Priority: P2}, gpus, 0.9, false); d.Decision != DecisionDefer {
+		t.Errorf("one that does not fit: %+v, want its fallback", d)
+	}
+	l.Release(last)
+	if d := l.Decide(now, Request{Bytes: 1}, gpus, 0.9, false); d.Decision != DecisionGPU {
+		t.Errorf("after a release: %+v, want gpu", d)
+	}
+	for _, r := range []Request{
+		{Bytes: 1, Tool: strings.Repeat("x", MaxToolBytes+1)},
+		{Bytes: 1, TTL: MaxTTL + time.Nanosecond},
+	} {
+		if err := r.Validate(); err == nil {
+			t.Errorf("Validate(tool %d bytes, ttl %v) = nil, want an error", len(r.Tool), r.TTL)
+		}
+	}
+	if err := (Request{Bytes: 1, Tool: strings.Repeat("x", MaxToolBytes), TTL: MaxTTL}).Validate(); err != nil {
+		t.Errorf("at the bounds: %v", err)
+	}
+}

@@ -2,10 +2,12 @@ package control
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 type conn struct {
 	s    *Server
 	nc   *net.UnixConn
+	lane bool // admitted over the limit: one request of laneTypes
 	wmu  sync.Mutex
 	sub  *subscriber   // set once, by the reading goroutine
 	done chan struct{} // closed when the reading goroutine ends
@@ -40,13 +43,17 @@ func (c *conn) serve(ctx context.Context, b Backend) {
 		c.write(errorLine(nil, err))
 		return
 	}
+	if c.lane {
+		c.serveLane(ctx, b)
+		return
+	}
 	// One buffer a connection, sized so that a full buffer without a
-	// newline means the line is too long.
-	r := bufio.NewReaderSize(c.nc, MaxLineBytes+1)
+	// newline means the line is too long (a CRLF ending is not counted).
+	r := bufio.NewReaderSize(c.nc, MaxLineBytes+2)
 	for {
-		line, err := r.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			c.write(errorLine(nil, fmt.Errorf("request line longer than %d bytes; closing the connection", MaxLineBytes)))
+		line, err := c.readLine(r)
+		if errors.Is(err, errLineTooLong) || errors.Is(err, errLineTooSlow) {
+			c.write(errorLine(nil, err))
 			return
 		}
 		if len(trimLine(line)) > 0 {
@@ -58,6 +65,65 @@ func (c *conn) serve(ctx context.Context, b Backend) {
 			return // EOF or a closed connection
 		}
 	}
+}
+
+var (
+	errLineTooLong = fmt.Errorf("request line longer than %d bytes; closing the connection", MaxLineBytes)
+	errLineTooSlow = errors.New("request line not complete in time; closing the connection")
+)
+
+// readLine reads one line, waiting for its first byte as long as it takes
+// (an idle connection, a subscriber, may stay open), then for the rest of
+// it at most the line timeout: a client that trickles a line without
+// ending it holds a connection no longer than that.
+func (c *conn) readLine(r *bufio.Reader) ([]byte, error) {
+	c.nc.SetReadDeadline(time.Time{})
+	if _, err := r.Peek(1); err != nil {
+		return nil, err
+	}
+	c.nc.SetReadDeadline(time.Now().Add(c.s.lineTimeout))
+	line, err := r.ReadSlice('\n')
+	switch {
+	case errors.Is(err, bufio.ErrBufferFull):
+		return nil, errLineTooLong
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, fmt.Errorf("%w (%v)", errLineTooSlow, c.s.lineTimeout)
+	}
+	if n := len(bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))); n > MaxLineBytes {
+		return nil, errLineTooLong
+	}
+	return line, err
+}
+
+// laneTypes are the requests answered on a connection over the limit: the
+// child's own messages (an OOM must never be lost), status (an operator
+// must see a flooded instance), and the other tenants' questions (a
+// flooded instance must not stall its GPU's decisions).
+var laneTypes = map[string]bool{
+	TypeStatus: true, TypeOOM: true, TypeReady: true,
+	TypeTenant: true, TypeTenantStep: true, TypeTenantDecision: true,
+}
+
+// serveLane answers one request of a connection admitted over the
+// connection limit, when it is one of laneTypes and arrives within
+// laneTimeout; anything else gets the too-many-connections error. Either
+// way the connection then closes.
+func (c *conn) serveLane(ctx context.Context, b Backend) {
+	full := fmt.Errorf("too many connections (limit %d)", c.s.maxConns)
+	c.nc.SetReadDeadline(time.Now().Add(c.s.laneTimeout))
+	r := bufio.NewReaderSize(c.nc, MaxLineBytes+2)
+	line, err := r.ReadSlice('\n')
+	line = trimLine(line)
+	if len(line) == 0 || errors.Is(err, bufio.ErrBufferFull) {
+		c.write(errorLine(nil, full))
+		return
+	}
+	req, derr := decodeRequest(line)
+	if derr != nil || !laneTypes[req.Type] {
+		c.write(errorLine(req.ID, full))
+		return
+	}
+	c.handle(ctx, b, line)
 }
 
 // trimLine drops the newline (and a CR, for telnet-style clients) and

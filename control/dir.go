@@ -71,7 +71,7 @@ func bindPrivate(dir, path string) (*net.UnixListener, error) {
 		tmpDir, tmp = "", path
 	} else {
 		if err := os.Mkdir(tmpDir, 0o700); err != nil {
-			return nil, fmt.Errorf("binding socket: %w", err)
+			return nil, bindError(path, err)
 		}
 		defer os.RemoveAll(tmpDir)
 	}
@@ -82,20 +82,39 @@ func bindPrivate(dir, path string) (*net.UnixListener, error) {
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("binding socket %s: %w", path, err)
+		return nil, bindError(path, err)
 	}
 	// The listener must never unlink by its bind path: after the rename
 	// that path is gone, and the real one is removed by Close.
 	ln.SetUnlinkOnClose(false)
 	if err := os.Chmod(tmp, 0o600); err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("binding socket %s: %w", path, err)
+		return nil, bindError(path, err)
 	}
 	if tmp != path {
 		if err := os.Rename(tmp, path); err != nil {
 			ln.Close()
-			return nil, fmt.Errorf("binding socket %s: %w", path, err)
+			return nil, bindError(path, err)
 		}
 	}
 	return ln, nil
+}
+
+// bindError names the socket's real path and what went wrong, leaving out
+// the temporary bind path inside the error (a name the user never gave,
+// gone by the time they read it).
+func bindError(path string, err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		err = op.Err
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		err = le.Err
+	}
+	return fmt.Errorf("binding socket %s: %w", path, err)
 }

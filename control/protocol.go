@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -123,17 +124,46 @@ func decodeReserve(fields map[string]json.RawMessage) (admission.Request, error)
 	if r.Tool, _, err = stringField(fields, "tool"); err != nil {
 		return r, err
 	}
+	if len(r.Tool) > admission.MaxToolBytes {
+		return r, fmt.Errorf(`reserve: "tool" is %d bytes, at most %d`, len(r.Tool), admission.MaxToolBytes)
+	}
 	if s, ok, err := stringField(fields, "ttl"); err != nil {
 		return r, err
 	} else if ok {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			return r, fmt.Errorf(`reserve: "ttl" %q: want a positive Go duration such as "60s"`, s)
+		if r.TTL, err = parseTTL(s); err != nil {
+			return r, err
 		}
-		r.TTL = d
 	}
 	return r, nil
 }
+
+// parseTTL reads a reservation's ttl: a positive Go duration of at most
+// admission.MaxTTL. One too long for a Go duration ("10000000h") is too
+// long, not malformed.
+func parseTTL(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	var tooLong bool
+	if err != nil {
+		// ParseDuration fails on overflow; a longer positive figure still
+		// parses as a float of hours.
+		tooLong = overflowsDuration(s)
+	}
+	switch {
+	case tooLong || err == nil && d > admission.MaxTTL:
+		return 0, fmt.Errorf(`reserve: "ttl" %q: at most %v`, abbrev(s), admission.MaxTTL)
+	case err != nil || d <= 0:
+		return 0, fmt.Errorf(`reserve: "ttl" %q: want a positive Go duration such as "60s"`, abbrev(s))
+	}
+	return d, nil
+}
+
+// durationSyntax is Go's duration syntax, positive. ParseDuration refuses
+// a string of this form only when it overflows.
+var durationSyntax = regexp.MustCompile(`^\+?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
+// overflowsDuration reports whether s is a well-formed positive Go
+// duration too large for a time.Duration.
+func overflowsDuration(s string) bool { return durationSyntax.MatchString(s) }
 
 // parseBytes accepts a JSON number that is a whole number of bytes > 0.
 // Whole floats (1e9, 1073741824.0) are accepted because that is what

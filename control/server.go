@@ -43,6 +43,14 @@ const (
 	// DefaultSubscriberBuffer is how many profile events may wait for a
 	// slow subscriber before it is dropped.
 	DefaultSubscriberBuffer = 64
+	// DefaultLineTimeout is how long a line may take from its first byte
+	// to its newline; then the connection is closed.
+	DefaultLineTimeout = 10 * time.Second
+	// DefaultLaneConns caps the connections admitted over DefaultMaxConns,
+	// each for one request of laneTypes (status, the child's oom and
+	// ready), read within DefaultLaneTimeout.
+	DefaultLaneConns   = 64
+	DefaultLaneTimeout = time.Second
 )
 
 // Server is one instance's control socket. It holds the instance lock from
@@ -53,7 +61,10 @@ type Server struct {
 	lock                 *os.File
 
 	maxConns     int
+	laneConns    int
 	writeTimeout time.Duration
+	lineTimeout  time.Duration
+	laneTimeout  time.Duration
 	subBuffer    int
 	allowPeer    func(uid uint32) bool
 
@@ -64,6 +75,7 @@ type Server struct {
 	serving  bool
 	closed   bool // Close called, or Serve shutting down: accept no more
 	conns    map[*conn]struct{}
+	lanes    int // conns admitted over maxConns (also in conns)
 	subs     map[*subscriber]struct{}
 	closeErr error
 }
@@ -85,7 +97,10 @@ func Listen(dir, name string) (*Server, error) {
 		path:         paths.Socket(dir, name),
 		lockPath:     filepath.Join(dir, name+".lock"),
 		maxConns:     DefaultMaxConns,
+		laneConns:    DefaultLaneConns,
 		writeTimeout: DefaultWriteTimeout,
+		lineTimeout:  DefaultLineTimeout,
+		laneTimeout:  DefaultLaneTimeout,
 		subBuffer:    DefaultSubscriberBuffer,
 		allowPeer:    sameUserOrRoot(os.Geteuid()),
 		conns:        make(map[*conn]struct{}),
@@ -166,12 +181,17 @@ func (s *Server) acceptLoop(ctx context.Context, b Backend) error {
 	}
 }
 
-// admit starts a connection's goroutine, or refuses it when full. The
-// refusal is written from the accept loop: the line fits in a fresh
-// socket's buffer, and the deadline bounds it anyway.
+// admit starts a connection's goroutine. Past maxConns a connection is
+// admitted to the lane (one request of laneTypes, see serveLane) while it
+// has room, so that slow or idle clients holding every connection cannot
+// silence the child's OOM report or an operator's status; past that it is
+// refused. The refusal is written from the accept loop: the line fits in a
+// fresh socket's buffer, and the deadline bounds it anyway.
 func (s *Server) admit(ctx context.Context, nc *net.UnixConn, b Backend) {
 	s.mu.Lock()
-	if s.closed || len(s.conns) >= s.maxConns {
+	regular := len(s.conns) - s.lanes
+	lane := regular >= s.maxConns
+	if s.closed || lane && s.lanes >= s.laneConns {
 		full := !s.closed
 		s.mu.Unlock()
 		if full {
@@ -181,8 +201,11 @@ func (s *Server) admit(ctx context.Context, nc *net.UnixConn, b Backend) {
 		nc.Close()
 		return
 	}
-	c := &conn{s: s, nc: nc, done: make(chan struct{})}
+	c := &conn{s: s, nc: nc, lane: lane, done: make(chan struct{})}
 	s.conns[c] = struct{}{}
+	if lane {
+		s.lanes++
+	}
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go func() {
@@ -195,6 +218,9 @@ func (s *Server) admit(ctx context.Context, nc *net.UnixConn, b Backend) {
 func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	if c.lane {
+		s.lanes--
+	}
 	if c.sub != nil {
 		delete(s.subs, c.sub)
 	}

@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
@@ -177,6 +179,9 @@ func TestSameUserOrRoot(t *testing.T) {
 	}
 }
 
+// TestConnectionLimit: past DefaultMaxConns, a connection that asks for
+// anything but the lane's types (here release) is refused, however many
+// ask; the regular connections keep answering.
 func TestConnectionLimit(t *testing.T) {
 	b := newFakeBackend()
 	s := serve(t, b, nil)
@@ -185,14 +190,14 @@ func TestConnectionLimit(t *testing.T) {
 	for i := range conns {
 		conns[i] = dialRaw(t, s.Path())
 	}
-	// Every connection asks for status: the ones admitted answer, the rest
-	// already hold their refusal.
+	// Every connection asks to release a lease: the ones admitted answer
+	// (unknown lease), the rest are refused.
 	answered, refused := 0, 0
 	for _, c := range conns {
-		c.nc.Write([]byte(`{"type":"status"}` + "\n")) // fails on a refused one: fine
+		c.nc.Write([]byte(`{"type":"release","lease":"x"}` + "\n")) // fails on a refused one: fine
 		got := c.recv()
 		switch msg, _ := got["error"].(string); {
-		case got["ok"] == true:
+		case strings.Contains(msg, "unknown lease"):
 			answered++
 		case strings.Contains(msg, "too many connections (limit 128)"):
 			refused++
@@ -214,9 +219,109 @@ func TestConnectionLimit(t *testing.T) {
 	// each attempt waiting on the server's own reply.
 	for {
 		c := dialRaw(t, s.Path())
-		if got := c.roundTrip(`{"type":"status"}`); got["ok"] == true {
+		if got := c.roundTrip(`{"type":"release","lease":"x"}`); strings.Contains(fmt.Sprint(got["error"]), "unknown lease") {
 			break
 		}
+	}
+}
+
+// TestLaneWhenFull: with every connection held by clients that trickle a
+// line without ending it, the child's oom and ready and an operator's
+// status are still answered (each on a connection of its own, as the
+// Python client makes them); anything else is refused, and so is a lane
+// connection that says nothing within the lane's timeout. Before, all of
+// them got "too many connections" and a real OOM counted as a crash.
+func TestLaneWhenFull(t *testing.T) {
+	b := newFakeBackend()
+	s := serve(t, b, func(s *Server) { s.laneTimeout = 200 * time.Millisecond })
+	for range DefaultMaxConns {
+		c := dialRaw(t, s.Path())
+		c.nc.Write([]byte(`{"type":`)) // and nothing more
+	}
+	// Whether the regular connections are all admitted yet is not known:
+	// wait until a release is refused, which says they are.
+	for {
+		c := dialRaw(t, s.Path())
+		if got := c.roundTrip(`{"type":"release","lease":"x"}`); strings.Contains(fmt.Sprint(got["error"]), "too many connections") {
+			c.expectEOF()
+			break
+		}
+	}
+	for _, tt := range []struct{ line, want string }{
+		{`{"type":"oom","detail":"CUDA out of memory","id":1}`, "true"},
+		{`{"type":"ready"}`, "false"}, // the fake has no Tenancy: answered, not refused
+		{`{"type":"status"}`, "true"},
+		{`{"type":"reserve","bytes":1}`, "too many connections"},
+		{`{"type":"subscribe"}`, "too many connections"},
+	} {
+		c := dialRaw(t, s.Path())
+		got := c.roundTrip(tt.line)
+		if fmt.Sprint(got["ok"]) != tt.want && !strings.Contains(fmt.Sprint(got["error"]), tt.want) {
+			t.Errorf("%s: %v, want %s", tt.line, got, tt.want)
+		}
+		if tt.want == "false" && strings.Contains(fmt.Sprint(got["error"]), "too many") {
+			t.Errorf("%s: refused: %v", tt.line, got)
+		}
+		c.expectEOF()
+	}
+	b.mu.Lock()
+	ooms := b.ooms
+	b.mu.Unlock()
+	if len(ooms) != 1 {
+		t.Errorf("MarkOOM calls %q, want one", ooms)
+	}
+	silent := dialRaw(t, s.Path())
+	if got := silent.recv(); !strings.Contains(fmt.Sprint(got["error"]), "too many connections") {
+		t.Errorf("a silent lane connection: %v", got)
+	}
+	silent.expectEOF()
+}
+
+// TestSlowLineIsCut: a line whose first byte came and whose newline does
+// not within the line timeout gets an error and its connection is closed;
+// an idle connection (no byte of a line yet) stays, and one that sends its
+// line in pieces within the timeout is answered.
+func TestSlowLineIsCut(t *testing.T) {
+	s := serve(t, newFakeBackend(), func(s *Server) { s.lineTimeout = 300 * time.Millisecond })
+	idle := dialRaw(t, s.Path())
+	slow := dialRaw(t, s.Path())
+	slow.nc.Write([]byte(`{"type":"sta`))
+	got := slow.recv()
+	if msg, _ := got["error"].(string); !strings.Contains(msg, "not complete in time") {
+		t.Fatalf("slow line: %v", got)
+	}
+	slow.expectEOF()
+	// The idle connection outlived the slow one's timeout and still works.
+	if got := idle.roundTrip(`{"type":"status"}`); got["ok"] != true {
+		t.Fatalf("idle connection: %v", got)
+	}
+	pieces := dialRaw(t, s.Path())
+	pieces.nc.Write([]byte(`{"type":`))
+	pieces.nc.Write([]byte(`"status"}` + "\n"))
+	if got := pieces.recv(); got["ok"] != true {
+		t.Fatalf("a line in two writes: %v", got)
+	}
+}
+
+// TestLineLimitCRLF: the limit does not count the line's ending, so a
+// 65,536-byte line is a request whether it ends in LF or CRLF (before, the
+// CRLF one was refused as too long); one byte more is refused either way.
+func TestLineLimitCRLF(t *testing.T) {
+	s := serve(t, newFakeBackend(), nil)
+	prefix := `{"type":"status","pad":"`
+	line := prefix + strings.Repeat("x", MaxLineBytes-len(prefix)-2) + `"}`
+	for _, end := range []string{"\n", "\r\n"} {
+		c := dialRaw(t, s.Path())
+		c.nc.Write([]byte(line + end))
+		if got := c.recv(); got["ok"] != true {
+			t.Errorf("a %d-byte line ending %q: %.200v", len(line), end, got)
+		}
+		c = dialRaw(t, s.Path())
+		go c.nc.Write([]byte(line + " " + end))
+		if got := c.recv(); !strings.Contains(fmt.Sprint(got["error"]), "longer than 65536 bytes") {
+			t.Errorf("a %d-byte line ending %q: %.200v", len(line)+1, end, got)
+		}
+		c.expectEOF()
 	}
 }
 
@@ -422,5 +527,57 @@ func TestListenRefusesBadDirsAndNames(t *testing.T) {
 		} else if !strings.Contains(err.Error(), tt.err) {
 			t.Errorf("Listen(%s, %s) = %v, want %q", tt.dir, tt.name, err, tt.err)
 		}
+	}
+}
+
+// TestReserveBounds: a tool of 256 bytes and a ttl of 24h are accepted;
+// one byte or one nanosecond more is an error reply naming the bound, and
+// so is a ttl too large for a Go duration ("10000000h", which was called
+// not positive); a malformed ttl still says what a ttl looks like.
+func TestReserveBounds(t *testing.T) {
+	b := newFakeBackend()
+	s := serve(t, b, nil)
+	c := dialRaw(t, s.Path())
+	tool := strings.Repeat("t", admission.MaxToolBytes)
+	for _, tt := range []struct{ line, want string }{
+		{`{"type":"reserve","bytes":1,"tool":"` + tool + `","ttl":"24h"}`, "gpu"},
+		{`{"type":"reserve","bytes":1,"tool":"` + tool + `x"}`, `"tool" is 257 bytes, at most 256`},
+		{`{"type":"reserve","bytes":1,"ttl":"24h0m0.000000001s"}`, "at most 24h0m0s"},
+		{`{"type":"reserve","bytes":1,"ttl":"10000000h"}`, "at most 24h0m0s"},
+		{`{"type":"reserve","bytes":1,"ttl":"1e9999h"}`, "want a positive Go duration"},
+		{`{"type":"reserve","bytes":1,"ttl":"-5s"}`, "want a positive Go duration"},
+		{`{"type":"reserve","bytes":1,"ttl":"soon"}`, "want a positive Go duration"},
+	} {
+		got := c.roundTrip(tt.line)
+		if got["decision"] != tt.want && !strings.Contains(fmt.Sprint(got["error"]), tt.want) {
+			t.Errorf("%.80s: %v, want %s", tt.line, got, tt.want)
+		}
+	}
+	if len(b.reserves) != 1 || b.reserves[0].TTL != admission.MaxTTL {
+		t.Errorf("Reserve got %+v, want the one at the bounds", b.reserves)
+	}
+}
+
+// TestBindErrorNamesTheSocket: a bind that fails names the socket's path,
+// never the temporary one it was bound at.
+func TestBindErrorNamesTheSocket(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.sock")
+	err := bindError(path, &net.OpError{Op: "listen", Net: "unix", Addr: &net.UnixAddr{Name: filepath.Join(dir, ".b1234/s")},
+		Err: os.NewSyscallError("bind", syscall.EADDRINUSE)})
+	if msg := err.Error(); !strings.Contains(msg, path) || strings.Contains(msg, ".b1234") || !errors.Is(err, syscall.EADDRINUSE) {
+		t.Errorf("error %q: want the socket's path, not the bind path, and the cause", msg)
+	}
+	// And for real: a runtime dir where nothing can be created.
+	ro := filepath.Join(dir, "ro")
+	if err := os.Mkdir(ro, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		t.Skip("root can write a 0500 dir")
+	}
+	_, err = Listen(ro, "demo")
+	if err == nil || strings.Contains(err.Error(), ".b") {
+		t.Errorf("Listen in a read-only dir: %v", err)
 	}
 }

@@ -127,7 +127,16 @@ func writeTemp(dir string, data []byte) (string, error) {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := filepath.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:]))
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	// O_EXCL: a name planted in advance (a link) is never written through.
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		os.Remove(tmp)
 		return "", err
 	}
