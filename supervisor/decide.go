@@ -110,21 +110,27 @@ func (l *loop) applyWatermark(now time.Time) {
 // changeProfile moves to level: live when that profile is live, else by a
 // graceful restart into it. reply (if any) gets the new profile once the
 // state file is written and the event published.
-func (l *loop) changeProfile(level int, reason, why string, reply chan response) {
+//
+// A live change whose state file cannot be written does not happen: no
+// event, no signal, nothing published, the level unchanged; it returns
+// false, and reply (if any) gets the reason.
+func (l *loop) changeProfile(level int, reason, why string, reply chan response) bool {
 	event := api.EventStepDown
 	if level < l.level {
 		event = api.EventStepUp
 	}
-	l.emitStep(event, level, reason, why)
 	if !l.pol.Profiles[level].Live {
+		l.emitStep(event, level, reason, why)
 		l.beginRestart(level, reason, reply)
-		return
+		return true
 	}
-	l.level = level
-	st, err := l.writeState(why)
+	st, err := l.writeStateAt(level, why)
 	if err != nil {
-		l.deps.Logf("%v", err)
+		l.stateNotWritten(event, level, err, reply)
+		return false
 	}
+	l.emitStep(event, level, reason, why)
+	l.level = level
 	l.notify(st)
 	l.publish(st)
 	l.deps.Logf("%s to profile %s (%s)", event, l.pol.Profiles[level].Name, why)
@@ -132,6 +138,7 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 		l.publishSnapshot() // a status asked after the reply shows the step
 		reply <- response{profile: l.pol.Profiles[level].Name}
 	}
+	return true
 }
 
 // notifyDeathWindow is how long after gpuguard sent the notify signal a
@@ -212,8 +219,19 @@ func (l *loop) manualStep(r request) {
 		r.reply <- response{err: errors.New(why)}
 		return
 	}
+	if !l.pol.Profiles[to].Live {
+		// The state file is written at the restart, after the child is
+		// stopped: find out now that it can be.
+		if err := l.stateWritable(); err != nil {
+			r.reply <- response{err: err}
+			return
+		}
+	}
+	saved := l.rules
 	l.rules.stepped(time.Now())
-	l.changeProfile(to, api.ReasonManual, "manual step "+map[bool]string{true: "up", false: "down"}[r.up], r.reply)
+	if !l.changeProfile(to, api.ReasonManual, "manual step "+map[bool]string{true: "up", false: "down"}[r.up], r.reply) {
+		l.rules = saved
+	}
 }
 
 // emit fills in the common fields and hands ev to every observer.

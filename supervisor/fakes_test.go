@@ -199,6 +199,13 @@ type recorder struct {
 	published []api.ProfileState
 	rotations int
 	ops       []string // "state", "signal", "publish" in the order they happened
+	stateErr  error    // set: every state file write fails so (a full disk)
+}
+
+func (r *recorder) failStates(err error) {
+	r.mu.Lock()
+	r.stateErr = err
+	r.mu.Unlock()
 }
 
 func (r *recorder) op(name string) {
@@ -228,6 +235,10 @@ func (r *recorder) Publish(st api.ProfileState) {
 
 func (r *recorder) writeState(path string, st api.ProfileState) error {
 	r.mu.Lock()
+	if r.stateErr != nil {
+		defer r.mu.Unlock()
+		return r.stateErr
+	}
 	r.states = append(r.states, st)
 	r.ops = append(r.ops, "state")
 	r.mu.Unlock()

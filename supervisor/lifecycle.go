@@ -143,16 +143,7 @@ func childEnv(base []string, vars map[string]string) []string {
 // writeState replaces the state file with the current profile under a
 // new seq and returns what it wrote.
 func (l *loop) writeState(reason string) (api.ProfileState, error) {
-	l.seq++
-	p := l.pol.Profiles[l.level]
-	st := api.ProfileState{Seq: l.seq, Level: l.level, Profile: p.Name, Env: p.Env, Reason: reason}
-	if st.Env == nil {
-		st.Env = map[string]string{}
-	}
-	if err := l.deps.WriteState(l.cfg.StatePath, st); err != nil {
-		return st, fmt.Errorf("writing the state file: %w", err)
-	}
-	return st, nil
+	return l.writeStateAt(l.level, reason)
 }
 
 // publish sends st to socket subscribers as a profile event.

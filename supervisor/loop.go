@@ -33,6 +33,7 @@ type loop struct {
 	starts   int    // children launched so far
 	lastExit string // none | oom | crash | watermark | reload | gpu_fault
 	seq      int
+	stateW   stateWrites // the state file's last reason, and a failing run of writes (statewrite.go)
 	// notifiedAt is when the current child was last sent the notify
 	// signal (zero: never), and notifiedSig which one (a reload may change
 	// [notify] signal since), to tell its death by that signal.

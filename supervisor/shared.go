@@ -230,6 +230,12 @@ func (l *loop) execShared(st api.TenantStep, shared bool) (api.TenantDecision, e
 	if to < 0 || to >= len(l.pol.Profiles) {
 		return api.TenantDecision{}, fmt.Errorf("already at the %s profile %s", map[bool]string{true: "first", false: "last"}[to < 0], l.pol.Profiles[l.level].Name)
 	}
+	// A step whose state file cannot be written would not happen after
+	// the confirmation, and the GPU would hold for our grace for nothing:
+	// refuse, and the decider asks the next tenant.
+	if err := l.stateWritable(); err != nil {
+		return api.TenantDecision{}, err
+	}
 	d, err := c.Confirm(st.GPU, st.Seq, l.pol.Watermark.Grace)
 	if err != nil {
 		return api.TenantDecision{}, err
@@ -255,8 +261,11 @@ func (l *loop) stepKind(now time.Time, kind, why string) {
 		if l.level == 0 {
 			return
 		}
+		saved := l.rules
 		l.rules.stepped(now)
-		l.changeProfile(l.level-1, api.ReasonRecovered, why, nil)
+		if !l.changeProfile(l.level-1, api.ReasonRecovered, why, nil) {
+			l.rules = saved // not taken: the next sample tries again
+		}
 	case last:
 		l.criticalNobody(now, "", false)
 	case kind == api.KindCritical:
@@ -264,8 +273,11 @@ func (l *loop) stepKind(now time.Time, kind, why string) {
 		l.emitStep(api.EventStepDown, l.level+1, api.ReasonCritical, why)
 		l.beginRestart(l.level+1, api.ReasonCritical, nil)
 	default:
+		saved := l.rules
 		l.rules.stepped(now)
-		l.changeProfile(l.level+1, kindReason(kind), why, nil)
+		if !l.changeProfile(l.level+1, kindReason(kind), why, nil) {
+			l.rules = saved // not taken: the next sample tries again
+		}
 	}
 }
 
