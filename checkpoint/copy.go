@@ -11,9 +11,17 @@ import (
 	"github.com/gpuguard/gpuguard/internal/durable"
 )
 
+// The modes of what a rotation creates: private, whatever was copied.
+const (
+	generationFileMode = 0o600
+	generationDirMode  = 0o700
+)
+
 // copyFile copies the regular file src into dst, which it closes, then
-// gives dst src's permissions and modification time (a generation shows
+// gives dst mode 0600 and src's modification time (a generation shows
 // when the checkpoint was saved, not when it was rotated) and fsyncs it.
+// A generation is never readable by others, whatever the checkpoint's
+// mode: it may be a copy of what a link in the checkpoint pointed to.
 func (r rotator) copyFile(src string, dst *os.File, fi fs.FileInfo) error {
 	defer dst.Close()
 	in, err := os.Open(src)
@@ -28,7 +36,7 @@ func (r rotator) copyFile(src string, dst *os.File, fi fs.FileInfo) error {
 	if _, err := io.Copy(w, in); err != nil {
 		return err
 	}
-	if err := dst.Chmod(fi.Mode().Perm()); err != nil {
+	if err := dst.Chmod(generationFileMode); err != nil {
 		return err
 	}
 	if err := dst.Sync(); err != nil {
@@ -41,8 +49,9 @@ func (r rotator) copyFile(src string, dst *os.File, fi fs.FileInfo) error {
 }
 
 // copyDir copies the contents of directory src into the existing
-// directory dst, recursively, then gives dst src's permissions and
-// modification time and fsyncs it.
+// directory dst, recursively, then gives dst mode 0700 and src's
+// modification time and fsyncs it. Symlinks are copied as links, never
+// followed.
 func (r rotator) copyDir(src, dst string, fi fs.FileInfo) error {
 	entries, err := os.ReadDir(src)
 	if err != nil {
@@ -86,7 +95,7 @@ func (r rotator) copyDir(src, dst string, fi fs.FileInfo) error {
 	if err := durable.SyncDir(dst); err != nil {
 		return err
 	}
-	if err := os.Chmod(dst, fi.Mode().Perm()); err != nil {
+	if err := os.Chmod(dst, generationDirMode); err != nil {
 		return err
 	}
 	return os.Chtimes(dst, time.Time{}, fi.ModTime())

@@ -103,7 +103,7 @@ func TestOriginalUntouched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if read(t, generation(ck, 1)) != content || !gen.ModTime().Equal(mtime) || gen.Mode() != before.Mode() {
+	if read(t, generation(ck, 1)) != content || !gen.ModTime().Equal(mtime) || gen.Mode() != 0o600 {
 		t.Errorf("generation 1: mtime %v mode %v", gen.ModTime(), gen.Mode())
 	}
 }
@@ -206,8 +206,9 @@ func makeTree(t *testing.T, root, tag string) {
 	}
 }
 
-// checkTree checks that root holds what makeTree(tag) built.
-func checkTree(t *testing.T, root, tag string) {
+// checkTree checks that root holds what makeTree(tag) built; rotated: a
+// rotation made it, so its modes are private.
+func checkTree(t *testing.T, root, tag string, rotated bool) {
 	t.Helper()
 	if got := read(t, filepath.Join(root, "meta.json")); got != `{"tag":"`+tag+`"}` {
 		t.Errorf("%s: meta.json %q", root, got)
@@ -215,10 +216,16 @@ func checkTree(t *testing.T, root, tag string) {
 	if got := read(t, filepath.Join(root, "shards", "0.bin")); got != tag+" shard 0" {
 		t.Errorf("%s: shard %q", root, got)
 	}
-	if fi, err := os.Stat(filepath.Join(root, "shards", "0.bin")); err != nil || fi.Mode().Perm() != 0o400 {
-		t.Errorf("%s: shard mode %v, %v", root, fi.Mode(), err)
+	// The checkpoint keeps its modes; a generation is private (0600 files,
+	// 0700 dirs).
+	fileMode, dirMode := os.FileMode(0o400), os.FileMode(0o750)
+	if rotated {
+		fileMode, dirMode = 0o600, 0o700
 	}
-	if fi, err := os.Stat(filepath.Join(root, "shards", "empty")); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o750 {
+	if fi, err := os.Stat(filepath.Join(root, "shards", "0.bin")); err != nil || fi.Mode().Perm() != fileMode {
+		t.Errorf("%s: shard mode %v, %v; want %v", root, fi.Mode(), err, fileMode)
+	}
+	if fi, err := os.Stat(filepath.Join(root, "shards", "empty")); err != nil || !fi.IsDir() || fi.Mode().Perm() != dirMode {
 		t.Errorf("%s: empty dir: %v", root, err)
 	}
 	if target, err := os.Readlink(filepath.Join(root, "latest")); err != nil || target != "shards/0.bin" {
@@ -236,9 +243,9 @@ func TestDirectoryCheckpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	checkTree(t, ck, "v3")
-	checkTree(t, generation(ck, 1), "v3")
-	checkTree(t, generation(ck, 2), "v2")
+	checkTree(t, ck, "v3", false)
+	checkTree(t, generation(ck, 1), "v3", true)
+	checkTree(t, generation(ck, 2), "v2", true)
 	if want := []string{"checkpoint", "checkpoint.1", "checkpoint.2"}; !slices.Equal(names(t, dir), want) {
 		t.Errorf("dir holds %v", names(t, dir))
 	}
@@ -252,8 +259,8 @@ func TestDirectoryCopyFailureChangesNothing(t *testing.T) {
 	if err := fullDisk(3).rotate(ck, 2); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("got %v, want ENOSPC", err)
 	}
-	checkTree(t, ck, "new")
-	checkTree(t, generation(ck, 1), "old")
+	checkTree(t, ck, "new", false)
+	checkTree(t, generation(ck, 1), "old", false)
 	if want := []string{"checkpoint", "checkpoint.1"}; !slices.Equal(names(t, dir), want) {
 		t.Errorf("dir holds %v", names(t, dir))
 	}
@@ -270,7 +277,7 @@ func TestKindChanges(t *testing.T) {
 	if err := Rotate(ck, 2); err != nil {
 		t.Fatal(err)
 	}
-	checkTree(t, generation(ck, 1), "dir")
+	checkTree(t, generation(ck, 1), "dir", true)
 	if read(t, generation(ck, 2)) != "file g1" {
 		t.Error("file generation not shifted")
 	}
@@ -282,7 +289,7 @@ func TestKindChanges(t *testing.T) {
 	if read(t, generation(ck, 1)) != "file" {
 		t.Error("file checkpoint not copied")
 	}
-	checkTree(t, generation(ck, 2), "dir")
+	checkTree(t, generation(ck, 2), "dir", true)
 }
 
 func TestSymlinkedCheckpointIsFollowed(t *testing.T) {
@@ -377,5 +384,41 @@ func TestRotateSkipsAnUnchangedCheckpoint(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(ck + ".1"); string(b) != "v2" {
 		t.Errorf("checkpoint.1 = %q", b)
+	}
+}
+
+// TestGenerationsArePrivateAndLinksNotFollowed: a generation is 0600
+// whatever the checkpoint's mode (a checkpoint that links to a
+// world-readable file left a world-readable copy before), and a link
+// planted where a generation goes is moved along or replaced, never
+// written through.
+func TestGenerationsArePrivateAndLinksNotFollowed(t *testing.T) {
+	dir := t.TempDir()
+	outside := filepath.Join(dir, "outside")
+	write(t, outside, "secret")
+	if err := os.Chmod(outside, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	precious := filepath.Join(dir, "precious")
+	write(t, precious, "keep me")
+	ck := filepath.Join(dir, "checkpoint")
+	if err := os.Symlink(outside, ck); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(precious, generation(ck, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := Rotate(ck, 3); err != nil {
+		t.Fatal(err)
+	}
+	gen, err := os.Lstat(generation(ck, 1))
+	if err != nil || !gen.Mode().IsRegular() || gen.Mode().Perm() != 0o600 {
+		t.Fatalf("generation 1: %v, %v; want a 0600 file", gen.Mode(), err)
+	}
+	if read(t, precious) != "keep me" {
+		t.Error("a generation was written through a link")
+	}
+	if l, err := os.Lstat(generation(ck, 2)); err != nil || l.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the planted link was not moved along as a link: %v, %v", l.Mode(), err)
 	}
 }

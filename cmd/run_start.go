@@ -90,8 +90,8 @@ func runRun(o *RunOptions) error {
 		}
 		// The sim dir lives in the state dir by default: create that first
 		// with its own mode, or MkdirAll would give it the sim dir's.
-		if err := os.MkdirAll(r.stateDir, 0o700); err != nil {
-			return fmt.Errorf("creating the state dir: %w", err)
+		if err := paths.PrepareStateDir(r.stateDir, os.Geteuid()); err != nil {
+			return &ExitError{Code: ExitFailure, Err: err}
 		}
 	}
 	// From here a stop signal is the supervisor's to handle (it queues
@@ -116,8 +116,8 @@ func runRun(o *RunOptions) error {
 			logf("%v", err)
 		}
 	}()
-	if err := os.MkdirAll(r.stateDir, 0o700); err != nil {
-		return fmt.Errorf("creating the state dir: %w", err)
+	if err := paths.PrepareStateDir(r.stateDir, os.Geteuid()); err != nil {
+		return &ExitError{Code: ExitFailure, Err: err}
 	}
 
 	jr, err := journal.Open(filepath.Join(r.stateDir, paths.JournalFile), journalOptions(r.pol.Journal, r.name, time.Now(), logf))

@@ -35,8 +35,9 @@ type osFS struct{}
 
 func (osFS) OpenAppend(path string) (file, int64, error) {
 	// A FIFO here would hold the start, and then the last flush and so
-	// gpuguard's exit, on whoever reads it.
-	f, err := regfile.Open(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	// gpuguard's exit, on whoever reads it; a symlink would make gpuguard
+	// append wherever it points, as whoever gpuguard runs as.
+	f, err := regfile.OpenNoFollow(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -213,3 +213,26 @@ func TestWriteKeepsReasonReadable(t *testing.T) {
 		t.Fatalf("state file %s", b)
 	}
 }
+
+// TestLinkNotFollowed: a symlink where the state file belongs is replaced
+// by the state file (0600); the file it pointed to is not written.
+func TestLinkNotFollowed(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "state.json")
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(path, api.ProfileState{Seq: 1, Profile: "fp16"}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "precious" {
+		t.Errorf("the link's target now holds %q", b)
+	}
+	if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+		t.Errorf("state file %v, %v; want a 0600 file", fi.Mode(), err)
+	}
+}
