@@ -21,12 +21,14 @@ type IO struct {
 }
 
 // SystemIO is the process's own standard streams and environment.
+// Its stderr drops what cannot be written (see droppingWriter).
 func SystemIO() *IO {
-	return &IO{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, Getenv: os.Getenv}
+	return &IO{In: os.Stdin, Out: os.Stdout, ErrOut: &droppingWriter{w: os.Stderr}, Getenv: os.Getenv}
 }
 
 // Main runs gpuguard with os.Args and returns the exit code.
 func Main() int {
+	catchSIGPIPE()
 	return Execute(SystemIO(), os.Args[1:])
 }
 

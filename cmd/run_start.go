@@ -146,6 +146,9 @@ func runRun(o *RunOptions) error {
 	coord := tenants.New(tenants.Options{RuntimeDir: r.runtimeDir, Name: r.name, Logf: logf})
 	defer coord.Close()
 	m.CountJournalLosses(jr.Dropped)
+	if dw, ok := o.IO.ErrOut.(*droppingWriter); ok {
+		m.CountOutputLosses(dw.Dropped)
+	}
 	sup, err = supervisor.New(cfg, supervisor.Deps{
 		Probe: probe, Launcher: launcher, Owned: proc.Descendants,
 		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
