@@ -7,6 +7,7 @@
 #   GPUGUARD_SOAK_KILL9=N      kill -9 rounds per cleanup mode (200)
 #   GPUGUARD_SOAK_CRASHLOOP=N  child exits in the crash loop (10000)
 #   SOAK_REPEAT=N              repetitions of the signal/escape/output tests (20)
+#   GPUGUARD_SOAK_GPUDIR_SECONDS=N  fault injection in a shared GPU's dir (600)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0 # every section runs; the script fails if any did
@@ -16,13 +17,16 @@ repeat=${SOAK_REPEAT:-20}
 exits=${GPUGUARD_SOAK_CRASHLOOP:-10000}
 
 # Keep the verdicts and what the tests log (their figures), drop the noise.
-figures() { grep -E '^(=== RUN|--- |ok|FAIL|PASS|panic)|reliability_.*_test\.go:[0-9]+: ' || true; }
+figures() { grep -E '^(=== RUN|--- |ok|FAIL|PASS|panic)|(reliability|harden)_.*_test\.go:[0-9]+: ' || true; }
 
 echo "== process faults: kill -9 and crash loop (e2e, race-detector build)"
 go test -count=1 -timeout 60m -v -run '^(TestKill9|TestCrashLoop)$' ./e2e 2>&1 | figures || status=1
 
 echo "== process faults: signals, escapes, held output, orphans x$repeat"
 go test -count="$repeat" -timeout 60m -run '^(TestStopSignalForwardedOnce|TestSecondInterruptKills|TestChildIgnoringTermIsKilled|TestChildExitingZeroOnTerm|TestStopDuringBackoff|TestGrandchildHoldingOutput|TestEscapedDaemonAtStop|TestOrphansReaped|TestOrphansReapedAsPID1)$' ./e2e 2>&1 | figures || status=1
+
+echo "== the runtime dir under attack: fault injection in a shared GPU's dir, ${GPUGUARD_SOAK_GPUDIR_SECONDS:-600} s (plain build)"
+go test -count=1 -timeout 60m -v -run '^TestGPUDirFaultInjection$' ./e2e 2>&1 | figures || status=1
 
 echo "== proc: cgroup and reaper unit tests x$repeat (race)"
 go test -race -count="$repeat" -timeout 30m -run 'Cgroup|Reaper|Pdeathsig|Group|Drain' ./proc 2>&1 | figures || status=1
