@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"fmt"
 	"math"
 	"regexp"
 	"strings"
@@ -170,5 +171,27 @@ func TestLeaseBounds(t *testing.T) {
 	}
 	if err := (Request{Bytes: 1, Tool: strings.Repeat("x", MaxToolBytes), TTL: MaxTTL}).Validate(); err != nil {
 		t.Errorf("at the bounds: %v", err)
+	}
+}
+
+// BenchmarkDecide is the cost of one decision with no lease held, and
+// while the most leases an instance may hold are outstanding (each
+// decision sums them).
+func BenchmarkDecide(b *testing.B) {
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	gpus := []GPUUsage{{Used: 0, Limit: 1 << 50}}
+	for _, held := range []int{0, MaxLeases} {
+		b.Run(fmt.Sprintf("leases=%d", held), func(b *testing.B) {
+			l := NewLedger()
+			for range held {
+				id := newLeaseID()
+				l.leases[id] = Lease{ID: id, Bytes: 1, Tool: strings.Repeat("t", MaxToolBytes), Expires: now.Add(time.Hour)}
+			}
+			for b.Loop() {
+				if d := l.Decide(now, Request{Bytes: 1}, gpus, 0.9, false); d.Lease != "" {
+					l.Release(d.Lease)
+				}
+			}
+		})
 	}
 }
