@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +45,16 @@ const (
 	// would be granted is denied, whatever its priority.
 	MaxLeases = 10_000
 )
+
+// CutTool is tool as the journal may keep it: at most MaxToolBytes, a cut
+// rune dropped. The protocol refuses longer names; this keeps a denial
+// that came another way from flooding the journal with one.
+func CutTool(tool string) string {
+	if len(tool) <= MaxToolBytes {
+		return tool
+	}
+	return strings.ToValidUTF8(tool[:MaxToolBytes], "")
+}
 
 // ReasonTooManyLeases is the reason of a reservation denied at MaxLeases.
 const ReasonTooManyLeases = "too many leases"

@@ -195,3 +195,17 @@ func BenchmarkDecide(b *testing.B) {
 		})
 	}
 }
+
+// TestCutTool: a journaled tool name keeps at most MaxToolBytes, and never
+// half a rune.
+func TestCutTool(t *testing.T) {
+	if got := CutTool(strings.Repeat("x", 60_000)); len(got) != MaxToolBytes {
+		t.Errorf("60 KB name cut to %d bytes, want %d", len(got), MaxToolBytes)
+	}
+	if got := CutTool(strings.Repeat("x", MaxToolBytes-1) + "é"); got != strings.Repeat("x", MaxToolBytes-1) {
+		t.Errorf("a cut rune was kept: %q", got[MaxToolBytes-2:])
+	}
+	if got := CutTool("embedder"); got != "embedder" {
+		t.Errorf("short name changed: %q", got)
+	}
+}

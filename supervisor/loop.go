@@ -349,6 +349,6 @@ func (l *loop) reserve(r request) admission.Decision {
 		d = l.ledger.Decide(now, req, usage, l.pol.Watermark.High, pending)
 	}
 	l.emit(api.Event{Event: api.EventAdmission, Decision: d.Decision, Bytes: req.Bytes,
-		Priority: req.Priority, Tool: req.Tool, Lease: d.Lease, Reason: d.Reason})
+		Priority: req.Priority, Tool: admission.CutTool(req.Tool), Lease: d.Lease, Reason: d.Reason})
 	return d
 }

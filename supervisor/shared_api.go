@@ -73,7 +73,7 @@ func (s *Supervisor) Reserve(ctx context.Context, req admission.Request) (admiss
 		s.ledger.Release(d.Lease)
 		d = admission.Refuse(req, "the lease could not be published to the other tenants of the GPU: "+perr.Error())
 		_, err = s.call(ctx, request{op: opEmit, event: api.Event{Event: api.EventAdmission, Decision: d.Decision,
-			Bytes: req.Bytes, Priority: req.Priority, Tool: req.Tool, Reason: d.Reason}})
+			Bytes: req.Bytes, Priority: req.Priority, Tool: admission.CutTool(req.Tool), Reason: d.Reason}})
 	}
 	return d, err
 }

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
 )
 
@@ -92,6 +93,30 @@ func TestWatermarkStepWithoutStateFile(t *testing.T) {
 		}
 		if sigs := c.gotSignals(); len(sigs) != 1 {
 			t.Errorf("signals %v, want one", sigs)
+		}
+		h.signals <- syscall.SIGTERM
+		synctest.Wait()
+		c.end(Exit{})
+		h.wait()
+	})
+}
+
+// TestDenialJournalsACutTool: a reservation whose tool name is 60 KB (the
+// socket refuses it; here it comes another way) is denied, and journaled
+// with the name cut to 256 bytes: 2,000 of them rotated every journal
+// file out in 1.2 s before.
+func TestDenialJournalsACutTool(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startHarness(t, testPolicy(), nil)
+		c := h.child()
+		synctest.Wait()
+		d, err := h.sup.Reserve(context.Background(), admission.Request{Bytes: 1, Priority: "P0", Tool: strings.Repeat("t", 60_000), TTL: time.Minute})
+		if err != nil || d.Decision != admission.DecisionDeny {
+			t.Fatalf("decision %+v, %v; want deny", d, err)
+		}
+		ev := h.rec.named(api.EventAdmission)
+		if len(ev) != 1 || len(ev[0].Tool) != admission.MaxToolBytes {
+			t.Fatalf("admission events %d, tool %d bytes; want one of %d", len(ev), len(ev[0].Tool), admission.MaxToolBytes)
 		}
 		h.signals <- syscall.SIGTERM
 		synctest.Wait()
