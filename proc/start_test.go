@@ -393,3 +393,47 @@ func TestChildSurvivesThreadExits(t *testing.T) {
 		t.Errorf("status %d", e.Status())
 	}
 }
+
+// TestStderrScannedAfterItsReaderDies: gpuguard's stderr is a pipe whose
+// reader is gone (a killed `tee`). The child's stderr is passed through
+// while the reader lives, and after that still read to the end and kept
+// for the OOM scan: the child is never blocked on a full pipe, and its
+// last words reach Exit.Stderr.
+func TestStderrScannedAfterItsReaderDies(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	spec := sh(`echo first >&2; read x < "$0"; i=0; while [ $i -lt 2000 ]; do echo "line $i of noise to fill a pipe" >&2; i=$((i+1)); done; echo "CUDA out of memory" >&2; exit 1`)
+	gate := filepath.Join(t.TempDir(), "gate")
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec.Argv = append(spec.Argv, gate)
+	spec.ScanStderr, spec.Stderr = true, w
+	c := start(t, spec)
+	buf := make([]byte, 64)
+	if n, err := r.Read(buf); err != nil || !strings.Contains(string(buf[:n]), "first") {
+		t.Fatalf("passthrough while the reader lives: %q, %v", buf[:n], err)
+	}
+	r.Close() // the reader dies
+	g, err := os.OpenFile(gate, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Write([]byte("go\n"))
+	g.Close()
+	e := wait(t, c)
+	if e.Code != 1 || !strings.HasSuffix(string(e.Stderr), "CUDA out of memory\n") {
+		t.Fatalf("exit %+v, stderr tail ends %q; want code 1 and the OOM line", e.Code, pfx(e.Stderr))
+	}
+}
+
+func pfx(b []byte) string {
+	if len(b) > 60 {
+		b = b[len(b)-60:]
+	}
+	return string(b)
+}
