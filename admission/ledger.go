@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -124,6 +125,21 @@ type Lease struct {
 type Ledger struct {
 	mu     sync.Mutex
 	leases map[string]Lease
+	// total is the sum of every lease's bytes, expired or not (Outstanding).
+	total uint64
+	// live caches the sum of the leases live at a time (see liveAt), so
+	// that a decision costs the same with 10,000 leases as with none.
+	live liveSum
+}
+
+// liveSum is the sum of the leases live at at: every lease whose Expires is
+// after at. It stays the sum of the live leases for any now in [at, until),
+// until being no later than the earliest expiry among them, as long as
+// every change to the leases is applied to it (add, drop).
+type liveSum struct {
+	valid     bool
+	at, until time.Time
+	sum       uint64
 }
 
 // NewLedger returns an empty ledger.
@@ -151,7 +167,7 @@ func (l *Ledger) Decide(now time.Time, r Request, gpus []GPUUsage, high float64,
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	leased := l.outstandingAt(now)
+	leased := l.liveAt(now)
 
 	var why string
 	switch {
@@ -166,7 +182,7 @@ func (l *Ledger) Decide(now time.Time, r Request, gpus []GPUUsage, high float64,
 		}
 		if w.fits {
 			id := newLeaseID()
-			l.leases[id] = Lease{ID: id, Bytes: r.Bytes, Priority: r.Priority, Tool: r.Tool, Expires: now.Add(r.TTL)}
+			l.add(Lease{ID: id, Bytes: r.Bytes, Priority: r.Priority, Tool: r.Tool, Expires: now.Add(r.TTL)})
 			return Decision{Decision: DecisionGPU, Lease: id, Reason: "fits: " + w.text("<=") + fmt.Sprintf("; lease expires in %v", r.TTL)}
 		}
 		why = "does not fit: " + w.text(">")
@@ -197,8 +213,10 @@ func fallback(priority string) string {
 func (l *Ledger) Release(id string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_, ok := l.leases[id]
-	delete(l.leases, id)
+	ls, ok := l.leases[id]
+	if ok {
+		l.drop(ls)
+	}
 	return ok
 }
 
@@ -208,10 +226,10 @@ func (l *Ledger) Expire(now time.Time) []Lease {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []Lease
-	for id, ls := range l.leases {
+	for _, ls := range l.leases {
 		if !now.Before(ls.Expires) {
 			out = append(out, ls)
-			delete(l.leases, id)
+			l.drop(ls)
 		}
 	}
 	return out
@@ -223,6 +241,7 @@ func (l *Ledger) Clear() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	clear(l.leases)
+	l.total, l.live = 0, liveSum{}
 }
 
 // Count is the number of leases held (expired or not, until Expire).
@@ -236,6 +255,41 @@ func (l *Ledger) Count() int {
 func (l *Ledger) Outstanding() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.total
+}
+
+// add records a new lease (its Expires is after any time liveAt was asked
+// for, so it is live for the cache).
+func (l *Ledger) add(ls Lease) {
+	l.leases[ls.ID] = ls
+	l.total = saturate.Add(l.total, ls.Bytes)
+	if l.live.valid {
+		l.live.sum = saturate.Add(l.live.sum, ls.Bytes)
+		if ls.Expires.Before(l.live.until) {
+			l.live.until = ls.Expires
+		}
+	}
+}
+
+// drop forgets a lease. The sums saturate, so a sum that did is counted
+// afresh rather than made smaller than the leases it holds.
+func (l *Ledger) drop(ls Lease) {
+	delete(l.leases, ls.ID)
+	if l.total == math.MaxUint64 {
+		l.total = l.sumAll()
+	} else {
+		l.total -= ls.Bytes
+	}
+	if l.live.valid && ls.Expires.After(l.live.at) { // it was counted
+		if l.live.sum == math.MaxUint64 {
+			l.live.valid = false
+		} else {
+			l.live.sum -= ls.Bytes
+		}
+	}
+}
+
+func (l *Ledger) sumAll() uint64 {
 	var sum uint64
 	for _, ls := range l.leases {
 		sum = saturate.Add(sum, ls.Bytes)
@@ -243,16 +297,25 @@ func (l *Ledger) Outstanding() uint64 {
 	return sum
 }
 
-// outstandingAt sums the leases still live at now; an expired lease that
-// Expire has not dropped yet no longer holds headroom.
-func (l *Ledger) outstandingAt(now time.Time) uint64 {
-	var sum uint64
+// liveAt sums the leases still live at now; an expired lease that Expire
+// has not dropped yet no longer holds headroom. It counts them afresh only
+// when a lease may have expired since the last count (or the clock went
+// back): otherwise the cached sum is exact.
+func (l *Ledger) liveAt(now time.Time) uint64 {
+	if l.live.valid && !now.Before(l.live.at) && now.Before(l.live.until) {
+		return l.live.sum
+	}
+	c := liveSum{valid: true, at: now, until: now.Add(100 * 365 * 24 * time.Hour)}
 	for _, ls := range l.leases {
 		if now.Before(ls.Expires) {
-			sum = saturate.Add(sum, ls.Bytes)
+			c.sum = saturate.Add(c.sum, ls.Bytes)
+			if ls.Expires.Before(c.until) {
+				c.until = ls.Expires
+			}
 		}
 	}
-	return sum
+	l.live = c
+	return c.sum
 }
 
 // newLeaseID returns 128 random bits in hex: a lease ID is a capability to

@@ -3,6 +3,7 @@ package admission
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"regexp"
 	"strings"
 	"testing"
@@ -180,7 +181,7 @@ func TestLeaseBounds(t *testing.T) {
 func BenchmarkDecide(b *testing.B) {
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	gpus := []GPUUsage{{Used: 0, Limit: 1 << 50}}
-	for _, held := range []int{0, MaxLeases} {
+	for _, held := range []int{0, MaxLeases - 1} {
 		b.Run(fmt.Sprintf("leases=%d", held), func(b *testing.B) {
 			l := NewLedger()
 			for range held {
@@ -207,5 +208,50 @@ func TestCutTool(t *testing.T) {
 	}
 	if got := CutTool("embedder"); got != "embedder" {
 		t.Errorf("short name changed: %q", got)
+	}
+}
+
+// TestLiveSumMatchesRecount: through random grants, releases, expiries,
+// clears and clock moves (back ones too), the cached live sum a decision
+// uses and Outstanding always equal a fresh count of the leases.
+func TestLiveSumMatchesRecount(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	gpus := []GPUUsage{{Used: 0, Limit: 1 << 62}}
+	l := NewLedger()
+	var ids []string
+	for i := range 20_000 {
+		switch op := rng.IntN(100); {
+		case op < 50:
+			d := l.Decide(now, Request{Bytes: 1 + rng.Uint64N(1<<30), TTL: time.Duration(1+rng.IntN(5000)) * time.Millisecond}, gpus, 0.9, false)
+			if d.Lease != "" {
+				ids = append(ids, d.Lease)
+			}
+		case op < 70 && len(ids) > 0:
+			k := rng.IntN(len(ids))
+			l.Release(ids[k])
+			ids = append(ids[:k], ids[k+1:]...)
+		case op < 80:
+			l.Expire(now)
+		case op < 81:
+			l.Clear()
+		case op < 97:
+			now = now.Add(time.Duration(rng.IntN(200)) * time.Millisecond)
+		default:
+			now = now.Add(-time.Duration(rng.IntN(100)) * time.Millisecond)
+		}
+		l.mu.Lock()
+		var live, all uint64
+		for _, ls := range l.leases {
+			all += ls.Bytes
+			if now.Before(ls.Expires) {
+				live += ls.Bytes
+			}
+		}
+		got, total := l.liveAt(now), l.total
+		l.mu.Unlock()
+		if got != live || total != all {
+			t.Fatalf("step %d: live %d (recount %d), total %d (recount %d)", i, got, live, total, all)
+		}
 	}
 }
