@@ -20,7 +20,7 @@ import (
 type conn struct {
 	s    *Server
 	nc   *net.UnixConn
-	lane bool // admitted over the limit: one request of laneTypes
+	lane bool // admitted over the limit: one request that laneType allows
 	wmu  sync.Mutex
 	sub  *subscriber   // set once, by the reading goroutine
 	done chan struct{} // closed when the reading goroutine ends
@@ -95,17 +95,21 @@ func (c *conn) readLine(r *bufio.Reader) ([]byte, error) {
 	return line, err
 }
 
-// laneTypes are the requests answered on a connection over the limit: the
-// child's own messages (an OOM must never be lost), status (an operator
-// must see a flooded instance), and the other tenants' questions (a
-// flooded instance must not stall its GPU's decisions).
-var laneTypes = map[string]bool{
-	TypeStatus: true, TypeOOM: true, TypeReady: true,
-	TypeTenant: true, TypeTenantStep: true, TypeTenantDecision: true,
+// laneType reports whether a request of type typ is answered on a
+// connection over the limit: the child's own messages (an OOM must never
+// be lost), status (an operator must see a flooded instance), and the
+// other tenants' questions (a flooded instance must not stall its GPU's
+// decisions).
+func laneType(typ string) bool {
+	switch typ {
+	case TypeStatus, TypeOOM, TypeReady, TypeTenant, TypeTenantStep, TypeTenantDecision:
+		return true
+	}
+	return false
 }
 
 // serveLane answers one request of a connection admitted over the
-// connection limit, when it is one of laneTypes and arrives within
+// connection limit, when laneType says so and it arrives within
 // laneTimeout; anything else gets the too-many-connections error. Either
 // way the connection then closes.
 func (c *conn) serveLane(ctx context.Context, b Backend) {
@@ -119,7 +123,7 @@ func (c *conn) serveLane(ctx context.Context, b Backend) {
 		return
 	}
 	req, derr := decodeRequest(line)
-	if derr != nil || !laneTypes[req.Type] {
+	if derr != nil || !laneType(req.Type) {
 		c.write(errorLine(req.ID, full))
 		return
 	}

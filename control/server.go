@@ -47,7 +47,7 @@ const (
 	// to its newline; then the connection is closed.
 	DefaultLineTimeout = 10 * time.Second
 	// DefaultLaneConns caps the connections admitted over DefaultMaxConns,
-	// each for one request of laneTypes (status, the child's oom and
+	// each for one request that laneType allows (status, the child's oom and
 	// ready), read within DefaultLaneTimeout.
 	DefaultLaneConns   = 64
 	DefaultLaneTimeout = time.Second
@@ -182,7 +182,7 @@ func (s *Server) acceptLoop(ctx context.Context, b Backend) error {
 }
 
 // admit starts a connection's goroutine. Past maxConns a connection is
-// admitted to the lane (one request of laneTypes, see serveLane) while it
+// admitted to the lane (one request that laneType allows, see serveLane) while it
 // has room, so that slow or idle clients holding every connection cannot
 // silence the child's OOM report or an operator's status; past that it is
 // refused. The refusal is written from the accept loop: the line fits in a
