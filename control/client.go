@@ -152,7 +152,7 @@ func (c *Client) roundTrip(ctx context.Context, req any) ([]byte, error) {
 	if err != nil {
 		// The reply, if any, may still arrive and would answer the next
 		// request: this connection cannot be used again.
-		err = ctxErr(ctx, err)
+		err = withoutAddr(ctxErr(ctx, err))
 		c.broken = fmt.Errorf("connection to %s unusable after an earlier error: %w", c.path, err)
 		return nil, fmt.Errorf("talking to %s: %w", c.path, err)
 	}
@@ -182,6 +182,18 @@ func bindDeadline(ctx context.Context, nc net.Conn) (release func() bool) {
 // ctxErr reports an I/O error caused by ctx as ctx's error: the only
 // deadlines on our connections come from ctx, and the socket's deadline can
 // fire a moment before ctx's own timer does.
+// withoutAddr drops the addresses from a connection's error: the peer
+// address of a Unix socket is the path the server bound, a temporary name
+// the user never gave (the socket is renamed into place), and the caller
+// names the socket anyway.
+func withoutAddr(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return fmt.Errorf("%s: %w", op.Op, op.Err)
+	}
+	return err
+}
+
 func ctxErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -238,7 +250,7 @@ func (c *Client) Subscribe(ctx context.Context) (<-chan api.ProfileState, error)
 		err = ctx.Err()
 	}
 	if err != nil {
-		err = ctxErr(ctx, err)
+		err = withoutAddr(ctxErr(ctx, err))
 		c.untrack(nc)
 		nc.Close()
 		return nil, fmt.Errorf("subscribing at %s: %w", c.path, err)

@@ -228,3 +228,26 @@ func TestDiscoverReportsUnreadableDirs(t *testing.T) {
 		t.Fatal("Discover of an unreadable dir succeeded")
 	}
 }
+
+// TestClientErrorsNameTheSocket: an error on a connection names the
+// socket the client dialled, never the temporary path the server bound
+// (which the kernel reports as the peer's address).
+func TestClientErrorsNameTheSocket(t *testing.T) {
+	b := newFakeBackend()
+	s := serve(t, b, func(s *Server) { s.laneTimeout = time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s.Close() // the connection breaks under the client
+	_, err = c.Status(ctx)
+	if err == nil {
+		t.Fatal("status over a closed server: no error")
+	}
+	if msg := err.Error(); !strings.Contains(msg, s.Path()) || strings.Contains(msg, "/.b") {
+		t.Errorf("error %q: want the socket's path and not the bind path", msg)
+	}
+}

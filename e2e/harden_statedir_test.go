@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -244,4 +246,70 @@ func TestSlowConnectionsShutNobodyOut(t *testing.T) {
 	if code := p.wait(); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
+}
+
+// TestSocketBoundsOfTheRealServer: over the real socket of a running
+// instance, 10,000 one-byte leases are granted and the next is denied
+// ("too many leases"), whatever its priority; a 257-byte tool and a 25 h
+// ttl get error replies; and a 65,536-byte line ending in CRLF is answered
+// like the same line ending in LF.
+func TestSocketBoundsOfTheRealServer(t *testing.T) {
+	e := newEnv(t)
+	pol := e.policy(ladder)
+	p := e.start(append([]string{"run", "--policy", pol, "--name", "lb"}, sh(notifyChild)...))
+	p.expect("up")
+	waitFor(t, "a first sample", 30*time.Second, func() bool {
+		st, err := e.statusOf("lb")
+		return err == nil && len(st.GPUs) > 0 && st.State == "running"
+	})
+	c, err := net.Dial("unix", filepath.Join(e.runDir, "lb.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReaderSize(c, 1<<20)
+	go func() { // pipelined: the replies come in order
+		w := bufio.NewWriter(c)
+		for range 10_000 {
+			w.WriteString(`{"type":"reserve","bytes":1,"ttl":"1h","priority":"P1"}` + "\n")
+		}
+		w.WriteString(`{"type":"reserve","bytes":1,"priority":"P0"}` + "\n")
+		w.WriteString(`{"type":"reserve","bytes":1,"tool":"` + strings.Repeat("t", 257) + `"}` + "\n")
+		w.WriteString(`{"type":"reserve","bytes":1,"ttl":"25h"}` + "\n")
+		pad := `{"type":"status","pad":"`
+		line := pad + strings.Repeat("x", 65536-len(pad)-2) + `"}`
+		w.WriteString(line + "\r\n")
+		w.Flush()
+	}()
+	c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	reply := func() map[string]any {
+		t.Helper()
+		l, err := r.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("reading a reply: %v", err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(l, &m); err != nil {
+			t.Fatalf("reply %q: %v", l, err)
+		}
+		return m
+	}
+	for i := range 10_000 {
+		if m := reply(); m["decision"] != "gpu" {
+			t.Fatalf("lease %d: %v", i+1, m)
+		}
+	}
+	if m := reply(); m["decision"] != "deny" || !strings.HasPrefix(fmt.Sprint(m["reason"]), "too many leases") {
+		t.Errorf("lease 10,001 (P0): %v, want deny, too many leases", m)
+	}
+	for _, want := range []string{"at most 256", "at most 24h0m0s"} {
+		if m := reply(); m["ok"] != false || !strings.Contains(fmt.Sprint(m["error"]), want) {
+			t.Errorf("%v, want an error saying %q", m, want)
+		}
+	}
+	if m := reply(); m["ok"] != true || m["name"] != "lb" || m["leases"] != 10000.0 {
+		t.Errorf("a 65,536-byte CRLF line: %.200v, want the status with 10000 leases", m)
+	}
+	p.signal(syscall.SIGTERM)
+	p.wait()
 }
