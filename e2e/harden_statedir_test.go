@@ -249,10 +249,13 @@ func TestSlowConnectionsShutNobodyOut(t *testing.T) {
 }
 
 // TestSocketBoundsOfTheRealServer: over the real socket of a running
-// instance, 10,000 one-byte leases are granted and the next is denied
-// ("too many leases"), whatever its priority; a 257-byte tool and a 25 h
-// ttl get error replies; and a 65,536-byte line ending in CRLF is answered
-// like the same line ending in LF.
+// instance, a 257-byte tool and a 25 h ttl get error replies, and a
+// 65,536-byte line ending in CRLF is answered like the same line ending in
+// LF. Under GPUGUARD_SOAK=1, 10,000 one-byte leases are granted first and
+// the next is denied ("too many leases"), whatever its priority (a grant
+// writes the lease file the other tenants read: about 6 ms each on the
+// loaded race build, a minute for 10,000; the unit tests check the bound
+// in every run).
 func TestSocketBoundsOfTheRealServer(t *testing.T) {
 	e := newEnv(t)
 	pol := e.policy(ladder)
@@ -268,12 +271,18 @@ func TestSocketBoundsOfTheRealServer(t *testing.T) {
 	}
 	defer c.Close()
 	r := bufio.NewReaderSize(c, 1<<20)
+	leases := 0
+	if pfSoak() {
+		leases = 10_000
+	}
 	go func() { // pipelined: the replies come in order
 		w := bufio.NewWriter(c)
-		for range 10_000 {
+		for range leases {
 			w.WriteString(`{"type":"reserve","bytes":1,"ttl":"1h","priority":"P1"}` + "\n")
 		}
-		w.WriteString(`{"type":"reserve","bytes":1,"priority":"P0"}` + "\n")
+		if leases > 0 {
+			w.WriteString(`{"type":"reserve","bytes":1,"priority":"P0"}` + "\n")
+		}
 		w.WriteString(`{"type":"reserve","bytes":1,"tool":"` + strings.Repeat("t", 257) + `"}` + "\n")
 		w.WriteString(`{"type":"reserve","bytes":1,"ttl":"25h"}` + "\n")
 		pad := `{"type":"status","pad":"`
@@ -281,34 +290,38 @@ func TestSocketBoundsOfTheRealServer(t *testing.T) {
 		w.WriteString(line + "\r\n")
 		w.Flush()
 	}()
-	c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	c.SetReadDeadline(time.Now().Add(60*time.Second + time.Duration(leases)*20*time.Millisecond))
+	n := 0
 	reply := func() map[string]any {
 		t.Helper()
 		l, err := r.ReadBytes('\n')
 		if err != nil {
-			t.Fatalf("reading a reply: %v", err)
+			t.Fatalf("reading reply %d: %v", n+1, err)
 		}
+		n++
 		var m map[string]any
 		if err := json.Unmarshal(l, &m); err != nil {
 			t.Fatalf("reply %q: %v", l, err)
 		}
 		return m
 	}
-	for i := range 10_000 {
+	for i := range leases {
 		if m := reply(); m["decision"] != "gpu" {
 			t.Fatalf("lease %d: %v", i+1, m)
 		}
 	}
-	if m := reply(); m["decision"] != "deny" || !strings.HasPrefix(fmt.Sprint(m["reason"]), "too many leases") {
-		t.Errorf("lease 10,001 (P0): %v, want deny, too many leases", m)
+	if leases > 0 {
+		if m := reply(); m["decision"] != "deny" || !strings.HasPrefix(fmt.Sprint(m["reason"]), "too many leases") {
+			t.Errorf("lease 10,001 (P0): %v, want deny, too many leases", m)
+		}
 	}
 	for _, want := range []string{"at most 256", "at most 24h0m0s"} {
 		if m := reply(); m["ok"] != false || !strings.Contains(fmt.Sprint(m["error"]), want) {
 			t.Errorf("%v, want an error saying %q", m, want)
 		}
 	}
-	if m := reply(); m["ok"] != true || m["name"] != "lb" || m["leases"] != 10000.0 {
-		t.Errorf("a 65,536-byte CRLF line: %.200v, want the status with 10000 leases", m)
+	if m := reply(); m["ok"] != true || m["name"] != "lb" || m["leases"] != float64(leases) {
+		t.Errorf("a 65,536-byte CRLF line: %.200v, want the status with %d leases", m, leases)
 	}
 	p.signal(syscall.SIGTERM)
 	p.wait()
