@@ -26,7 +26,7 @@ echo "== process faults: signals, escapes, held output, orphans x$repeat"
 go test -count="$repeat" -timeout 60m -run '^(TestStopSignalForwardedOnce|TestSecondInterruptKills|TestChildIgnoringTermIsKilled|TestChildExitingZeroOnTerm|TestStopDuringBackoff|TestGrandchildHoldingOutput|TestEscapedDaemonAtStop|TestOrphansReaped|TestOrphansReapedAsPID1)$' ./e2e 2>&1 | figures || status=1
 
 echo "== the runtime dir under attack: fault injection in a shared GPU's dir, ${GPUGUARD_SOAK_GPUDIR_SECONDS:-600} s (plain build); 10,001 leases"
-go test -count=1 -timeout 60m -v -run '^(TestGPUDirFaultInjection|TestSocketBoundsOfTheRealServer)$' ./e2e 2>go test -count=1 -timeout 60m -v -run '^TestGPUDirFaultInjection$' ./e2e 2>&1 | figures || status=11 | figures || status=1
+go test -count=1 -timeout 60m -v -run '^(TestGPUDirFaultInjection|TestSocketBoundsOfTheRealServer)$' ./e2e 2>&1 | figures || status=1
 
 echo "== proc: cgroup and reaper unit tests x$repeat (race)"
 go test -race -count="$repeat" -timeout 30m -run 'Cgroup|Reaper|Pdeathsig|Group|Drain' ./proc 2>&1 | figures || status=1
