@@ -234,7 +234,7 @@ func TestDiscoverReportsUnreadableDirs(t *testing.T) {
 // (which the kernel reports as the peer's address).
 func TestClientErrorsNameTheSocket(t *testing.T) {
 	b := newFakeBackend()
-	s := serve(t, b, func(s *Server) { s.laneTimeout = time.Second })
+	s := serve(t, b, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := Dial(ctx, s.Path())
@@ -242,6 +242,9 @@ func TestClientErrorsNameTheSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	if _, err := c.Status(ctx); err != nil { // Serve runs
+		t.Fatal(err)
+	}
 	s.Close() // the connection breaks under the client
 	_, err = c.Status(ctx)
 	if err == nil {
