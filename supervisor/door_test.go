@@ -201,6 +201,7 @@ func TestDoorUnreadyOnExit(t *testing.T) {
 		c := h.child()
 		c.end(Exit{Code: 42})
 		c2 := h.child()
+		synctest.Wait() // the door hears of a launch after Launch returns
 		if got := door.got(); !slices.Equal(got, []string{"launched", "unready", "launched"}) {
 			t.Errorf("door calls %v", got)
 		}
