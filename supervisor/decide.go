@@ -124,12 +124,17 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 		l.beginRestart(level, reason, reply)
 		return true
 	}
+	// The event is dated when the step is taken, before the write, as it
+	// was when it was journaled first; it is journaled only once the
+	// state file is written.
+	ev := l.stepEvent(event, level, reason, why)
+	ev.Time = time.Now()
 	st, err := l.writeStateAt(level, why)
 	if err != nil {
 		l.stateNotWritten(event, level, err, reply)
 		return false
 	}
-	l.emitStep(event, level, reason, why)
+	l.emit(ev)
 	l.level = level
 	l.notify(st)
 	l.publish(st)
@@ -179,9 +184,14 @@ func (l *loop) notify(st api.ProfileState) {
 }
 
 func (l *loop) emitStep(event string, to int, reason, why string) {
-	l.emit(api.Event{Event: event, Reason: reason, Watermark: l.ratio,
+	l.emit(l.stepEvent(event, to, reason, why))
+}
+
+// stepEvent is the journal event of a step from the current level to to.
+func (l *loop) stepEvent(event string, to int, reason, why string) api.Event {
+	return api.Event{Event: event, Reason: reason, Watermark: l.ratio,
 		From: l.pol.Profiles[l.level].Name, To: l.pol.Profiles[to].Name,
-		FromLevel: ptr(l.level), ToLevel: ptr(to), Detail: why})
+		FromLevel: ptr(l.level), ToLevel: ptr(to), Detail: why}
 }
 
 // beginRestart stops the child with stop_signal so that it restarts in
