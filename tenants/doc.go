@@ -31,6 +31,12 @@
 // passed over, and the next candidate is chosen within a second. Nothing
 // waits on a peer without a bound, so no tenant can block the others.
 //
+// Anything else found in a GPU's directory is survived (sweep.go): every
+// file is read non-blocking, never through a symlink, regular files only
+// and at most MaxFileBytes; a record that cannot be parsed is void (it
+// takes its seq and decides or blocks nothing) and is swept once it is
+// old; values read from peers are held to policy's ranges.
+//
 // The ranking (who steps) is a pure comparator chain in rank.go, the log's
 // rules pure functions in log.go; Coordinator does the I/O. The supervisor
 // reaches all of it through a small interface of its own.
