@@ -40,11 +40,16 @@ func checkStateDir(dir string, fi fs.FileInfo, uid int) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("state dir %s is not a directory", dir)
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != uid {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if ok && int(st.Uid) != uid {
 		return fmt.Errorf("state dir %s belongs to %s, not to this user (uid %d); use a dir of your own (--state-dir)", dir, owner(st.Uid), uid)
 	}
 	if fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("state dir %s is writable by group or others (mode %04o); use a private dir (chmod 0700) or --state-dir", dir, fi.Mode().Perm())
+		by := ""
+		if ok {
+			by = ", owner " + owner(st.Uid)
+		}
+		return fmt.Errorf("state dir %s is writable by group or others (mode %04o%s); use a private dir (chmod 0700) or --state-dir", dir, fi.Mode().Perm(), by)
 	}
 	return nil
 }

@@ -37,8 +37,8 @@ func TestPrepareStateDir(t *testing.T) {
 	file := filepath.Join(root, "file")
 	os.WriteFile(file, nil, 0o600)
 	cases := map[string]string{
-		mk("group", 0o770):   "writable by group or others (mode 0770)",
-		mk("sticky", 0o1777): "writable by group or others (mode 0777)",
+		mk("group", 0o770):   "writable by group or others (mode 0770, owner uid ",
+		mk("sticky", 0o1777): "writable by group or others (mode 0777, owner uid ",
 		file:                 "is not a directory",
 	}
 	if uid == 0 {
