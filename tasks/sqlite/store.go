@@ -1,0 +1,361 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/tasks"
+)
+
+// Dir is the store's directory in a state dir, and File its database.
+const (
+	Dir  = "deferred"
+	File = "tasks.db"
+)
+
+// busyTimeout is how long a write waits for another process's write
+// transaction (the instance and `gpuguard tasks` share the file).
+const busyTimeout = 5 * time.Second
+
+const schema = `
+CREATE TABLE IF NOT EXISTS tasks (
+	ticket     TEXT PRIMARY KEY,
+	tool       TEXT NOT NULL,
+	priority   TEXT NOT NULL,
+	bytes      INTEGER NOT NULL,
+	payload    BLOB,
+	state      TEXT NOT NULL,
+	attempts   INTEGER NOT NULL DEFAULT 0,
+	last_error TEXT NOT NULL DEFAULT '',
+	enqueued   INTEGER NOT NULL,
+	not_before INTEGER NOT NULL DEFAULT 0,
+	leased_at  INTEGER NOT NULL DEFAULT 0,
+	finished   INTEGER NOT NULL DEFAULT 0,
+	result     BLOB
+);
+CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks(state, enqueued);
+`
+
+// cols are the columns a Task is read from, in scan order.
+const cols = `ticket, tool, priority, bytes, payload, state, attempts, last_error, enqueued, not_before, finished`
+
+// Store is the SQLite store. It is safe for concurrent use.
+type Store struct {
+	db *sql.DB
+}
+
+var _ tasks.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the store in stateDir/deferred/. The
+// directory is created 0700 and the database 0600: payloads are the
+// user's data.
+func Open(stateDir string) (*Store, error) {
+	dir := filepath.Join(stateDir, Dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the task store's dir: %w", err)
+	}
+	return OpenFile(filepath.Join(dir, File))
+}
+
+// OpenFile opens (creating if needed) the store in the database file path.
+func OpenFile(path string) (*Store, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the task store: %w", err)
+	}
+	f.Close()
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("opening the task store %s: %w", path, err)
+	}
+	// One connection: this process's writes are serialised here rather
+	// than by SQLITE_BUSY retries, and the pragmas hold for it.
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("preparing the task store %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanTask(r scanner) (api.Task, error) {
+	var t api.Task
+	var payload []byte
+	var enq, nb, fin int64
+	if err := r.Scan(&t.Ticket, &t.Tool, &t.Priority, &t.Bytes, &payload, &t.State, &t.Attempts, &t.LastError, &enq, &nb, &fin); err != nil {
+		return t, err
+	}
+	if len(payload) > 0 {
+		t.Payload = payload
+	}
+	t.Enqueued, t.NotBefore, t.Finished = fromNanos(enq), fromNanos(nb), fromNanos(fin)
+	return t, nil
+}
+
+// Enqueue stores t as queued, unless its ticket is stored already or the
+// queue holds maxTasks pending tasks (one statement: the count and the
+// insert cannot be split by another process's).
+func (s *Store) Enqueue(ctx context.Context, t api.Task, maxTasks int) error {
+	res, err := s.db.ExecContext(ctx, `INSERT INTO tasks (ticket, tool, priority, bytes, payload, state, enqueued)
+		SELECT ?, ?, ?, ?, ?, 'queued', ?
+		WHERE (SELECT count(*) FROM tasks WHERE state IN ('queued', 'running')) < ?
+		ON CONFLICT (ticket) DO NOTHING`,
+		t.Ticket, t.Tool, t.Priority, t.Bytes, []byte(t.Payload), nanos(t.Enqueued), maxTasks)
+	if err != nil {
+		return fmt.Errorf("storing task %s: %w", t.Ticket, err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return nil
+	}
+	var one int
+	switch err := s.db.QueryRowContext(ctx, `SELECT 1 FROM tasks WHERE ticket = ?`, t.Ticket).Scan(&one); {
+	case err == nil:
+		return nil // stored before: enqueue is idempotent
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%w (max_tasks %d)", tasks.ErrFull, maxTasks)
+	default:
+		return fmt.Errorf("storing task %s: %w", t.Ticket, err)
+	}
+}
+
+// Peek reads the oldest due queued task, or when the next one is due.
+func (s *Store) Peek(ctx context.Context, now time.Time) (api.Task, bool, time.Time, error) {
+	t, err := scanTask(s.db.QueryRowContext(ctx, `SELECT `+cols+` FROM tasks
+		WHERE state = 'queued' AND not_before <= ? ORDER BY enqueued, rowid LIMIT 1`, now.UnixNano()))
+	if err == nil {
+		return t, true, time.Time{}, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return t, false, time.Time{}, fmt.Errorf("reading the task queue: %w", err)
+	}
+	var wake sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, `SELECT min(not_before) FROM tasks WHERE state = 'queued'`).Scan(&wake); err != nil {
+		return api.Task{}, false, time.Time{}, fmt.Errorf("reading the task queue: %w", err)
+	}
+	return api.Task{}, false, fromNanos(wake.Int64), nil
+}
+
+// Lease takes ticket in one UPDATE ... RETURNING.
+func (s *Store) Lease(ctx context.Context, ticket string, now time.Time) (api.Task, error) {
+	t, err := scanTask(s.db.QueryRowContext(ctx, `UPDATE tasks SET state = 'running', leased_at = ?
+		WHERE ticket = ? AND state = 'queued' AND not_before <= ? RETURNING `+cols,
+		now.UnixNano(), ticket, now.UnixNano()))
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, fmt.Errorf("leasing task %s: %w", ticket, tasks.ErrNotQueued)
+	}
+	if err != nil {
+		return t, fmt.Errorf("leasing task %s: %w", ticket, err)
+	}
+	return t, nil
+}
+
+// Extend restarts the visibility timeout.
+func (s *Store) Extend(ctx context.Context, ticket string, now time.Time) error {
+	return s.running(ctx, ticket, "extending", `UPDATE tasks SET leased_at = ? WHERE ticket = ? AND state = 'running'`, now.UnixNano(), ticket)
+}
+
+// Ack marks the task done, keeping result.
+func (s *Store) Ack(ctx context.Context, ticket string, result []byte, now time.Time) error {
+	return s.running(ctx, ticket, "finishing", `UPDATE tasks SET state = 'done', finished = ?, result = ?, leased_at = 0
+		WHERE ticket = ? AND state = 'running'`, now.UnixNano(), result, ticket)
+}
+
+// running runs an update of a running task; no row is ErrNotRunning.
+func (s *Store) running(ctx context.Context, ticket, what, query string, args ...any) error {
+	res, err := s.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("%s task %s: %w", what, ticket, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%s task %s: %w", what, ticket, tasks.ErrNotRunning)
+	}
+	return nil
+}
+
+// attempt is the update shared by Fail, Expire and Recover: one more
+// attempt, then dead or queued again.
+const attempt = `UPDATE tasks SET attempts = attempts + 1, last_error = ?, leased_at = 0,
+	state = CASE WHEN attempts + 1 >= ? THEN 'dead' ELSE 'queued' END, not_before = ?`
+
+// Fail counts a failed attempt.
+func (s *Store) Fail(ctx context.Context, ticket, reason string, retryAt time.Time, maxAttempts int) (api.Task, error) {
+	t, err := scanTask(s.db.QueryRowContext(ctx, attempt+` WHERE ticket = ? AND state = 'running' RETURNING `+cols,
+		reason, maxAttempts, nanos(retryAt), ticket))
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, fmt.Errorf("failing task %s: %w", ticket, tasks.ErrNotRunning)
+	}
+	if err != nil {
+		return t, fmt.Errorf("failing task %s: %w", ticket, err)
+	}
+	return t, nil
+}
+
+// Expire puts back the running tasks idle for visibility.
+func (s *Store) Expire(ctx context.Context, now time.Time, visibility time.Duration, maxAttempts int) ([]api.Task, error) {
+	return s.query(ctx, "expiring tasks", attempt+` WHERE state = 'running' AND leased_at <= ? RETURNING `+cols,
+		fmt.Sprintf("not finished within %s (ack_timeout)", visibility), maxAttempts, 0, now.Add(-visibility).UnixNano())
+}
+
+// Recover puts back every running task: on one host, the instance lock
+// makes this process the only holder of its name's tasks, so a running one
+// was in flight when the instance died.
+func (s *Store) Recover(ctx context.Context, now time.Time, maxAttempts int) ([]api.Task, error) {
+	return s.query(ctx, "recovering tasks", attempt+` WHERE state = 'running' RETURNING `+cols,
+		"in flight when gpuguard stopped", maxAttempts, 0)
+}
+
+func (s *Store) query(ctx context.Context, what, query string, args ...any) ([]api.Task, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []api.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+// Get reads one task and its result.
+func (s *Store) Get(ctx context.Context, ticket string) (api.Task, []byte, error) {
+	var result []byte
+	var t api.Task
+	var payload []byte
+	var enq, nb, fin int64
+	err := s.db.QueryRowContext(ctx, `SELECT `+cols+`, result FROM tasks WHERE ticket = ?`, ticket).Scan(
+		&t.Ticket, &t.Tool, &t.Priority, &t.Bytes, &payload, &t.State, &t.Attempts, &t.LastError, &enq, &nb, &fin, &result)
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, nil, fmt.Errorf("task %s: %w", ticket, tasks.ErrUnknown)
+	}
+	if err != nil {
+		return t, nil, fmt.Errorf("reading task %s: %w", ticket, err)
+	}
+	if len(payload) > 0 {
+		t.Payload = payload
+	}
+	t.Enqueued, t.NotBefore, t.Finished = fromNanos(enq), fromNanos(nb), fromNanos(fin)
+	return t, result, nil
+}
+
+// List reads every task, oldest first.
+func (s *Store) List(ctx context.Context) ([]api.Task, error) {
+	return s.query(ctx, "listing tasks", `SELECT `+cols+` FROM tasks ORDER BY enqueued, rowid`)
+}
+
+// Drop deletes a task.
+func (s *Store) Drop(ctx context.Context, ticket string) (api.Task, error) {
+	t, err := scanTask(s.db.QueryRowContext(ctx, `DELETE FROM tasks WHERE ticket = ? RETURNING `+cols, ticket))
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, fmt.Errorf("dropping task %s: %w", ticket, tasks.ErrUnknown)
+	}
+	if err != nil {
+		return t, fmt.Errorf("dropping task %s: %w", ticket, err)
+	}
+	return t, nil
+}
+
+// Retry puts a dead task back, attempts reset.
+func (s *Store) Retry(ctx context.Context, ticket string, now time.Time) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE tasks SET state = 'queued', attempts = 0, not_before = 0
+		WHERE ticket = ? AND state = 'dead'`, ticket)
+	if err != nil {
+		return fmt.Errorf("retrying task %s: %w", ticket, err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return nil
+	}
+	if _, _, err := s.Get(ctx, ticket); err != nil {
+		return fmt.Errorf("retrying: %w", err)
+	}
+	return fmt.Errorf("retrying task %s: %w", ticket, tasks.ErrNotDead)
+}
+
+// Counts counts the tasks by state.
+func (s *Store) Counts(ctx context.Context) (api.TaskCounts, error) {
+	var c api.TaskCounts
+	rows, err := s.db.QueryContext(ctx, `SELECT state, count(*) FROM tasks GROUP BY state`)
+	if err != nil {
+		return c, fmt.Errorf("counting tasks: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var state string
+		var n int
+		if err := rows.Scan(&state, &n); err != nil {
+			return c, fmt.Errorf("counting tasks: %w", err)
+		}
+		switch state {
+		case api.TaskQueued:
+			c.Queued = n
+		case api.TaskRunning:
+			c.Running = n
+		case api.TaskDone:
+			c.Done = n
+		case api.TaskDead:
+			c.Dead = n
+		}
+	}
+	return c, rows.Err()
+}
+
+// Purge deletes done tasks finished before before.
+func (s *Store) Purge(ctx context.Context, before time.Time) (int, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM tasks WHERE state = 'done' AND finished < ?`, before.UnixNano())
+	if err != nil {
+		return 0, fmt.Errorf("purging done tasks: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// Pragmas answers the journal mode and synchronous level in force (for
+// tests and `gpuguard tasks`' diagnostics).
+func (s *Store) Pragmas() (journalMode string, synchronous int, err error) {
+	if err = s.db.QueryRow(`PRAGMA journal_mode`).Scan(&journalMode); err != nil {
+		return "", 0, err
+	}
+	err = s.db.QueryRow(`PRAGMA synchronous`).Scan(&synchronous)
+	return journalMode, synchronous, err
+}

@@ -1,0 +1,106 @@
+package sqlite_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+
+	"github.com/gpuguard/gpuguard/tasks"
+	"github.com/gpuguard/gpuguard/tasks/sqlite"
+	"github.com/gpuguard/gpuguard/tasks/taskstest"
+)
+
+func TestConformance(t *testing.T) {
+	taskstest.Run(t, func(t *testing.T) taskstest.Opener {
+		dir := t.TempDir()
+		return func(t *testing.T) tasks.Store {
+			s, err := sqlite.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+	})
+}
+
+// Two handles on one file (the instance and `gpuguard tasks`) see each
+// other's writes, and a lease is taken by exactly one of them.
+func TestSharedByTwoHandles(t *testing.T) {
+	dir := t.TempDir()
+	a, err := sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	now := time.Now()
+	if err := a.Enqueue(ctx, api.Task{Ticket: "t-1", Tool: "x", Priority: "P2", Bytes: 1, Enqueued: now}, 10); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, s := range []*sqlite.Store{a, b} {
+		wg.Go(func() { _, errs[i] = s.Lease(ctx, "t-1", now) })
+	}
+	wg.Wait()
+	if (errs[0] == nil) == (errs[1] == nil) {
+		t.Fatalf("lease results %v, want exactly one success", errs)
+	}
+	list, err := b.List(ctx)
+	if err != nil || len(list) != 1 || list[0].State != api.TaskRunning {
+		t.Fatalf("second handle lists %+v %v", list, err)
+	}
+}
+
+// The database is WAL with synchronous=FULL (each commit is fsynced), and
+// private to the user.
+func TestDurabilitySettings(t *testing.T) {
+	dir := t.TempDir()
+	s, err := sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mode, level, err := s.Pragmas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode != "wal" || level != 2 {
+		t.Fatalf("journal_mode %q synchronous %d, want wal and 2 (FULL)", mode, level)
+	}
+	fi, err := os.Stat(filepath.Join(dir, sqlite.Dir, sqlite.File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, want 0600", fi.Mode().Perm())
+	}
+}
+
+// A symlink where the database should be is refused, not followed.
+func TestRefusesSymlink(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, sqlite.Dir), 0o700)
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.Symlink(target, filepath.Join(dir, sqlite.Dir, sqlite.File)); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := sqlite.Open(dir); err == nil {
+		s.Close()
+		t.Fatal("opened the store through a symlink")
+	}
+	if _, err := os.Stat(target); err == nil {
+		t.Fatal("the symlink's target was created")
+	}
+}
