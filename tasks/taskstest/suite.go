@@ -52,6 +52,10 @@ func task(i int, at time.Time) api.Task {
 		Bytes: uint64(1<<20 + i), Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), Enqueued: at}
 }
 
+// clock is the wall clock at the resolution every store keeps (Redis
+// keeps microseconds).
+func clock() time.Time { return time.Now().Truncate(time.Millisecond) }
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -96,7 +100,7 @@ func lease(t *testing.T, s tasks.Store, ticket string, now time.Time) api.Task {
 
 func testDuplicateEnqueue(t *testing.T, open Opener) {
 	s := open(t)
-	now := time.Now()
+	now := clock()
 	a := task(1, now)
 	enqueue(t, s, a)
 	b := a
@@ -114,7 +118,7 @@ func testDuplicateEnqueue(t *testing.T, open Opener) {
 
 func testOldestFirst(t *testing.T, open Opener) {
 	s := open(t)
-	now := time.Now()
+	now := clock()
 	var want []string
 	for i := range 5 {
 		tk := task(i, now.Add(time.Duration(i)*time.Millisecond))
@@ -146,7 +150,7 @@ func testOldestFirst(t *testing.T, open Opener) {
 
 func testLeaseIsExclusive(t *testing.T, open Opener) {
 	s := open(t)
-	now := time.Now()
+	now := clock()
 	a := task(1, now)
 	enqueue(t, s, a)
 	lease(t, s, a.Ticket, now)
@@ -164,7 +168,7 @@ func testLeaseIsExclusive(t *testing.T, open Opener) {
 func testLeaseExpiry(t *testing.T, open Opener) {
 	s := open(t)
 	ctx := context.Background()
-	now := time.Now()
+	now := clock()
 	vis := time.Minute
 	a, b := task(1, now), task(2, now.Add(time.Millisecond))
 	enqueue(t, s, a, b)
@@ -189,7 +193,7 @@ func testLeaseExpiry(t *testing.T, open Opener) {
 func testExtend(t *testing.T, open Opener) {
 	s := open(t)
 	ctx := context.Background()
-	now := time.Now()
+	now := clock()
 	vis := time.Minute
 	a := task(1, now)
 	enqueue(t, s, a)
@@ -211,7 +215,7 @@ func testExtend(t *testing.T, open Opener) {
 func testAck(t *testing.T, open Opener) {
 	s := open(t)
 	ctx := context.Background()
-	now := time.Now()
+	now := clock()
 	a := task(1, now)
 	enqueue(t, s, a)
 	if err := s.Ack(ctx, a.Ticket, nil, now); !errors.Is(err, tasks.ErrNotRunning) {
@@ -245,7 +249,7 @@ func testAck(t *testing.T, open Opener) {
 func testFailAndBackoff(t *testing.T, open Opener) {
 	s := open(t)
 	ctx := context.Background()
-	now := time.Now()
+	now := clock()
 	a := task(1, now)
 	enqueue(t, s, a)
 	lease(t, s, a.Ticket, now)
@@ -277,7 +281,7 @@ func testFailAndBackoff(t *testing.T, open Opener) {
 func testMaxAttemptsAndDead(t *testing.T, open Opener) {
 	s := open(t)
 	ctx := context.Background()
-	now := time.Now()
+	now := clock()
 	a := task(1, now)
 	enqueue(t, s, a)
 	const max = 3
@@ -332,7 +336,7 @@ func testMaxAttemptsAndDead(t *testing.T, open Opener) {
 func testKeepResults(t *testing.T, open Opener) {
 	s := open(t)
 	ctx := context.Background()
-	now := time.Now()
+	now := clock()
 	a, b, c := task(1, now), task(2, now), task(3, now)
 	enqueue(t, s, a, b, c)
 	lease(t, s, a.Ticket, now)
@@ -358,7 +362,7 @@ func testKeepResults(t *testing.T, open Opener) {
 func testMaxTasks(t *testing.T, open Opener) {
 	s := open(t)
 	ctx := context.Background()
-	now := time.Now()
+	now := clock()
 	a, b, c := task(1, now), task(2, now), task(3, now)
 	must(t, s.Enqueue(ctx, a, 2))
 	must(t, s.Enqueue(ctx, b, 2))
@@ -379,7 +383,7 @@ func testMaxTasks(t *testing.T, open Opener) {
 func testDrop(t *testing.T, open Opener) {
 	s := open(t)
 	ctx := context.Background()
-	now := time.Now()
+	now := clock()
 	a, b := task(1, now), task(2, now)
 	enqueue(t, s, a, b)
 	lease(t, s, b.Ticket, now)
@@ -409,7 +413,7 @@ func testDrop(t *testing.T, open Opener) {
 
 func testRecover(t *testing.T, open Opener) {
 	s := open(t)
-	now := time.Now()
+	now := clock()
 	a, b := task(1, now), task(2, now)
 	enqueue(t, s, a, b)
 	lease(t, s, a.Ticket, now)
@@ -428,7 +432,7 @@ func testRecover(t *testing.T, open Opener) {
 func testDurable(t *testing.T, open Opener) {
 	s := open(t)
 	ctx := context.Background()
-	now := time.Now()
+	now := clock()
 	a, b := task(1, now), task(2, now)
 	enqueue(t, s, a, b)
 	lease(t, s, a.Ticket, now)
