@@ -109,6 +109,12 @@ var diffKeys = []keyDiff{
 	{"serve.priority", eq(func(p *Policy) string { return p.Serve.Priority })},
 	{"serve.wake", eq(func(p *Policy) bool { return p.Serve.Wake })},
 	{"serve.idle", eq(func(p *Policy) time.Duration { return p.Serve.Idle })},
+	{"defer.store", eq(func(p *Policy) string { return p.Defer.Store })},
+	{"defer.window", eq(func(p *Policy) Window { return p.Defer.Window })},
+	{"defer.ack_timeout", eq(func(p *Policy) time.Duration { return p.Defer.AckTimeout })},
+	{"defer.max_attempts", eq(func(p *Policy) int { return p.Defer.MaxAttempts })},
+	{"defer.max_tasks", eq(func(p *Policy) int { return p.Defer.MaxTasks })},
+	{"defer.keep_results", eq(func(p *Policy) time.Duration { return p.Defer.KeepResults })},
 
 	{"profile", func(a, b *Policy) bool { return slices.EqualFunc(a.Profiles, b.Profiles, sameProfile) }},
 }

@@ -67,6 +67,7 @@ func Default() *Policy {
 		Checkpoint: Checkpoint{Keep: 3},
 		Journal:    Journal{MaxSize: 16 << 20, MaxFiles: 4},
 		Serve:      defaultServe(),
+		Defer:      defaultDefer(),
 		Profiles:   []Profile{{Name: "default", Env: map[string]string{}}},
 	}
 }

@@ -31,6 +31,8 @@ func TestDefault(t *testing.T) {
 		Journal:    Journal{MaxSize: 16 << 20, MaxFiles: 4},
 		Serve: Serve{Health: "/health", Hold: 120 * time.Second, MaxHeld: 1000, Retry: true,
 			Priority: "P0", Wake: true},
+		Defer: Defer{AckTimeout: 10 * time.Minute, MaxAttempts: 5, MaxTasks: 100000,
+			KeepResults: 24 * time.Hour},
 		Profiles: []Profile{{Name: "default", Env: map[string]string{}}},
 	}
 	if !reflect.DeepEqual(p, want) {
@@ -120,6 +122,13 @@ fallback = "http://127.0.0.1:8002"
 priority = "P1"
 wake     = false
 idle     = "10m"
+[defer]
+store        = "redis://:secret@10.0.0.5:6379/2"
+window       = "22:30-06:00"
+ack_timeout  = "90s"
+max_attempts = 3
+max_tasks    = 500
+keep_results = "1h"
 
 [[profile]]
 name  = "fp16"
@@ -162,6 +171,8 @@ func TestParseFull(t *testing.T) {
 		Serve: Serve{Listen: "127.0.0.1:8000", Upstream: "http://127.0.0.1:8001", Health: "/",
 			Hold: 30 * time.Second, MaxHeld: 10, Retry: false, Fallback: "http://127.0.0.1:8002",
 			Priority: "P1", Wake: false, Idle: 10 * time.Minute},
+		Defer: Defer{Store: "redis://:secret@10.0.0.5:6379/2", Window: Window{Start: 22*60 + 30, End: 6 * 60, Set: true},
+			AckTimeout: 90 * time.Second, MaxAttempts: 3, MaxTasks: 500, KeepResults: time.Hour},
 		Profiles: []Profile{
 			{Name: "fp16", Needs: 40 << 30, Env: map[string]string{"DTYPE": "float16", "MAX_BATCH": "32"}},
 			{Name: "int8", Needs: 20 << 30, Live: true, Env: map[string]string{"DTYPE": "int8", "MAX_BATCH": "16"}},

@@ -30,7 +30,7 @@ const (
 
 // sectionOrder lists the [section] tables in the order policy.toml documents
 // them.
-var sectionOrder = [...]string{"watch", "watermark", "restart", "notify", "oom", "checkpoint", "metrics", "journal", "serve"}
+var sectionOrder = [...]string{"watch", "watermark", "restart", "notify", "oom", "checkpoint", "metrics", "journal", "serve", "defer"}
 
 // policy decodes the whole document into pol, which holds the defaults.
 func (d *decoder) policy(pol *Policy, raw map[string]any) {
@@ -172,6 +172,7 @@ func (d *decoder) sectionFields(pol *Policy) map[string][]field {
 		"metrics": {
 			{"listen", set(&pol.Metrics.Listen, d.listenAddr)},
 		},
+		"defer": d.deferFields(&pol.Defer),
 		"journal": {
 			{"max_size", set(&pol.Journal.MaxSize, func(p path, v any) (uint64, bool) {
 				n, ok := d.size(p, v)

@@ -26,6 +26,8 @@ type Policy struct {
 	Metrics    Metrics
 	Journal    Journal
 	Serve      Serve
+	// Defer is [defer], the deferred-task queue (defer.go).
+	Defer Defer
 
 	// Profiles is the ladder: index 0 is the best quality, the last the
 	// most frugal. Never empty: with none declared it holds "default".
