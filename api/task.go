@@ -54,3 +54,16 @@ type TaskCounts struct {
 // Pending is what counts against max_tasks and in the status object's
 // `tasks`: queued and running tasks.
 func (c TaskCounts) Pending() int { return c.Queued + c.Running }
+
+// TaskDelivery is the `task` line a subscriber that asked for tasks gets:
+// run this one, then answer done or failed.
+type TaskDelivery struct {
+	Type     string          `json:"type"` // "task"
+	Ticket   string          `json:"ticket"`
+	Tool     string          `json:"tool"`
+	Priority string          `json:"priority"`
+	Bytes    uint64          `json:"bytes"`
+	Payload  json.RawMessage `json:"payload"`
+	Lease    string          `json:"lease"`
+	Attempt  int             `json:"attempt"`
+}

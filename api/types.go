@@ -69,7 +69,9 @@ type Status struct {
 	// door, whether a child runs.
 	Ready bool `json:"ready"`
 	// Held is how many requests the front door holds now (0 without one).
-	Held      int    `json:"held"`
+	Held int `json:"held"`
+	// Tasks counts the deferred tasks queued and running (0 without any).
+	Tasks     int    `json:"tasks"`
 	LastEvent *Event `json:"last_event"`
 	// Fit is the newest fit event: why the child runs in its profile (or
 	// why none runs). Nil (JSON null) before the first fit was judged.
@@ -216,6 +218,12 @@ type Event struct {
 	Tried      []FitTry `json:"tried,omitempty"`
 	FreeBytes  *uint64  `json:"free_bytes,omitempty"`
 	LimitBytes uint64   `json:"limit_bytes,omitempty"`
+	// Ticket names a deferred task (deferred, task, task_done, ...);
+	// Attempt is a delivery's number (task), WaitSeconds how long the task
+	// waited from its deferral to this delivery.
+	Ticket      string  `json:"ticket,omitempty"`
+	Attempt     int     `json:"attempt,omitempty"`
+	WaitSeconds float64 `json:"wait_seconds,omitempty"`
 
 	// Totals is the content of a totals record.
 	Totals *Totals `json:"totals,omitempty"`

@@ -23,6 +23,9 @@ type conn struct {
 	lane bool // admitted over the limit: one request that laneType allows
 	wmu  sync.Mutex
 	sub  *subscriber   // set once, by the reading goroutine
+	// taskSub and taskCancel: the connection's task subscription (tasks.go).
+	taskSub    int64
+	taskCancel func()
 	done chan struct{} // closed when the reading goroutine ends
 }
 
@@ -154,11 +157,24 @@ func (c *conn) handle(ctx context.Context, b Backend, line []byte) bool {
 		}
 		return c.write(encodeLine(statusReply{OK: true, ID: id, Status: st})) == nil
 	case TypeSubscribe:
-		return c.subscribe(id)
+		if !c.subscribe(id) {
+			return false
+		}
+		if req.Tasks {
+			c.subscribeTasks(b)
+		}
+		return true
+	case TypeDone, TypeFailed:
+		return c.handleFinish(ctx, b, req)
 	case TypeOOM:
 		b.MarkOOM(req.Detail)
 		return c.write(encodeLine(okReply{OK: true, ID: id})) == nil
 	case TypeReserve:
+		if req.Payload != nil {
+			if handled, alive := c.handleDefer(ctx, b, req); handled {
+				return alive
+			}
+		}
 		d, err := b.Reserve(ctx, req.Reserve)
 		if err != nil {
 			return c.write(errorLine(id, err)) == nil

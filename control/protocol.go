@@ -47,6 +47,12 @@ type request struct {
 	Reserve   admission.Request // reserve
 	Lease     string            // release
 	Direction string            // step
+	// Payload makes a reserve a deferrable task; Tasks asks subscribe for
+	// task deliveries; Ticket names the task of done and failed (whose
+	// error is in Detail). See tasks.go.
+	Payload json.RawMessage
+	Tasks   bool
+	Ticket  string
 	// TenantStep and TenantDecision are the internal shared-GPU requests.
 	TenantStep     api.TenantStep
 	TenantDecision api.TenantDecision
@@ -73,14 +79,20 @@ func decodeRequest(line []byte) (request, error) {
 		return req, fmt.Errorf(`missing "type"`)
 	}
 	req.Type = typ
+	if handled, err := decodeTasks(typ, fields, &req); handled {
+		return req, err
+	}
 	switch typ {
-	case TypeStatus, TypeSubscribe, TypeReload:
+	case TypeStatus, TypeReload:
 		return req, nil
 	case TypeOOM:
 		req.Detail, _, err = stringField(fields, "detail")
 		return req, err
 	case TypeReserve:
 		req.Reserve, err = decodeReserve(fields)
+		if err == nil {
+			req.Payload, err = decodePayload(fields)
+		}
 		return req, err
 	case TypeRelease:
 		req.Lease, ok, err = stringField(fields, "lease")
@@ -98,7 +110,7 @@ func decodeRequest(line []byte) (request, error) {
 	if handled, err := decodeTenant(typ, line, &req); handled {
 		return req, err
 	}
-	return req, fmt.Errorf("unknown request type %q (want status, subscribe, oom, reserve, release, step, reload or ready)", typ)
+	return req, fmt.Errorf("unknown request type %q (want status, subscribe, oom, reserve, release, step, reload, ready, done or failed)", typ)
 }
 
 // decodeReserve applies the protocol's defaults (priority P1, ttl 60s).

@@ -211,6 +211,7 @@ func (s *Server) admit(ctx context.Context, nc *net.UnixConn, b Backend) {
 	go func() {
 		defer s.wg.Done()
 		c.serve(ctx, b)
+		c.endTasks()
 		s.forget(c)
 	}()
 }

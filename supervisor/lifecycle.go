@@ -264,6 +264,7 @@ func (l *loop) onExit() {
 	l.doorExited()
 	l.ledger.Clear()
 	l.leasesChanged()
+	l.s.tasks.childExited() // its lease ended with the child
 	told := ""
 	if p := l.s.toldOOM.Swap(nil); p != nil {
 		told = *p

@@ -348,7 +348,9 @@ func (l *loop) reserve(r request) admission.Decision {
 	} else {
 		d = l.ledger.Decide(now, req, usage, l.pol.Watermark.High, pending)
 	}
-	l.emit(api.Event{Event: api.EventAdmission, Decision: d.Decision, Bytes: req.Bytes,
-		Priority: req.Priority, Tool: admission.CutTool(req.Tool), Lease: d.Lease, Reason: d.Reason})
+	if !r.quiet || d.Decision == admission.DecisionGPU {
+		l.emit(api.Event{Event: api.EventAdmission, Decision: d.Decision, Bytes: req.Bytes,
+			Priority: req.Priority, Tool: admission.CutTool(req.Tool), Lease: d.Lease, Reason: d.Reason})
+	}
 	return d
 }

@@ -48,7 +48,14 @@ func (s *Supervisor) Ready(ctx context.Context) error {
 // line are the loop's, so a lease is never granted to a child that has
 // just exited. The locks are held until the lease is recorded.
 func (s *Supervisor) Reserve(ctx context.Context, req admission.Request) (admission.Decision, error) {
-	r := request{op: opReserve, reserve: req}
+	return s.reserve(ctx, req, false)
+}
+
+// reserve is Reserve; quiet journals only a granted reservation (the
+// deliverer asks for each queued task at every sample while memory is
+// short, and would journal a defer each time).
+func (s *Supervisor) reserve(ctx context.Context, req admission.Request, quiet bool) (admission.Decision, error) {
+	r := request{op: opReserve, reserve: req, quiet: quiet}
 	if c := s.deps.Coordinator; c != nil {
 		if gpus := s.watched(); len(gpus) > 0 {
 			adm, err := c.Admit(ctx, gpus)

@@ -70,6 +70,9 @@ type Deps struct {
 	Reloader Reloader
 	// Door is the front door ([serve]); nil when there is none.
 	Door Door
+	// Tasks is the deferred-task store; nil: reservations with a payload
+	// are answered as without one (tasks.go).
+	Tasks TaskStore
 	// Logf prints one human-readable line about what gpuguard does.
 	Logf func(format string, args ...any)
 }
@@ -119,6 +122,9 @@ type Supervisor struct {
 	pol       atomic.Pointer[policy.Policy]
 	reloadMu  sync.Mutex
 	probeAuto bool
+
+	// tasks delivers deferred tasks; nil without a store.
+	tasks *deliverer
 }
 
 // snapshot is the loop's state copied out after every event; the uptimes
@@ -150,6 +156,9 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 	s := &Supervisor{cfg: cfg, deps: deps, reqs: make(chan request), done: make(chan struct{}), started: time.Now(),
 		ledger: admission.NewLedger(), probeAuto: probeAuto}
 	s.pol.Store(cfg.Policy)
+	if deps.Tasks != nil {
+		s.tasks = newDeliverer(s, deps.Tasks)
+	}
 	st := api.Status{Name: cfg.Name, PID: os.Getpid(), State: api.StateStarting,
 		Profile: cfg.Policy.Profiles[cfg.StartLevel].Name, Level: cfg.StartLevel,
 		Levels: len(cfg.Policy.Profiles), Priority: cfg.Policy.Priority,
@@ -168,7 +177,12 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 // (the launcher's error as is: the caller tells a command that cannot run
 // from it).
 func (s *Supervisor) Run(ctx context.Context, signals <-chan os.Signal) (int, error) {
+	var tasks sync.WaitGroup
+	defer tasks.Wait() // after done is closed, which ends the deliverer
 	defer s.once.Do(func() { close(s.done) })
+	if s.tasks != nil {
+		tasks.Go(func() { s.tasks.run(ctx) })
+	}
 	l := newLoop(s)
 	return l.run(ctx, signals)
 }
@@ -185,6 +199,7 @@ func (s *Supervisor) Status() api.Status {
 	// the loop too, so the snapshot's count can lag a reply just sent.
 	st.Leases = s.ledger.Count()
 	s.doorStatus(&st)
+	st.Tasks = s.TaskCounts().Pending()
 	return st
 }
 
@@ -278,6 +293,7 @@ type request struct {
 	// decided and falls back.
 	others         map[string]uint64
 	refuse         string
+	quiet          bool // reserve: journal only a grant
 	lease          string
 	tenantStep     api.TenantStep
 	tenantDecision api.TenantDecision

@@ -1,0 +1,300 @@
+package supervisor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpuguard/gpuguard/admission"
+	"github.com/gpuguard/gpuguard/api"
+)
+
+// TaskStore is the deferred-task queue as the supervisor uses it
+// (tasks.Store satisfies it; see that package for each method's
+// contract). The supervisor decides when a task runs (memory, the window,
+// a subscriber); the store decides what is durable.
+type TaskStore interface {
+	Enqueue(ctx context.Context, t api.Task, maxTasks int) error
+	Peek(ctx context.Context, now time.Time) (t api.Task, ok bool, wake time.Time, err error)
+	Lease(ctx context.Context, ticket string, now time.Time) (api.Task, error)
+	Ack(ctx context.Context, ticket string, result []byte, now time.Time) error
+	Fail(ctx context.Context, ticket, reason string, retryAt time.Time, maxAttempts int) (api.Task, error)
+	Expire(ctx context.Context, now time.Time, visibility time.Duration, maxAttempts int) ([]api.Task, error)
+	Recover(ctx context.Context, now time.Time, maxAttempts int) ([]api.Task, error)
+	Counts(ctx context.Context) (api.TaskCounts, error)
+	Purge(ctx context.Context, before time.Time) (int, error)
+}
+
+// Housekeeping: how often expired leases are taken back (another host's,
+// or a task of this store's left by a `gpuguard tasks` race), done tasks
+// past keep_results removed, and the counts re-read (`gpuguard tasks` may
+// drop or retry). Only while the queue holds anything.
+const taskHousekeeping = 5 * time.Second
+
+// storeTimeout bounds one store call: an unreachable Redis answers deny
+// rather than holding a deferral.
+const storeTimeout = 10 * time.Second
+
+// taskRetry is when delivery is tried again after the store failed.
+const taskRetry = time.Second
+
+// deliverer delivers deferred tasks, one at a time, to the subscribers
+// that asked for them. It runs on a goroutine of its own: store calls
+// (an fsync, a Redis round trip) never hold the supervisor's loop, which
+// it asks for reservations and journal lines like any client.
+type deliverer struct {
+	s     *Supervisor
+	store TaskStore
+	kick  chan struct{}
+
+	mu      sync.Mutex
+	subs    []taskSub // in the order they subscribed
+	lastSub int64
+	flight  *taskFlight // the task delivered and not finished
+
+	counts atomic.Pointer[api.TaskCounts]
+	// housekept is when the last housekeeping ran (deliverer goroutine).
+	housekept time.Time
+}
+
+type taskSub struct {
+	id      int64
+	deliver func(api.TaskDelivery) bool
+}
+
+// taskFlight is the task delivered now: its lease, and the subscription
+// (connection) it went to.
+type taskFlight struct {
+	task     api.Task
+	attempt  int
+	lease    string
+	sub      int64
+	deadline time.Time
+	// exited: the child exited while the task ran; it goes back.
+	exited bool
+}
+
+func newDeliverer(s *Supervisor, store TaskStore) *deliverer {
+	d := &deliverer{s: s, store: store, kick: make(chan struct{}, 1)}
+	d.counts.Store(&api.TaskCounts{})
+	return d
+}
+
+// poke asks the deliverer to look again (memory may have freed, a
+// subscriber or a task came, a task finished). It never blocks.
+func (d *deliverer) poke() {
+	if d == nil {
+		return
+	}
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// childExited marks the task in flight, if any, to go back to the queue:
+// its lease ended with the child (called on the loop).
+func (d *deliverer) childExited() {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	if d.flight != nil {
+		d.flight.exited = true
+	}
+	d.mu.Unlock()
+	d.poke()
+}
+
+// TaskCounts are the deferred tasks by state, as last read from the store.
+func (s *Supervisor) TaskCounts() api.TaskCounts {
+	if s.tasks == nil {
+		return api.TaskCounts{}
+	}
+	return *s.tasks.counts.Load()
+}
+
+// DeferTask is a reservation with a payload: decided as Reserve does, and,
+// when the decision is defer, stored as a task before it returns the
+// ticket. A task that cannot be stored is answered deny, with the reason,
+// and no ticket. Without a store the reservation is answered as before.
+func (s *Supervisor) DeferTask(ctx context.Context, req admission.Request, payload json.RawMessage) (admission.Decision, string, error) {
+	dec, err := s.Reserve(ctx, req)
+	if err != nil || dec.Decision != admission.DecisionDefer || s.tasks == nil {
+		return dec, "", err
+	}
+	d := s.tasks
+	now := time.Now()
+	if req.Priority == "" {
+		req.Priority = admission.P1
+	}
+	t := api.Task{Ticket: newTicket(), Tool: req.Tool, Priority: req.Priority, Bytes: req.Bytes, Payload: payload, Enqueued: now}
+	sctx, cancel := storeContext(ctx)
+	defer cancel()
+	if err := d.store.Enqueue(sctx, t, s.pol.Load().Defer.MaxTasks); err != nil {
+		dec = admission.Decision{Decision: admission.DecisionDeny, Reason: "the deferred task could not be stored: " + err.Error()}
+		s.deps.Logf("%s", dec.Reason)
+		_, err = s.call(ctx, request{op: opEmit, event: api.Event{Event: api.EventAdmission, Decision: dec.Decision,
+			Bytes: req.Bytes, Priority: req.Priority, Tool: req.Tool, Reason: dec.Reason}})
+		return dec, "", err
+	}
+	d.emit(ctx, api.Event{Event: api.EventDeferred, Ticket: t.Ticket, Tool: t.Tool, Priority: t.Priority, Bytes: t.Bytes})
+	d.refreshCounts(ctx)
+	d.poke()
+	return dec, t.Ticket, nil
+}
+
+// storeContext outlives the client's connection (a write that began is
+// finished, and its outcome journaled) but not storeTimeout.
+func storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+}
+
+// SubscribeTasks registers deliver for task deliveries (a connection's
+// `subscribe` with `tasks`). It returns the subscription's id, which done
+// and failed name, and cancel, which ends it (the connection closed): a
+// task in flight to it goes back to the queue, with an attempt counted.
+func (s *Supervisor) SubscribeTasks(deliver func(api.TaskDelivery) bool) (int64, func()) {
+	d := s.tasks
+	if d == nil {
+		return 0, func() {}
+	}
+	d.mu.Lock()
+	d.lastSub++
+	id := d.lastSub
+	d.subs = append(d.subs, taskSub{id: id, deliver: deliver})
+	d.mu.Unlock()
+	d.poke()
+	var once sync.Once
+	return id, func() {
+		once.Do(func() {
+			d.mu.Lock()
+			d.subs = slices.DeleteFunc(d.subs, func(t taskSub) bool { return t.id == id })
+			f := d.flight
+			if f != nil && f.sub == id {
+				d.flight = nil
+			} else {
+				f = nil
+			}
+			d.mu.Unlock()
+			if f != nil {
+				d.requeue(context.Background(), f, "the subscriber's connection closed")
+			}
+			d.poke()
+		})
+	}
+}
+
+// TaskDone finishes the task delivered on subscription sub: done, and its
+// lease released. It returns once the store has recorded it; until then
+// (an error) the task is still in flight, and done may be sent again.
+func (s *Supervisor) TaskDone(ctx context.Context, sub int64, ticket string) error {
+	return s.finishTask(ctx, sub, ticket, "", false)
+}
+
+// TaskFailed puts the task delivered on sub back with backoff, counting
+// an attempt (dead after max_attempts).
+func (s *Supervisor) TaskFailed(ctx context.Context, sub int64, ticket, reason string) error {
+	return s.finishTask(ctx, sub, ticket, reason, true)
+}
+
+func (s *Supervisor) finishTask(ctx context.Context, sub int64, ticket, reason string, failed bool) error {
+	d := s.tasks
+	if d == nil {
+		return errors.New("this instance has no deferred-task queue")
+	}
+	d.mu.Lock()
+	f := d.flight
+	switch {
+	case f == nil || f.task.Ticket != ticket:
+		d.mu.Unlock()
+		return fmt.Errorf("task %q is not in flight on this instance (unknown, finished, or put back after a timeout)", ticket)
+	case f.sub != sub:
+		d.mu.Unlock()
+		return fmt.Errorf("task %q was not delivered to this connection", ticket)
+	}
+	d.flight = nil
+	d.mu.Unlock()
+	if failed {
+		d.requeue(ctx, f, "failed: "+reason)
+		d.poke()
+		return nil
+	}
+	sctx, cancel := storeContext(ctx)
+	defer cancel()
+	if err := d.store.Ack(sctx, ticket, nil, time.Now()); err != nil {
+		d.mu.Lock()
+		if d.flight == nil {
+			d.flight = f // still in flight: done may be sent again
+		}
+		d.mu.Unlock()
+		return fmt.Errorf("task %q: the store could not record it done: %w", ticket, err)
+	}
+	_ = s.Release(sctx, f.lease)
+	d.emit(sctx, api.Event{Event: api.EventTaskDone, Ticket: ticket, Tool: f.task.Tool, Attempt: f.attempt})
+	d.refreshCounts(sctx)
+	d.poke()
+	return nil
+}
+
+// requeue counts a failed attempt of f (taken out of flight), releases its
+// lease and journals it (and its death after max_attempts).
+func (d *deliverer) requeue(ctx context.Context, f *taskFlight, reason string) {
+	sctx, cancel := storeContext(ctx)
+	defer cancel()
+	_ = d.s.Release(sctx, f.lease) // gone already when the child exited
+	pol := d.s.pol.Load().Defer
+	retryAt := time.Now().Add(taskBackoff(f.task.Attempts + 1))
+	t, err := d.store.Fail(sctx, f.task.Ticket, reason, retryAt, pol.MaxAttempts)
+	if err != nil {
+		// It stays running in the store: housekeeping (Expire) or the next
+		// start (Recover) puts it back.
+		d.s.deps.Logf("deferred task %s: %v", f.task.Ticket, err)
+		return
+	}
+	d.journalAttempt(sctx, t)
+}
+
+// journalAttempt journals a task that an attempt was counted for.
+func (d *deliverer) journalAttempt(ctx context.Context, t api.Task) {
+	d.emit(ctx, api.Event{Event: api.EventTaskFailed, Ticket: t.Ticket, Tool: t.Tool, Attempt: t.Attempts, Detail: t.LastError})
+	if t.State == api.TaskDead {
+		d.s.deps.Logf("deferred task %s (%s) is dead after %d attempts: %s", t.Ticket, t.Tool, t.Attempts, t.LastError)
+		d.emit(ctx, api.Event{Event: api.EventTaskDead, Ticket: t.Ticket, Tool: t.Tool, Attempt: t.Attempts, Detail: t.LastError})
+	}
+	d.refreshCounts(ctx)
+}
+
+// taskBackoff is 1 s after the first failure, doubling, at most 10 min
+// (the same rule as tasks.Backoff).
+func taskBackoff(attempts int) time.Duration {
+	b := time.Second
+	for i := 1; i < attempts && b < 10*time.Minute; i++ {
+		b *= 2
+	}
+	return min(b, 10*time.Minute)
+}
+
+func (d *deliverer) emit(ctx context.Context, ev api.Event) {
+	_, _ = d.s.call(ctx, request{op: opEmit, event: ev})
+}
+
+func (d *deliverer) refreshCounts(ctx context.Context) {
+	c, err := d.store.Counts(ctx)
+	if err == nil {
+		d.counts.Store(&c)
+	}
+}
+
+func newTicket() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand does not fail on Linux
+	return "t-" + hex.EncodeToString(b[:])
+}

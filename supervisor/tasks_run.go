@@ -1,0 +1,181 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gpuguard/gpuguard/admission"
+	"github.com/gpuguard/gpuguard/api"
+)
+
+// run delivers tasks until the supervisor stops. A task in flight then
+// stays leased in the store: the next start's Recover puts it back.
+func (d *deliverer) run(ctx context.Context) {
+	d.recoverTasks(ctx)
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	defer t.Stop()
+	for {
+		if wake := d.pass(ctx, time.Now()); !wake.IsZero() {
+			t.Reset(time.Until(wake))
+		}
+		select {
+		case <-d.kick:
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		case <-d.s.done:
+			return
+		}
+		t.Stop()
+	}
+}
+
+// recoverTasks puts back what was in flight when gpuguard last stopped
+// (killed included): each counts an attempt.
+func (d *deliverer) recoverTasks(ctx context.Context) {
+	sctx, cancel := storeContext(ctx)
+	defer cancel()
+	back, err := d.store.Recover(sctx, time.Now(), d.s.pol.Load().Defer.MaxAttempts)
+	if err != nil {
+		d.s.deps.Logf("deferred tasks: %v", err)
+	}
+	for _, t := range back {
+		d.journalAttempt(sctx, t)
+	}
+	d.refreshCounts(sctx)
+}
+
+// pass does what is due at now and returns when to look again (zero:
+// at the next poke, such as the next GPU sample).
+func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
+	pol := d.s.pol.Load().Defer
+	var wake time.Time
+	soonest := func(t time.Time) {
+		if !t.IsZero() && (wake.IsZero() || t.Before(wake)) {
+			wake = t
+		}
+	}
+	sctx, cancel := storeContext(ctx)
+	defer cancel()
+
+	d.mu.Lock()
+	f := d.flight
+	if f != nil && (f.exited || !now.Before(f.deadline)) {
+		d.flight = nil
+		d.mu.Unlock()
+		reason := fmt.Sprintf("not finished within %s (ack_timeout)", pol.AckTimeout)
+		if f.exited {
+			reason = "the child exited while it ran"
+		}
+		d.requeue(sctx, f, reason)
+		d.mu.Lock()
+		f = nil
+	}
+	var sub taskSub
+	if len(d.subs) > 0 {
+		sub = d.subs[0]
+	}
+	d.mu.Unlock()
+
+	if busy := d.housekeep(sctx, now, pol.AckTimeout, pol.MaxAttempts, pol.KeepResults); busy {
+		soonest(d.housekept.Add(taskHousekeeping))
+	}
+	switch {
+	case f != nil:
+		soonest(f.deadline)
+		return wake
+	case sub.deliver == nil:
+		return wake
+	case !pol.Window.Open(now):
+		soonest(pol.Window.NextOpen(now))
+		return wake
+	}
+	t, ok, due, err := d.store.Peek(sctx, now)
+	if err != nil {
+		d.s.deps.Logf("deferred tasks: %v", err)
+		soonest(now.Add(taskRetry))
+		return wake
+	}
+	if !ok {
+		soonest(due)
+		return wake
+	}
+	dec, err := d.s.reserve(ctx, admission.Request{Bytes: t.Bytes, Priority: t.Priority, Tool: t.Tool, TTL: pol.AckTimeout}, true)
+	if err != nil || dec.Decision != admission.DecisionGPU {
+		return wake // the next sample looks again
+	}
+	leased, err := d.store.Lease(sctx, t.Ticket, now)
+	if err != nil { // dropped or taken by another host meanwhile, or the store failed
+		_ = d.s.Release(sctx, dec.Lease)
+		soonest(now.Add(taskRetry))
+		return wake
+	}
+	f = &taskFlight{task: leased, attempt: leased.Attempts + 1, lease: dec.Lease, sub: sub.id, deadline: now.Add(pol.AckTimeout)}
+	d.mu.Lock()
+	gone := !slices.ContainsFunc(d.subs, func(s taskSub) bool { return s.id == sub.id })
+	if !gone {
+		d.flight = f
+		// The next task goes to the next subscriber.
+		d.subs = append(slices.DeleteFunc(d.subs, func(s taskSub) bool { return s.id == sub.id }), sub)
+	}
+	d.mu.Unlock()
+	if gone {
+		d.requeue(sctx, f, "the subscriber's connection closed")
+		soonest(now)
+		return wake
+	}
+	d.emit(sctx, api.Event{Event: api.EventTask, Ticket: leased.Ticket, Tool: leased.Tool, Priority: leased.Priority,
+		Bytes: leased.Bytes, Lease: dec.Lease, Attempt: f.attempt, WaitSeconds: now.Sub(leased.Enqueued).Seconds()})
+	ok = sub.deliver(api.TaskDelivery{Type: "task", Ticket: leased.Ticket, Tool: leased.Tool, Priority: leased.Priority,
+		Bytes: leased.Bytes, Payload: payloadOrNull(leased.Payload), Lease: dec.Lease, Attempt: f.attempt})
+	if !ok {
+		d.mu.Lock()
+		mine := d.flight == f
+		if mine {
+			d.flight = nil
+		}
+		d.mu.Unlock()
+		if mine {
+			d.requeue(sctx, f, "the task could not be sent to the subscriber")
+		}
+		soonest(now)
+	}
+	d.refreshCounts(sctx)
+	soonest(f.deadline)
+	return wake
+}
+
+func payloadOrNull(p []byte) []byte {
+	if len(p) == 0 {
+		return []byte("null")
+	}
+	return p
+}
+
+// housekeep takes back expired leases (another host's, on a shared
+// store), removes done tasks past keep_results and re-reads the counts,
+// at most every taskHousekeeping. busy says the queue holds anything, so
+// that it runs again.
+func (d *deliverer) housekeep(ctx context.Context, now time.Time, ack time.Duration, maxAttempts int, keep time.Duration) (busy bool) {
+	c := *d.counts.Load()
+	busy = c != (api.TaskCounts{})
+	if now.Sub(d.housekept) < taskHousekeeping {
+		return busy
+	}
+	d.housekept = now
+	back, err := d.store.Expire(ctx, now, ack, maxAttempts)
+	if err != nil {
+		d.s.deps.Logf("deferred tasks: %v", err)
+	}
+	for _, t := range back {
+		d.journalAttempt(ctx, t)
+	}
+	if _, err := d.store.Purge(ctx, now.Add(-keep)); err != nil {
+		d.s.deps.Logf("deferred tasks: %v", err)
+	}
+	d.refreshCounts(ctx)
+	return *d.counts.Load() != (api.TaskCounts{})
+}
