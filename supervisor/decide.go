@@ -277,7 +277,6 @@ func (l *loop) updateStatusText() {
 // runs after every event of the loop, every sample included, so it leaves
 // out what Status derives when it is read (the uptimes, the lease count).
 func (l *loop) publishSnapshot() {
-	l.s.tasks.poke() // memory, the child or the leases may have changed
 	st := api.Status{
 		Name: l.cfg.Name, PID: l.s.snap.Load().status.PID, State: l.state,
 		Profile: l.pol.Profiles[l.level].Name, Level: l.level, Levels: len(l.pol.Profiles),

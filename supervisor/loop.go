@@ -190,6 +190,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 		select {
 		case r := <-l.smp.out:
 			l.onSample(r)
+			l.s.tasks.poke() // a deferred task may fit now
 		case now := <-l.hung.C:
 			l.onHung(now)
 		case f := <-l.deps.Faults:
@@ -321,6 +322,7 @@ func (l *loop) onRequest(r request) {
 			return
 		}
 		r.reply <- response{}
+		l.s.tasks.poke() // the headroom is free again
 	case opReload:
 		l.applyReload(r)
 	case opHealthy:

@@ -67,7 +67,8 @@ type Store interface {
 	Recover(ctx context.Context, now time.Time, maxAttempts int) ([]api.Task, error)
 	// Get answers one task and its result (done tasks).
 	Get(ctx context.Context, ticket string) (api.Task, []byte, error)
-	// List answers every task, oldest first.
+	// List answers every task, oldest first, without payloads (Get has
+	// them): listing a full queue stays small.
 	List(ctx context.Context) ([]api.Task, error)
 	// Drop deletes a task whatever its state: the only way a task is lost.
 	Drop(ctx context.Context, ticket string) (api.Task, error)

@@ -228,7 +228,7 @@ func (s *Store) Get(ctx context.Context, ticket string) (api.Task, []byte, error
 }
 
 // listFields are the hash fields List reads (not the result).
-var listFields = []string{"tool", "priority", "bytes", "payload", "state", "attempts", "last_error", "enqueued", "not_before", "finished"}
+var listFields = []string{"tool", "priority", "bytes", "state", "attempts", "last_error", "enqueued", "not_before", "finished"}
 
 // List reads every task, oldest first, in pipelined batches.
 func (s *Store) List(ctx context.Context) ([]api.Task, error) {

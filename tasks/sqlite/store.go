@@ -49,6 +49,9 @@ CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks(state, enqueued);
 // cols are the columns a Task is read from, in scan order.
 const cols = `ticket, tool, priority, bytes, payload, state, attempts, last_error, enqueued, not_before, finished`
 
+// listCols are cols without the payload (NULL in its place).
+const listCols = `ticket, tool, priority, bytes, NULL, state, attempts, last_error, enqueued, not_before, finished`
+
 // Store is the SQLite store. It is safe for concurrent use.
 type Store struct {
 	db *sql.DB
@@ -281,7 +284,7 @@ func (s *Store) Get(ctx context.Context, ticket string) (api.Task, []byte, error
 
 // List reads every task, oldest first.
 func (s *Store) List(ctx context.Context) ([]api.Task, error) {
-	return s.query(ctx, "listing tasks", `SELECT `+cols+` FROM tasks ORDER BY enqueued, rowid`)
+	return s.query(ctx, "listing tasks", `SELECT `+listCols+` FROM tasks ORDER BY enqueued, rowid`)
 }
 
 // Drop deletes a task.

@@ -108,8 +108,11 @@ func testDuplicateEnqueue(t *testing.T, open Opener) {
 	enqueue(t, s, b) // the same ticket again: a no-op
 	list, err := s.List(context.Background())
 	must(t, err)
-	if len(list) != 1 || list[0].Tool != a.Tool || string(list[0].Payload) != string(a.Payload) {
+	if len(list) != 1 || list[0].Tool != a.Tool || string(get(t, s, a.Ticket).Payload) != string(a.Payload) {
 		t.Fatalf("after a duplicate enqueue: %+v, want the first task alone", list)
+	}
+	if len(list[0].Payload) != 0 {
+		t.Fatalf("List carries payloads: %s", list[0].Payload)
 	}
 	if c := counts(t, s); c.Queued != 1 {
 		t.Fatalf("counts %+v, want 1 queued", c)
@@ -441,7 +444,10 @@ func testDurable(t *testing.T, open Opener) {
 	s = open(t)
 	list, err := s.List(ctx)
 	must(t, err)
-	if len(list) != 2 || list[0].State != api.TaskDone || list[1].State != api.TaskQueued || string(list[1].Payload) != `{"n":2}` {
+	if len(list) != 2 || list[0].State != api.TaskDone || list[1].State != api.TaskQueued || list[1].Tool != b.Tool {
 		t.Fatalf("after reopening: %+v", list)
+	}
+	if got := get(t, s, b.Ticket); string(got.Payload) != `{"n":2}` || got.Bytes != b.Bytes {
+		t.Fatalf("after reopening: %+v, payload lost", got)
 	}
 }
