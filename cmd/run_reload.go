@@ -98,6 +98,10 @@ func (rr *runReloader) sameInstance(r *resolvedRun, data []byte) policy.ErrorLis
 	if r.pol.Serve.Listen != was.pol.Serve.Listen {
 		errs = append(errs, keyError(src, data, "serve.listen", fmt.Sprintf("changed from %q to %q; restart gpuguard to move the front door", was.pol.Serve.Listen, r.pol.Serve.Listen)))
 	}
+	if r.pol.Defer.Store != was.pol.Defer.Store {
+		errs = append(errs, keyError(src, data, "defer.store", fmt.Sprintf("changed from %q to %q; restart gpuguard to move the deferred-task queue",
+			was.pol.Defer.RedactedStore(), r.pol.Defer.RedactedStore())))
+	}
 	switch {
 	case r.pol.Watch.Backend != was.pol.Watch.Backend:
 		errs = append(errs, keyError(src, data, "watch.backend", fmt.Sprintf("changed from %q to %q; restart gpuguard to change the backend", was.pol.Watch.Backend, r.pol.Watch.Backend)))

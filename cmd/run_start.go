@@ -30,8 +30,12 @@ import (
 	"github.com/gpuguard/gpuguard/tenants"
 )
 
-// The supervisor answers the shared-GPU requests of its control socket.
-var _ control.Tenancy = (*supervisor.Supervisor)(nil)
+// The supervisor answers the shared-GPU and deferred-task requests of its
+// control socket.
+var (
+	_ control.Tenancy = (*supervisor.Supervisor)(nil)
+	_ control.Tasks   = (*supervisor.Supervisor)(nil)
+)
 
 // runRun is `gpuguard run`: resolve, claim the name, open everything, and
 // supervise until the child ends for good.
@@ -149,11 +153,16 @@ func runRun(o *RunOptions) error {
 	if dw, ok := o.IO.ErrOut.(*droppingWriter); ok {
 		m.CountOutputLosses(dw.Dropped)
 	}
+	taskStore, err := openTaskStore(r, logf)
+	if err != nil {
+		return withCode(ExitConfig, err)
+	}
+	defer taskStore.Close()
 	sup, err = supervisor.New(cfg, supervisor.Deps{
 		Probe: probe, Launcher: launcher, Owned: proc.Descendants,
 		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
-		Faults: faults, Coordinator: coord, Door: door.dep(),
+		Faults: faults, Coordinator: coord, Door: door.dep(), Tasks: taskStore,
 		Reloader: &runReloader{opts: o, start: r, metrics: endpoint, journal: jr, door: door},
 	})
 	if err != nil {

@@ -22,11 +22,11 @@ type conn struct {
 	nc   *net.UnixConn
 	lane bool // admitted over the limit: one request that laneType allows
 	wmu  sync.Mutex
-	sub  *subscriber   // set once, by the reading goroutine
+	sub  *subscriber // set once, by the reading goroutine
 	// taskSub and taskCancel: the connection's task subscription (tasks.go).
 	taskSub    int64
 	taskCancel func()
-	done chan struct{} // closed when the reading goroutine ends
+	done       chan struct{} // closed when the reading goroutine ends
 }
 
 // subscriber is a connection's queue of encoded profile events.

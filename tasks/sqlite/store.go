@@ -362,3 +362,10 @@ func (s *Store) Pragmas() (journalMode string, synchronous int, err error) {
 	err = s.db.QueryRow(`PRAGMA synchronous`).Scan(&synchronous)
 	return journalMode, synchronous, err
 }
+
+// Exists reports whether stateDir holds a store (an instance ever
+// deferred a task there).
+func Exists(stateDir string) bool {
+	_, err := os.Lstat(filepath.Join(stateDir, Dir, File))
+	return err == nil
+}

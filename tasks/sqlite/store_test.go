@@ -104,3 +104,25 @@ func TestRefusesSymlink(t *testing.T) {
 		t.Fatal("the symlink's target was created")
 	}
 }
+
+// The store as the instance opens it (tasks.Lazy) conforms too, and
+// creates nothing until a task is enqueued.
+func TestLazyConformance(t *testing.T) {
+	taskstest.Run(t, func(t *testing.T) taskstest.Opener {
+		dir := t.TempDir()
+		return func(t *testing.T) tasks.Store {
+			l := tasks.NewLazy(func() (tasks.Store, error) { return sqlite.Open(dir) }, func() bool { return sqlite.Exists(dir) })
+			t.Cleanup(func() { l.Close() })
+			return l
+		}
+	})
+	dir := t.TempDir()
+	l := tasks.NewLazy(func() (tasks.Store, error) { return sqlite.Open(dir) }, func() bool { return sqlite.Exists(dir) })
+	defer l.Close()
+	if c, err := l.Counts(context.Background()); err != nil || c != (api.TaskCounts{}) {
+		t.Fatalf("counts of a store never created: %+v %v", c, err)
+	}
+	if sqlite.Exists(dir) {
+		t.Fatal("reading created the store")
+	}
+}
