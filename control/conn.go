@@ -166,6 +166,8 @@ func (c *conn) handle(ctx context.Context, b Backend, line []byte) bool {
 		return true
 	case TypeDone, TypeFailed:
 		return c.handleFinish(ctx, b, req)
+	case TypeTaskNote:
+		return c.handleNote(ctx, b, req)
 	case TypeOOM:
 		b.MarkOOM(req.Detail)
 		return c.write(encodeLine(okReply{OK: true, ID: id})) == nil

@@ -53,6 +53,7 @@ type request struct {
 	Payload json.RawMessage
 	Tasks   bool
 	Ticket  string
+	Note    api.Event // task_note
 	// TenantStep and TenantDecision are the internal shared-GPU requests.
 	TenantStep     api.TenantStep
 	TenantDecision api.TenantDecision

@@ -17,6 +17,9 @@ const (
 	TypeFailed = "failed"
 	// EventTask is the "type" of a task delivery.
 	EventTask = "task"
+	// TypeTaskNote is internal: `gpuguard tasks` tells the instance of a
+	// task it dropped or retried in the shared store.
+	TypeTaskNote = "task_note"
 )
 
 // Tasks is a Backend that keeps deferred tasks. It is separate from
@@ -35,6 +38,10 @@ type Tasks interface {
 	// sub; an error names why not (unknown ticket, another connection's).
 	TaskDone(ctx context.Context, sub int64, ticket string) error
 	TaskFailed(ctx context.Context, sub int64, ticket, reason string) error
+	// NoteTask learns of a change `gpuguard tasks` made in the store: ev
+	// (a task_dropped event) is journaled; an empty ev only makes the
+	// instance look at its queue again.
+	NoteTask(ctx context.Context, ev api.Event) error
 }
 
 // deferReply is reserve's reply with the ticket of a stored task.
@@ -66,6 +73,16 @@ func decodeTasks(typ string, fields map[string]json.RawMessage, req *request) (h
 			if err := json.Unmarshal(raw, &req.Tasks); err != nil {
 				return true, fmt.Errorf(`subscribe: "tasks" must be true or false, got %s`, abbrev(string(raw)))
 			}
+		}
+		return true, nil
+	case TypeTaskNote:
+		if raw, ok := fields["event"]; ok {
+			if err := json.Unmarshal(raw, &req.Note); err != nil {
+				return true, fmt.Errorf("task_note: %v", err)
+			}
+		}
+		if req.Note.Event != "" && req.Note.Event != api.EventTaskDropped {
+			return true, fmt.Errorf("task_note: event %q: want %q", req.Note.Event, api.EventTaskDropped)
 		}
 		return true, nil
 	case TypeDone, TypeFailed:
@@ -116,6 +133,24 @@ func (c *conn) endTasks() {
 	if c.taskCancel != nil {
 		c.taskCancel()
 	}
+}
+
+// handleNote answers task_note.
+func (c *conn) handleNote(ctx context.Context, b Backend, req request) bool {
+	tb, ok := b.(Tasks)
+	if !ok {
+		return c.write(errorLine(req.ID, fmt.Errorf("%s: this instance keeps no deferred tasks", req.Type))) == nil
+	}
+	if err := tb.NoteTask(ctx, req.Note); err != nil {
+		return c.write(errorLine(req.ID, err)) == nil
+	}
+	return c.write(encodeLine(okReply{OK: true, ID: req.ID})) == nil
+}
+
+// NoteTask tells the instance of a change made in its store.
+func (c *Client) NoteTask(ctx context.Context, ev api.Event) error {
+	_, err := c.call(ctx, map[string]any{"type": TypeTaskNote, "event": ev})
+	return err
 }
 
 // handleFinish answers done and failed.

@@ -298,3 +298,30 @@ func newTicket() string {
 	_, _ = rand.Read(b[:]) // crypto/rand does not fail on Linux
 	return "t-" + hex.EncodeToString(b[:])
 }
+
+// NoteTask learns of a change `gpuguard tasks` made in the store: a drop
+// is journaled (ev), and a task it dropped while in flight here is let go
+// with its lease.
+func (s *Supervisor) NoteTask(ctx context.Context, ev api.Event) error {
+	d := s.tasks
+	if d == nil {
+		return errors.New("this instance has no deferred-task queue")
+	}
+	if ev.Event == api.EventTaskDropped {
+		d.mu.Lock()
+		f := d.flight
+		if f != nil && f.task.Ticket == ev.Ticket {
+			d.flight = nil
+		} else {
+			f = nil
+		}
+		d.mu.Unlock()
+		if f != nil {
+			_ = s.Release(ctx, f.lease)
+		}
+		d.emit(ctx, api.Event{Event: api.EventTaskDropped, Ticket: ev.Ticket, Tool: ev.Tool, Detail: ev.Detail})
+	}
+	d.refreshCounts(ctx)
+	d.poke()
+	return nil
+}
