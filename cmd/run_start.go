@@ -168,6 +168,7 @@ func runRun(o *RunOptions) error {
 	if err != nil {
 		return err
 	}
+	m.CountTasks(sup.TaskCounts)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

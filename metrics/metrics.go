@@ -54,6 +54,7 @@ type Metrics struct {
 	gpuFaults     *prometheus.CounterVec
 	reloads       *prometheus.CounterVec
 	notifySkipped prometheus.Counter
+	tasks         *taskMetrics // tasks.go
 
 	// metered is set by the first ObserveProbe call. From then on probe
 	// errors are counted there (every failed tick) and probe_error events,
@@ -118,6 +119,7 @@ func New(name string, snapshot func() api.Status) *Metrics {
 			Help: "Live changes whose notify signal was not sent because the child did not catch it yet (it reads the state file).",
 		}),
 	}
+	m.tasks = newTaskMetrics(cl)
 	for _, r := range stepdownReasons {
 		m.stepdowns.WithLabelValues(r)
 	}
@@ -132,7 +134,7 @@ func New(name string, snapshot func() api.Status) *Metrics {
 	}
 	m.reg.MustRegister(m.stepdowns, m.oomFallbacks, m.restarts, m.admissions,
 		m.probeErrors, m.probeDuration, m.yields, m.gpuFaults, m.reloads, m.notifySkipped,
-		newSnapshotCollector(cl, snapshot))
+		newSnapshotCollector(cl, snapshot), m.tasks)
 	// The runtime collectors take no const labels of their own; wrapping
 	// the registerer gives their series the instance name too.
 	prometheus.WrapRegistererWith(cl, m.reg).MustRegister(
@@ -145,6 +147,7 @@ func New(name string, snapshot func() api.Status) *Metrics {
 // Observe derives counters from one supervisor event. Events that no counter
 // follows are ignored.
 func (m *Metrics) Observe(ev api.Event) {
+	m.tasks.observe(ev)
 	switch ev.Event {
 	case api.EventStepDown:
 		m.stepdowns.WithLabelValues(orUnknown(ev.Reason)).Inc()
