@@ -43,6 +43,8 @@ type Summary struct {
 	// carried out instead of this one; YieldsTo counts them by tenant.
 	Yields   int            `json:"yields"`
 	YieldsTo map[string]int `json:"yields_to"`
+	// Tasks counts deferred tasks (tasks.go).
+	Tasks Tasks `json:"tasks"`
 
 	// SecondsInProfile is supervised (child running) time by profile, up
 	// to Until.
@@ -146,6 +148,7 @@ func SummarizeSince(events []api.Event, since, now time.Time, live bool) Summary
 	}
 	s.fill(win, base)
 	s.ladder = ladderNames(events)
+	s.fillTasks(win, events, since)
 	s.TopOOMMessages = oomMessages(events, since).top(5)
 	for _, ev := range slices.Backward(events) {
 		if ev.Name != "" {

@@ -38,6 +38,13 @@ func (s Summary) WriteText(w io.Writer) error {
 	if s.Yields > 0 {
 		p.f("  yields         %d to other tenants of a shared GPU%s\n", s.Yields, ByKey(s.YieldsTo))
 	}
+	if t := s.Tasks; t.Deferred+t.Done+t.Dead > 0 {
+		wait := ""
+		if t.MedianWaitSeconds != nil {
+			wait = ", median wait " + fmtSeconds(*t.MedianWaitSeconds)
+		}
+		p.f("  deferred tasks %d deferred, %d done, %d dead%s\n", t.Deferred, t.Done, t.Dead, wait)
+	}
 	if len(s.Admissions) > 0 {
 		p.f("  admissions     %d%s\n", Sum(s.Admissions), ByKey(s.Admissions))
 	}
