@@ -42,6 +42,7 @@ from .env import (
     restarts,
     supervised,
 )
+from .tasks import Deferral, TaskRunner, defer, run_tasks, task
 from .torchhook import install_torch_oom_hook
 from .watch import Watcher, on_change
 
@@ -50,11 +51,14 @@ __version__ = "0.1.0"
 __all__ = [
     "Client",
     "Decision",
+    "Deferral",
     "Error",
     "Profile",
+    "TaskRunner",
     "Unavailable",
     "Watcher",
     "checkpoint_path",
+    "defer",
     "install_torch_oom_hook",
     "last_exit",
     "load_checkpoint",
@@ -68,8 +72,10 @@ __all__ = [
     "request_reservation",
     "reserve",
     "restarts",
+    "run_tasks",
     "save_checkpoint",
     "status",
     "step",
     "supervised",
+    "task",
 ]
