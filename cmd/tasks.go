@@ -112,16 +112,32 @@ func runTasks(o *TasksOptions) error {
 		if s == nil {
 			continue
 		}
-		list, err := s.List(context.Background())
+		err = eachTask(s, func(tk api.Task) error { lw.add(t.name, tk); return nil })
 		s.Close()
 		if err != nil {
 			return exitf(ExitFailure, "%s: %v", t.name, err)
 		}
-		for _, tk := range list {
-			lw.add(t.name, tk)
-		}
 	}
 	return lw.close()
+}
+
+// eachTask streams a store's tasks where it can (SQLite), else lists them.
+func eachTask(s tasks.Store, fn func(api.Task) error) error {
+	if e, ok := s.(interface {
+		Each(context.Context, func(api.Task) error) error
+	}); ok {
+		return e.Each(context.Background(), fn)
+	}
+	list, err := s.List(context.Background())
+	if err != nil {
+		return err
+	}
+	for _, t := range list {
+		if err := fn(t); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // taskTargets are the instances to list: --state-dir, else NAME under

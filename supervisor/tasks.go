@@ -59,7 +59,8 @@ type deliverer struct {
 	lastSub int64
 	flight  *taskFlight // the task delivered and not finished
 
-	counts atomic.Pointer[api.TaskCounts]
+	counts   atomic.Pointer[api.TaskCounts]
+	countsMu sync.Mutex // serialises the changes of counts
 	// housekept is when the last housekeeping ran (deliverer goroutine).
 	housekept time.Time
 }
@@ -146,7 +147,7 @@ func (s *Supervisor) DeferTask(ctx context.Context, req admission.Request, paylo
 		return dec, "", err
 	}
 	d.emit(ctx, api.Event{Event: api.EventDeferred, Ticket: t.Ticket, Tool: t.Tool, Priority: t.Priority, Bytes: t.Bytes})
-	d.refreshCounts(ctx)
+	d.adjust(func(c *api.TaskCounts) { c.Queued++ })
 	d.poke()
 	return dec, t.Ticket, nil
 }
@@ -239,7 +240,7 @@ func (s *Supervisor) finishTask(ctx context.Context, sub int64, ticket, reason s
 	}
 	_ = s.Release(sctx, f.lease)
 	d.emit(sctx, api.Event{Event: api.EventTaskDone, Ticket: ticket, Tool: f.task.Tool, Attempt: f.attempt})
-	d.refreshCounts(sctx)
+	d.adjust(func(c *api.TaskCounts) { c.Running--; c.Done++ })
 	d.poke()
 	return nil
 }
@@ -269,7 +270,14 @@ func (d *deliverer) journalAttempt(ctx context.Context, t api.Task) {
 		d.s.deps.Logf("deferred task %s (%s) is dead after %d attempts: %s", t.Ticket, t.Tool, t.Attempts, t.LastError)
 		d.emit(ctx, api.Event{Event: api.EventTaskDead, Ticket: t.Ticket, Tool: t.Tool, Attempt: t.Attempts, Detail: t.LastError})
 	}
-	d.refreshCounts(ctx)
+	d.adjust(func(c *api.TaskCounts) {
+		c.Running--
+		if t.State == api.TaskDead {
+			c.Dead++
+		} else {
+			c.Queued++
+		}
+	})
 }
 
 // taskBackoff is 1 s after the first failure, doubling, at most 10 min
@@ -286,7 +294,21 @@ func (d *deliverer) emit(ctx context.Context, ev api.Event) {
 	_, _ = d.s.call(ctx, request{op: opEmit, event: ev})
 }
 
+// adjust applies a transition the deliverer made to the counts: re-reading
+// them from the store at every transition would cost a query per task
+// (housekeeping re-reads them, for changes made elsewhere).
+func (d *deliverer) adjust(f func(*api.TaskCounts)) {
+	d.countsMu.Lock()
+	defer d.countsMu.Unlock()
+	c := *d.counts.Load()
+	f(&c)
+	c.Queued, c.Running = max(c.Queued, 0), max(c.Running, 0)
+	d.counts.Store(&c)
+}
+
 func (d *deliverer) refreshCounts(ctx context.Context) {
+	d.countsMu.Lock()
+	defer d.countsMu.Unlock()
 	c, err := d.store.Counts(ctx)
 	if err == nil {
 		d.counts.Store(&c)

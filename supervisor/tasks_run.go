@@ -113,6 +113,7 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 		soonest(now.Add(taskRetry))
 		return wake
 	}
+	d.adjust(func(c *api.TaskCounts) { c.Queued--; c.Running++ })
 	f = &taskFlight{task: leased, attempt: leased.Attempts + 1, lease: dec.Lease, sub: sub.id, deadline: now.Add(pol.AckTimeout)}
 	d.mu.Lock()
 	gone := !slices.ContainsFunc(d.subs, func(s taskSub) bool { return s.id == sub.id })
@@ -143,7 +144,6 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 		}
 		soonest(now)
 	}
-	d.refreshCounts(sctx)
 	soonest(f.deadline)
 	return wake
 }

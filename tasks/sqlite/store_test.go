@@ -72,6 +72,13 @@ func TestDurabilitySettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	// A lease runs at NORMAL; every other write, after it, at FULL again.
+	ctx := context.Background()
+	now := time.Now()
+	s.Enqueue(ctx, api.Task{Ticket: "t-1", Tool: "x", Priority: "P2", Bytes: 1, Enqueued: now}, 10)
+	if _, err := s.Lease(ctx, "t-1", now); err != nil {
+		t.Fatal(err)
+	}
 	mode, level, err := s.Pragmas()
 	if err != nil {
 		t.Fatal(err)
