@@ -37,6 +37,7 @@ run() { # title, go test args...
 run "end-to-end (real binary)" ./bench -run '^$' -benchtime 1x -timeout 20m \
   -bench '^Benchmark(DetectionLatency|RampDetection|JumpFromCalm|Idle|RestartLatency|RestartBreakdown|Socket|StatusMany)$' \
   ${GPUGUARD_BENCH_COMPARE:+-idle.compare "$GPUGUARD_BENCH_COMPARE"}
+run "deferred tasks (real binary, SQLite and a local redis-server)" ./bench -run '^$' -benchtime 1x -timeout 10m -bench '^BenchmarkTasks$'
 run "shared GPU (real binary)" ./bench -run '^$' -benchtime 1x -timeout 20m -bench '^BenchmarkShared(Detection|Reserve)$'
 run "micro (bench)" ./bench -run '^$' -benchtime 1s -timeout 10m -bench '^Benchmark(StateFileWrite|TickParts)$'
 run "probe: 8 mocked H200s, 64 processes" ./nvml -run '^$' -bench '^BenchmarkProbeTick$' -benchmem
