@@ -27,6 +27,7 @@ func openTaskStore(r *resolvedRun, logf func(string, ...any)) (tasks.Store, erro
 		dir := r.stateDir
 		return tasks.NewLazy(func() (tasks.Store, error) { return sqlite.Open(dir) }, func() bool { return sqlite.Exists(dir) }), nil
 	}
+	redis.Silence() // the deliverer reports the store's errors, once per change
 	s, err := redis.Open(url, r.name, consumerName(r.stateDir))
 	if err != nil {
 		return nil, err

@@ -61,8 +61,11 @@ type deliverer struct {
 
 	counts   atomic.Pointer[api.TaskCounts]
 	countsMu sync.Mutex // serialises the changes of counts
-	// housekept is when the last housekeeping ran (deliverer goroutine).
+	// housekept is when the last housekeeping ran; retryAt is when to ask
+	// a failing store again, lastErr its last failure (deliverer goroutine).
 	housekept time.Time
+	retryAt   time.Time
+	lastErr   string
 }
 
 type taskSub struct {

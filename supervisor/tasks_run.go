@@ -93,10 +93,13 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 		soonest(pol.Window.NextOpen(now))
 		return wake
 	}
+	if now.Before(d.retryAt) { // the store failed: not at every sample
+		soonest(d.retryAt)
+		return wake
+	}
 	t, ok, due, err := d.store.Peek(sctx, now)
-	if err != nil {
-		d.s.deps.Logf("deferred tasks: %v", err)
-		soonest(now.Add(taskRetry))
+	if d.storeErr(err, now) {
+		soonest(d.retryAt)
 		return wake
 	}
 	if !ok {
@@ -167,15 +170,34 @@ func (d *deliverer) housekeep(ctx context.Context, now time.Time, ack time.Durat
 	}
 	d.housekept = now
 	back, err := d.store.Expire(ctx, now, ack, maxAttempts)
-	if err != nil {
-		d.s.deps.Logf("deferred tasks: %v", err)
-	}
+	d.storeErr(err, now)
 	for _, t := range back {
 		d.journalAttempt(ctx, t)
 	}
 	if _, err := d.store.Purge(ctx, now.Add(-keep)); err != nil {
-		d.s.deps.Logf("deferred tasks: %v", err)
+		d.storeErr(err, now)
 	}
 	d.refreshCounts(ctx)
 	return *d.counts.Load() != (api.TaskCounts{})
+}
+
+// storeErr notes the outcome of a store call that the deliverer makes on
+// its own: a failure is logged when it differs from the last one (a Redis
+// that is down fails every call the same way), and delivery waits
+// taskRetry before it asks again; a success after failures is logged once.
+// It reports whether err is a failure.
+func (d *deliverer) storeErr(err error, now time.Time) bool {
+	if err == nil {
+		if d.lastErr != "" {
+			d.s.deps.Logf("deferred tasks: the store answers again")
+			d.lastErr = ""
+		}
+		return false
+	}
+	if msg := err.Error(); msg != d.lastErr {
+		d.s.deps.Logf("deferred tasks: %s (retrying every %s)", msg, taskRetry)
+		d.lastErr = msg
+	}
+	d.retryAt = now.Add(taskRetry)
+	return true
 }

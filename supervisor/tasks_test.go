@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -469,5 +470,60 @@ func TestTaskWindow(t *testing.T) {
 		}
 		h.child.end(Exit{})
 		h.wait()
+	})
+}
+
+// A store that fails is asked again after a while, not at every sample,
+// and its failure is logged once, then its recovery once.
+func TestTaskStoreDownLogsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		var mu sync.Mutex
+		var logged []string
+		h := startHarness(t, taskPolicy(nil), func(_ *Config, d *Deps) {
+			d.Tasks = mem.Open()
+			d.Logf = func(f string, a ...any) {
+				mu.Lock()
+				logged = append(logged, fmt.Sprintf(f, a...))
+				mu.Unlock()
+			}
+		})
+		th := &taskHarness{harness: h, mem: mem, child: h.child()}
+		sample()
+		th.probe.setUsed(15 * gib)
+		sample()
+		a := th.deferTask(t, "x", gib)
+		s := th.subscribe()
+		mem.Fail(memstore.ErrFailing)
+		th.probe.setUsed(gib)
+		for range 20 {
+			sample()
+		}
+		count := func(sub string) int {
+			mu.Lock()
+			defer mu.Unlock()
+			n := 0
+			for _, l := range logged {
+				if strings.Contains(l, sub) {
+					n++
+				}
+			}
+			return n
+		}
+		if n := count("no space left"); n != 1 {
+			t.Fatalf("the failure was logged %d times over 20 samples, want once", n)
+		}
+		mem.Fail(nil)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		sample()
+		if got := s.deliveries(); len(got) != 1 || got[0].Ticket != a {
+			t.Fatalf("after the store came back: %+v", got)
+		}
+		if n := count("answers again"); n != 1 {
+			t.Fatalf("the recovery was logged %d times", n)
+		}
+		th.child.end(Exit{})
+		th.wait()
 	})
 }

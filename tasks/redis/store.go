@@ -13,6 +13,17 @@ import (
 	"github.com/gpuguard/gpuguard/tasks"
 )
 
+// quiet drops go-redis' own log lines (a failed dial is logged by the
+// pool at every attempt): gpuguard reports a store's errors itself, once
+// per change, and a Redis that is down would otherwise fill stderr.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// Silence routes go-redis' process-wide logger nowhere; the command that
+// opens a store calls it once (it is a global of go-redis).
+func Silence() { goredis.SetLogger(quiet{}) }
+
 // Key is the stream of an instance name's tasks.
 func Key(name string) string { return "gpuguard:tasks:" + name }
 
