@@ -159,7 +159,7 @@ func TestWriteJSON(t *testing.T) {
 	if err := WriteJSON(&b, Report{Instances: []api.Status{{Name: "x", State: api.StateUnreachable}}}, true); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"instances":[{"name":"x","pid":0,"child_pid":0,"state":"unreachable","profile":"","level":0,"levels":0,"priority":0,"watermark":0,"interval_seconds":0,"eta_seconds":null,"restarts":0,"uptime_seconds":0,"child_uptime_seconds":0,"observe":false,"gpus":[],"leases":0,"ready":false,"held":0,"last_event":null,"fit":null}],"gpus":[]}` + "\n"
+	want := `{"instances":[{"name":"x","pid":0,"child_pid":0,"state":"unreachable","profile":"","level":0,"levels":0,"priority":0,"watermark":0,"interval_seconds":0,"eta_seconds":null,"restarts":0,"uptime_seconds":0,"child_uptime_seconds":0,"observe":false,"gpus":[],"leases":0,"ready":false,"held":0,"tasks":0,"last_event":null,"fit":null}],"gpus":[]}` + "\n"
 	if b.String() != want {
 		t.Errorf("got  %s\nwant %s", b.String(), want)
 	}
