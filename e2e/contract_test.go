@@ -122,7 +122,7 @@ func TestStatusStepReport(t *testing.T) {
 	}
 	in := st.Instances[0]
 	for _, k := range []string{"name", "pid", "child_pid", "state", "profile", "level", "levels", "watermark",
-		"restarts", "uptime_seconds", "child_uptime_seconds", "observe", "gpus", "leases", "last_event"} {
+		"restarts", "uptime_seconds", "child_uptime_seconds", "observe", "gpus", "leases", "tasks", "last_event"} {
 		if _, ok := in[k]; !ok {
 			t.Errorf("status object lacks %q", k)
 		}

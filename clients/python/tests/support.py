@@ -94,7 +94,7 @@ class FakeServer(object):
         return {"ok": True, "name": "fake", "pid": 1, "child_pid": os.getpid(), "state": "running",
                 "profile": self.LADDER[self.level], "level": self.level, "levels": len(self.LADDER),
                 "watermark": 0.1, "restarts": 0, "uptime_seconds": 1.0, "observe": False,
-                "gpus": [], "leases": len(self.leases), "last_event": None}
+                "gpus": [], "leases": len(self.leases), "tasks": 0, "last_event": None}
 
     def _reserve(self, req):
         n = req["bytes"]
