@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -133,6 +134,8 @@ func TestReloadRefused(t *testing.T) {
 			[]string{`p.toml:1: command: would rename the instance from "serve" to "other"`}},
 		{"another backend", reloadBase, RunOptions{}, strings.Replace(reloadBase, `backend = "sim"`, `backend = "nvml"`, 1),
 			[]string{`p.toml:5: watch.backend: changed from "sim" to "nvml"`}},
+		{"another task store", reloadBase, RunOptions{}, reloadBase + "[defer]\nstore = \"redis://:pw@127.0.0.1:6379/0\"\n",
+			[]string{`p.toml:` + fmt.Sprint(strings.Count(reloadBase, "\n")+2) + `: defer.store: changed from "" to "redis://:xxxxx@127.0.0.1:6379/0"`}},
 		{"no command left", reloadBase, RunOptions{}, strings.Replace(reloadBase, `command = ["serve", "--batch", "${MAX_BATCH}"]`, "", 1),
 			[]string{"p.toml: no command to run"}},
 		{"gone", reloadBase, RunOptions{}, "", []string{"p.toml: cannot read policy: no such file or directory"}},
