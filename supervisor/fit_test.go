@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"syscall"
 	"testing"
@@ -135,6 +136,56 @@ func TestStepRefusedWhenItDoesNotFit(t *testing.T) {
 		}
 		if err := <-done; err != nil {
 			t.Fatal(err)
+		}
+		c2.end(Exit{})
+		h.wait()
+	})
+}
+
+// TestStepFitWithoutProcessList: on a backend that cannot say which
+// processes hold memory, the child's own usage is taken to be its
+// profile's needs estimate, and a step that does not fit is refused
+// naming what the others use. With the probe down there is no reading to
+// judge by: the same step is not refused (the start after it judges the
+// fit again).
+func TestStepFitWithoutProcessList(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startHarness(t, testPolicy(), func(c *Config, d *Deps) { d.Probe.(*fakeProbe).setUsed(6 * gib) })
+		c := h.child() // int8: fp16's 10 GiB does not fit beside 6 GiB
+		if got := c.env("GPUGUARD_PROFILE"); got != "int8" {
+			t.Fatalf("started in %s, want int8", got)
+		}
+		// 11 GiB in all, 6 of them int8's estimate: the others' 5 GiB and
+		// fp16's 10 are over the 14.4 GiB under high.
+		h.probe.setUsed(11 * gib)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		_, err := h.sup.Step(context.Background(), "up")
+		if err == nil || !strings.Contains(err.Error(), "profile fp16 does not fit: it needs 10 GiB, and GPU 0 has 9.4 GiB free under high 0.90 (5 GiB of 16 GiB used without this child)") {
+			t.Fatalf("step up beside 5 GiB of others: %v", err)
+		}
+		if sigs := c.gotSignals(); len(sigs) != 0 {
+			t.Fatalf("a refused step signalled the child: %v", sigs)
+		}
+
+		h.probe.setErr(errors.New("the GPU stopped answering"))
+		time.Sleep(time.Second)
+		synctest.Wait()
+		c.setOnSignal(func(c *fakeChild, sig syscall.Signal) { c.end(Exit{}) })
+		done := make(chan error, 1)
+		go func() { _, err := h.sup.Step(context.Background(), "up"); done <- err }()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("step up with the probe down answered before any restart: %v", err)
+		default:
+		}
+		c2 := h.child()
+		if got := c2.env("GPUGUARD_PROFILE"); got != "fp16" {
+			t.Fatalf("restarted in %s, want fp16", got)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("step up with the probe down: %v", err)
 		}
 		c2.end(Exit{})
 		h.wait()
