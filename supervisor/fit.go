@@ -161,8 +161,11 @@ func (l *loop) stepFit(to int) string {
 		return ""
 	}
 	s := l.lastSample
+	// The child's own usage per GPU: its processes' where the backend
+	// lists them, else the current profile's estimate on every GPU.
+	listed := !s.ProcessesAt.IsZero()
 	own := map[int]uint64{}
-	if !s.ProcessesAt.IsZero() {
+	if listed {
 		for _, pr := range s.Processes {
 			if l.childTree[pr.PID] {
 				own[pr.Device] += pr.Used
@@ -170,12 +173,11 @@ func (l *loop) stepFit(to int) string {
 		}
 	}
 	for _, d := range s.Devices {
-		used := d.Used
-		mine, known := own[d.Index]
-		if !known && s.ProcessesAt.IsZero() {
+		mine := own[d.Index]
+		if !listed {
 			mine = l.pol.Profiles[l.level].Needs
 		}
-		used -= min(used, mine)
+		used := d.Used - min(d.Used, mine)
 		if l.pol.Fits(to, used, d.Total) {
 			continue
 		}
