@@ -63,12 +63,12 @@ func TestFitEventsAndStatus(t *testing.T) {
 		if got := c.env("GPUGUARD_PROFILE"); got != "int8" {
 			t.Fatalf("started in %s, want int8 (fp16 needs 10 GiB, 8.4 GiB room)", got)
 		}
+		synctest.Wait() // the fit is journaled once Launch has returned
 		fits := h.rec.named(api.EventFit)
 		if len(fits) != 1 || fits[0].To != "int8" || len(fits[0].Tried) != 2 || fits[0].Tried[0].Fits || !fits[0].Tried[1].Fits ||
 			fits[0].Tried[0].NeedsBytes != 10*gib || !strings.Contains(fits[0].Detail, "fp16 needs 10 GiB, does not fit") {
 			t.Fatalf("fit events %+v", fits)
 		}
-		synctest.Wait()
 		if st := h.sup.Status(); st.Fit == nil || st.Fit.To != "int8" {
 			t.Errorf("status fit %+v", st.Fit)
 		}
