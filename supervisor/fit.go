@@ -19,13 +19,14 @@ import (
 
 // fitJudgement is how one start (or one wait) chose its profile.
 type fitJudgement struct {
-	tried []api.FitTry
-	level int  // the first that fits; valid when ok
-	ok    bool // some profile from the target down fits
-	worst gpu.Device
-	limit uint64 // the worst GPU's quota, else total
-	room  uint64 // what fits under high on it: floor(limit x high) - used
-	known bool   // there was a device to judge against
+	tried   []api.FitTry
+	level   int  // the first that fits when ok; the one started in when started
+	ok      bool // some profile from the target down fits
+	started bool // a child is started in level (launchFit)
+	worst   gpu.Device
+	limit   uint64 // the worst GPU's quota, else total
+	room    uint64 // what fits under high on it: floor(limit x high) - used
+	known   bool   // there was a device to judge against
 }
 
 // judgeFit tries the profiles from level down on devs, the way pickProfile
@@ -99,7 +100,7 @@ func (j fitJudgement) fitEvent(pol *policy.Policy, reason, outcome string) api.E
 	if t := j.text(pol); t != "" {
 		ev.Detail += ": " + t
 	}
-	if j.ok {
+	if j.ok || j.started {
 		ev.Profile, ev.Level, ev.To = pol.Profiles[j.level].Name, j.level, pol.Profiles[j.level].Name
 	}
 	if j.known {

@@ -158,6 +158,9 @@ func (l *loop) publish(st api.ProfileState) {
 // told once the child runs (dated as its start, journaled before it), so
 // that a command that cannot run says so in its one line and nothing else.
 func (l *loop) launchFit(level int, j fitJudgement, outcome string) {
+	// The fit names the profile started in, also when none fitted
+	// (when_full = "lowest") or none could be judged (no reading).
+	j.started, j.level = true, level
 	l.pendingFit = func(at time.Time) { l.noteFitAt(at, j, outcome) }
 	l.launch(level)
 	l.pendingFit = nil

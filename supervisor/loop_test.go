@@ -94,6 +94,13 @@ func TestWhenFull(t *testing.T) {
 			if got := c.env("GPUGUARD_PROFILE"); got != "int4" {
 				t.Fatalf("started in %s, want the last profile", got)
 			}
+			// Its fit names where it started, though nothing fitted.
+			synctest.Wait() // journaled once Launch has returned
+			fits := h.rec.named(api.EventFit)
+			if len(fits) != 1 || fits[0].To != "int4" || fits[0].Profile != "int4" || fits[0].Level != 2 ||
+				len(fits[0].Tried) != 3 || fits[0].Tried[2].Fits {
+				t.Fatalf("fit events %+v", fits)
+			}
 			c.end(Exit{})
 			h.wait()
 		})
