@@ -155,12 +155,14 @@ func runReport(o *ReportOptions) error {
 			return err
 		}
 		s.SetBudget(o.Budget)
+		// The text report notes skipped lines in its body; JSON and the
+		// page have no place for the note, so it goes to stderr.
+		if (o.JSON || o.HTML != "") && s.SkippedLines > 0 {
+			fmt.Fprintf(o.IO.ErrOut, "gpuguard: %s: skipped %d unreadable journal line(s)\n", s.Name, s.SkippedLines)
+		}
 		if o.HTML != "" {
 			pages = append(pages, review.Instance{Summary: s, Events: events})
 			continue
-		}
-		if o.JSON && s.SkippedLines > 0 {
-			fmt.Fprintf(o.IO.ErrOut, "gpuguard: %s: skipped %d unreadable journal line(s)\n", s.Name, s.SkippedLines)
 		}
 		sums = append(sums, s)
 	}

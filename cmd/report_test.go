@@ -189,6 +189,10 @@ func TestReportTextSkippedLines(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "skipped 1") {
 		t.Errorf("--json: exit %d, stderr %q; want 0 and a note about the skipped line", code, errOut)
 	}
+	code, _, errOut = runReportCmd(t, root, run, "llama", "--html", filepath.Join(t.TempDir(), "review.html"))
+	if code != 0 || !strings.Contains(errOut, "llama: skipped 1 unreadable journal line") {
+		t.Errorf("--html: exit %d, stderr %q; want 0 and a note about the skipped line", code, errOut)
+	}
 }
 
 func TestReportWithoutName(t *testing.T) {
