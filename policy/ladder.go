@@ -37,15 +37,23 @@ func (p *Policy) Limit(total uint64) uint64 {
 }
 
 // Fits reports whether the profile at level fits on one GPU with used of
-// total bytes in use: used + needs <= Limit(total) x high. A profile with
-// no needs estimate always fits. The caller checks every watched GPU.
+// total bytes in use: used + needs <= Limit(total) x high, that is needs
+// <= Room. A profile with no needs estimate always fits. The caller checks
+// every watched GPU.
 func (p *Policy) Fits(level int, used, total uint64) bool {
 	needs := p.Profiles[level].Needs
-	if needs == 0 {
-		return true
+	return needs == 0 || needs <= p.Room(used, total)
+}
+
+// Room is how many bytes fit under high on one GPU with used of total
+// bytes in use: floor(Limit(total) x high) - used, 0 when none. It is what
+// Fits judges by, and what the messages about a fit quote.
+func (p *Policy) Room(used, total uint64) uint64 {
+	budget := math.Floor(float64(p.Limit(total)) * p.Watermark.High)
+	if float64(used) >= budget {
+		return 0
 	}
-	budget := float64(p.Limit(total)) * p.Watermark.High
-	return float64(used)+float64(needs) <= math.Floor(budget)
+	return uint64(budget - float64(used))
 }
 
 // Resolve returns the checkpoint file for a state dir: the configured path

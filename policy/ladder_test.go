@@ -82,6 +82,14 @@ func TestLimitAndFits(t *testing.T) {
 			t.Errorf("Fits(%d, used %s) = %v", f.level, FormatSize(f.used), got)
 		}
 	}
+	// floor(16 GiB x 0.90) = 15461882265 bytes.
+	for _, r := range []struct{ used, want uint64 }{
+		{0, 15461882265}, {5 * gib, 15461882265 - 5*gib}, {15461882265, 0}, {16 * gib, 0},
+	} {
+		if got := p.Room(r.used, 16*gib); got != r.want {
+			t.Errorf("Room(used %d) = %d, want %d", r.used, got, r.want)
+		}
+	}
 }
 
 func TestCheckpointResolve(t *testing.T) {

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -36,7 +35,7 @@ func judgeFit(pol *policy.Policy, from int, devs []gpu.Device) fitJudgement {
 	j := fitJudgement{}
 	for i, d := range devs {
 		limit := pol.Limit(d.Total)
-		room := roomUnderHigh(pol, d.Used, limit)
+		room := pol.Room(d.Used, d.Total)
 		if i == 0 || room < j.room {
 			j.worst, j.limit, j.room, j.known = d, limit, room, true
 		}
@@ -50,16 +49,6 @@ func judgeFit(pol *policy.Policy, from int, devs []gpu.Device) fitJudgement {
 		}
 	}
 	return j
-}
-
-// roomUnderHigh is how many bytes fit on a GPU with used of limit in use:
-// floor(limit x high) - used, as Fits counts.
-func roomUnderHigh(pol *policy.Policy, used, limit uint64) uint64 {
-	budget := math.Floor(float64(limit) * pol.Watermark.High)
-	if float64(used) >= budget {
-		return 0
-	}
-	return uint64(budget - float64(used))
 }
 
 // free is the worst GPU's limit less its usage (0 when over).
@@ -184,7 +173,7 @@ func (l *loop) stepFit(to int) string {
 		}
 		limit := l.pol.Limit(d.Total)
 		return fmt.Sprintf("profile %s does not fit: it needs %s, and GPU %d has %s free under high %.2f (%s of %s used without this child)",
-			p.Name, policy.FormatSize(p.Needs), d.Index, policy.FormatSize(roomUnderHigh(l.pol, used, limit)),
+			p.Name, policy.FormatSize(p.Needs), d.Index, policy.FormatSize(l.pol.Room(used, d.Total)),
 			l.pol.Watermark.High, policy.FormatSize(used), policy.FormatSize(limit))
 	}
 	return ""
