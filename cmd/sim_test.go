@@ -96,6 +96,14 @@ func TestSimSetDirFromStateRoot(t *testing.T) {
 	if code != ExitUsage || !strings.Contains(errOut, "--dir") {
 		t.Errorf("two instances: exit %d, %q; want 64 naming --dir", code, errOut)
 	}
+
+	// A runtime dir that cannot be listed is said, not taken for one where
+	// no instance runs.
+	notDir := filepath.Join(root, "llama", "sim", "0", "x")
+	code, _, errOut = runSim(t, env, "sim", "set", "--runtime-dir", notDir, "x", "1")
+	if code != ExitUsage || !strings.Contains(errOut, "warning: asking the running instances for their sim dirs: listing runtime dir") {
+		t.Errorf("an unreadable runtime dir: exit %d, %q; want 64 and a warning naming it", code, errOut)
+	}
 }
 
 func TestSimSetUsageErrors(t *testing.T) {

@@ -46,7 +46,12 @@ func simDir(stdio *IO, q simDirQuery) (string, error) {
 	env.Getenv = stdio.Getenv
 	var running map[string]string // instance -> sim dir
 	if q.AskRunning || q.Name != "" {
-		running = runningSimDirs(env, q.RuntimeDir, q.Name)
+		var err error
+		if running, err = runningSimDirs(env, q.RuntimeDir, q.Name); err != nil {
+			// What the running instances say is lost; what they left
+			// under the state root may still tell.
+			fmt.Fprintf(stdio.ErrOut, "gpuguard: warning: asking the running instances for their sim dirs: %v\n", err)
+		}
 	}
 	root, rootErr := env.StateRoot()
 	if q.Name != "" {
@@ -93,13 +98,14 @@ func simDir(stdio *IO, q simDirQuery) (string, error) {
 
 // runningSimDirs asks the running instances (only name, when given) for
 // their sim dirs; those not on the sim backend, or not answering, are left
-// out.
-func runningSimDirs(env paths.Env, runtimeDir, name string) map[string]string {
+// out. A runtime dir that cannot be listed is the error, beside what the
+// others said.
+func runningSimDirs(env paths.Env, runtimeDir, name string) (map[string]string, error) {
 	dirs, err := env.RuntimeDirs(runtimeDir)
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	ins, _ := control.Discover(dirs)
+	ins, err := control.Discover(dirs)
 	if name != "" {
 		ins = slices.DeleteFunc(ins, func(in control.Instance) bool { return in.Name != name })
 	}
@@ -111,7 +117,7 @@ func runningSimDirs(env paths.Env, runtimeDir, name string) map[string]string {
 			}
 		}
 	}
-	return out
+	return out, err
 }
 
 // stateRootSimDirs lists <root>/*/sim.
