@@ -28,7 +28,7 @@ const doorShutdown = 2 * time.Second
 // in use is an error naming it, with nothing started. status and healthy
 // are the supervisor's (called only once it runs).
 func openDoor(s policy.Serve, status func() api.Status, healthy func(gen int), meter serve.Meter,
-	logf func(string, ...any)) (*frontDoor, error) {
+	queue serve.Queue, logf func(string, ...any)) (*frontDoor, error) {
 	if !s.Enabled() {
 		return nil, nil
 	}
@@ -36,7 +36,7 @@ func openDoor(s policy.Serve, status func() api.Status, healthy func(gen int), m
 	if err != nil {
 		return nil, err
 	}
-	d := serve.New(doorConfig(s), serve.Options{Status: status, OnHealthy: healthy, Meter: meter,
+	d := serve.New(doorConfig(s), serve.Options{Status: status, OnHealthy: healthy, Meter: meter, Queue: queue,
 		Logf: func(format string, args ...any) { logf("front door: "+format, args...) }})
 	return &frontDoor{door: d, ln: ln}, nil
 }
@@ -50,6 +50,15 @@ func doorConfig(s policy.Serve) serve.Config {
 // dep is the door as the supervisor's dependency: a nil interface without
 // a front door.
 func (f *frontDoor) dep() supervisor.Door {
+	if f == nil {
+		return nil
+	}
+	return f.door
+}
+
+// replayer is the door as the replayer of deferred requests: a nil
+// interface without a front door.
+func (f *frontDoor) replayer() supervisor.Replayer {
 	if f == nil {
 		return nil
 	}

@@ -76,8 +76,9 @@ func runRun(o *RunOptions) error {
 		m.EnableServe()
 		meter = m
 	}
+	queue := &doorQueue{} // bound to the supervisor and the store below, before the door serves
 	door, err := openDoor(r.pol.Serve, func() api.Status { return sup.Status() },
-		func(gen int) { sup.Healthy(gen) }, meter, logf)
+		func(gen int) { sup.Healthy(gen) }, meter, queue, logf)
 	if err != nil {
 		return &ExitError{Code: ExitFailure, Err: err}
 	}
@@ -162,13 +163,14 @@ func runRun(o *RunOptions) error {
 		Probe: probe, Launcher: launcher, Owned: proc.Descendants,
 		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
-		Faults: faults, Coordinator: coord, Door: door.dep(), Tasks: taskStore,
+		Faults: faults, Coordinator: coord, Door: door.dep(), Tasks: taskStore, Replayer: door.replayer(),
 		Reloader: &runReloader{opts: o, start: r, metrics: endpoint, journal: jr, door: door},
 	})
 	if err != nil {
 		return err
 	}
 	m.CountTasks(sup.TaskCounts)
+	queue.sup, queue.store = sup, taskStore
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -52,14 +52,6 @@ type Meter interface {
 	ServeRejected(reason string)
 }
 
-// Deferrer stores a P2 request for later while memory is short (the
-// deferred-task queue) and answers it (202 with a ticket). Defer reports
-// false when it did not answer, and the request is then held like P0.
-// Until the queue exists the door has none, and P2 is held like P0.
-type Deferrer interface {
-	Defer(w http.ResponseWriter, r *http.Request) bool
-}
-
 // Options are the door's collaborators; all but Status may be nil.
 type Options struct {
 	// Status is the instance's status object, for StatusPath.
@@ -69,8 +61,10 @@ type Options struct {
 	// briefly; it is called from the health poller's goroutine.
 	OnHealthy func(gen int)
 	Meter     Meter
-	Deferrer  Deferrer
-	Logf      func(format string, args ...any)
+	// Queue stores P2 requests while memory is short (202 with a ticket)
+	// and answers their status URLs; nil: P2 is held like P0.
+	Queue Queue
+	Logf  func(format string, args ...any)
 	// Transport reaches the child and the fallback; nil builds one.
 	Transport http.RoundTripper
 	// Check replaces the health request in tests (ctx bounds it).

@@ -25,6 +25,7 @@ type Door struct {
 	check func(ctx context.Context, url string) error
 	gate  gate
 	proxy *httputil.ReverseProxy
+	tr    http.RoundTripper // to the child, for replays of deferred requests
 
 	ready atomic.Bool // the gate is open for the current launch
 	short atomic.Bool // memory is short: P1 to the fallback
@@ -61,6 +62,7 @@ func New(cfg Config, opts Options) *Door {
 	if tr == nil {
 		tr = newTransport()
 	}
+	d.tr = tr
 	d.check = opts.Check
 	if d.check == nil {
 		d.check = httpCheck(&http.Client{Transport: newHealthTransport(), Timeout: pollTimeout})

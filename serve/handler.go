@@ -52,7 +52,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if d.short.Load() {
 		switch {
-		case prio == P2 && d.opts.Deferrer != nil && d.opts.Deferrer.Defer(cw, r):
+		case prio == P2 && d.deferRequest(cw, r):
 			return
 		case prio == P1 && cfg.fallback != nil:
 			ex := &exchange{target: cfg.fallback, fallback: true}
@@ -190,6 +190,10 @@ func (d *Door) stampHeader(h http.Header) {
 // own answers the door's own paths: the status object (200 when ready,
 // 503 with the same body when not); every other /gpuguard/ path is 404.
 func (d *Door) own(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, TasksPath) {
+		d.taskStatus(w, r)
+		return
+	}
 	if r.URL.Path != StatusPath || d.opts.Status == nil {
 		d.answer(w, http.StatusNotFound, "not_found", "no such gpuguard path: "+r.URL.Path, 0)
 		return

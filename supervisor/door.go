@@ -138,7 +138,9 @@ func (l *loop) doorSync() {
 		return
 	}
 	d.Profile(l.pol.Profiles[l.level].Name, l.level, len(l.pol.Profiles))
-	d.Short(l.rules.stepPending() || l.plan != nil || l.haveSample && l.ratio >= l.pol.Watermark.High)
+	short := l.rules.stepPending() || l.plan != nil || l.haveSample && l.ratio >= l.pol.Watermark.High
+	l.s.short.Store(short)
+	d.Short(short)
 }
 
 // doorStatus fills the status object's ready and held: the door's view,

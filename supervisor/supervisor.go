@@ -73,6 +73,9 @@ type Deps struct {
 	// Tasks is the deferred-task store; nil: reservations with a payload
 	// are answered as without one (tasks.go).
 	Tasks TaskStore
+	// Replayer replays the front door's deferred requests (tasks of tool
+	// http); nil: they wait in the queue.
+	Replayer Replayer
 	// Logf prints one human-readable line about what gpuguard does.
 	Logf func(format string, args ...any)
 }
@@ -125,6 +128,9 @@ type Supervisor struct {
 
 	// tasks delivers deferred tasks; nil without a store.
 	tasks *deliverer
+	// short is what the loop last told the door: memory is short, so a
+	// deferred request is not replayed.
+	short atomic.Bool
 }
 
 // snapshot is the loop's state copied out after every event; the uptimes

@@ -52,7 +52,9 @@ const taskRetry = time.Second
 type deliverer struct {
 	s     *Supervisor
 	store TaskStore
-	kick  chan struct{}
+	// replayer replays deferred requests (tool http); nil without a door.
+	replayer Replayer
+	kick     chan struct{}
 
 	mu      sync.Mutex
 	subs    []taskSub // in the order they subscribed
@@ -86,7 +88,7 @@ type taskFlight struct {
 }
 
 func newDeliverer(s *Supervisor, store TaskStore) *deliverer {
-	d := &deliverer{s: s, store: store, kick: make(chan struct{}, 1)}
+	d := &deliverer{s: s, store: store, replayer: s.deps.Replayer, kick: make(chan struct{}, 1)}
 	d.counts.Store(&api.TaskCounts{})
 	return d
 }

@@ -87,7 +87,7 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 	case f != nil:
 		soonest(f.deadline)
 		return wake
-	case sub.deliver == nil:
+	case sub.deliver == nil && !d.replayable():
 		return wake
 	case !pol.Window.Open(now):
 		soonest(pol.Window.NextOpen(now))
@@ -106,6 +106,12 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 		soonest(due)
 		return wake
 	}
+	// A deferred request waits for memory and the child (the next sample
+	// or health answer pokes); any other task for a subscriber.
+	replay := t.Tool == ToolHTTP
+	if replay && !d.replayable() || !replay && sub.deliver == nil {
+		return wake
+	}
 	dec, err := d.s.reserve(ctx, admission.Request{Bytes: t.Bytes, Priority: t.Priority, Tool: t.Tool, TTL: pol.AckTimeout}, true)
 	if err != nil || dec.Decision != admission.DecisionGPU {
 		return wake // the next sample looks again
@@ -118,6 +124,17 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 	}
 	d.adjust(func(c *api.TaskCounts) { c.Queued--; c.Running++ })
 	f = &taskFlight{task: leased, attempt: leased.Attempts + 1, lease: dec.Lease, sub: sub.id, deadline: now.Add(pol.AckTimeout)}
+	if replay {
+		f.sub = replaySub
+		d.mu.Lock()
+		d.flight = f
+		d.mu.Unlock()
+		d.emit(sctx, api.Event{Event: api.EventTask, Ticket: leased.Ticket, Tool: leased.Tool, Priority: leased.Priority,
+			Lease: dec.Lease, Attempt: f.attempt, WaitSeconds: now.Sub(leased.Enqueued).Seconds()})
+		d.replay(ctx, f)
+		soonest(f.deadline)
+		return wake
+	}
 	d.mu.Lock()
 	gone := !slices.ContainsFunc(d.subs, func(s taskSub) bool { return s.id == sub.id })
 	if !gone {

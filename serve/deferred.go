@@ -1,0 +1,179 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+)
+
+// Queue is the deferred-task queue as the door uses it: it stores a
+// deferred request durably and answers a ticket, and looks one up. The
+// door knows no store and no policy (the supervisor implements it).
+type Queue interface {
+	// Defer stores payload as a task of tool http; the ticket is answered
+	// only once it is durable. An error: nothing was stored.
+	Defer(ctx context.Context, payload json.RawMessage) (ticket string, err error)
+	// Lookup answers a task and, once done, its result; found is false
+	// for a ticket never stored, dropped, or done and expired.
+	Lookup(ctx context.Context, ticket string) (t api.Task, result []byte, found bool, err error)
+}
+
+// TasksPath is the prefix of a deferred request's status URL.
+const TasksPath = "/gpuguard/v1/tasks/"
+
+// HeaderTicket names the ticket on a deferred request's stored response.
+const HeaderTicket = "X-GPUGuard-Ticket"
+
+// maxDeferred bounds a deferred request's body, and its response's: a
+// larger request gets 413 (it is not stored), a larger response fails the
+// attempt (a truncated answer is no answer).
+const maxDeferred = 16 << 20
+
+// deferredRequest is the payload of a task of tool http: what the door
+// replays to the child. Body is base64 in JSON.
+type deferredRequest struct {
+	Method string      `json:"method"`
+	Path   string      `json:"path"`
+	Query  string      `json:"query,omitempty"`
+	Header http.Header `json:"header,omitempty"`
+	Body   []byte      `json:"body,omitempty"`
+}
+
+// deferredResponse is a replay's result: the child's answer as stored.
+type deferredResponse struct {
+	Status int         `json:"status"`
+	Header http.Header `json:"header,omitempty"`
+	Body   []byte      `json:"body,omitempty"`
+}
+
+// deferRequest stores r (P2, memory short) and answers 202 with its
+// ticket. It reports false, and answers nothing, without a queue: the
+// request is then held like P0. A store that cannot be written answers
+// 503 with the reason: no ticket is given for a task not stored.
+func (d *Door) deferRequest(w http.ResponseWriter, r *http.Request) bool {
+	q := d.opts.Queue
+	if q == nil {
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxDeferred+1))
+	switch {
+	case err != nil:
+		d.answer(w, http.StatusBadRequest, "invalid_request_error", "reading the request body: "+err.Error(), 0)
+		return true
+	case len(body) > maxDeferred:
+		d.answer(w, http.StatusRequestEntityTooLarge, "invalid_request_error",
+			fmt.Sprintf("a deferred request's body is at most %d bytes", maxDeferred), 0)
+		return true
+	}
+	payload, err := json.Marshal(deferredRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
+		Header: endToEnd(r.Header), Body: body})
+	if err != nil {
+		d.answer(w, http.StatusInternalServerError, "gpuguard_error", "encoding the deferred request: "+err.Error(), 0)
+		return true
+	}
+	ticket, err := q.Defer(r.Context(), payload)
+	if err != nil {
+		d.answer(w, http.StatusServiceUnavailable, "gpuguard_unavailable", err.Error(), time.Second)
+		return true
+	}
+	status := TasksPath + ticket
+	h := w.Header()
+	d.stampHeader(h)
+	h.Set("Content-Type", "application/json")
+	h.Set("Location", status)
+	w.WriteHeader(http.StatusAccepted)
+	_ = json.NewEncoder(w).Encode(struct {
+		Ticket    string `json:"ticket"`
+		StatusURL string `json:"status_url"`
+	}{ticket, status})
+	return true
+}
+
+// taskStatus answers a deferred request's status URL: 202 with its state
+// while pending, the stored response once done, 502 once dead (it will
+// not run unless an operator retries it), 404 for an unknown ticket.
+func (d *Door) taskStatus(w http.ResponseWriter, r *http.Request) {
+	ticket := strings.TrimPrefix(r.URL.Path, TasksPath)
+	q := d.opts.Queue
+	if q == nil || ticket == "" || strings.Contains(ticket, "/") {
+		d.answer(w, http.StatusNotFound, "not_found", "no such deferred request: "+quote(ticket), 0)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		d.answer(w, http.StatusMethodNotAllowed, "invalid_request_error", "a status URL answers GET", 0)
+		return
+	}
+	t, result, found, err := q.Lookup(r.Context(), ticket)
+	switch {
+	case err != nil:
+		d.answer(w, http.StatusServiceUnavailable, "gpuguard_unavailable", "the deferred-task store: "+err.Error(), time.Second)
+		return
+	case !found || t.Tool != toolHTTP:
+		d.answer(w, http.StatusNotFound, "not_found", "no such deferred request: "+quote(ticket)+" (unknown, or its result expired)", 0)
+		return
+	case t.State == api.TaskDead:
+		d.answer(w, http.StatusBadGateway, "gpuguard_task_dead",
+			fmt.Sprintf("the deferred request failed %d times and will not run again: %s", t.Attempts, t.LastError), 0)
+		return
+	case t.State != api.TaskDone:
+		h := w.Header()
+		d.stampHeader(h)
+		h.Set("Content-Type", "application/json")
+		h.Set("Cache-Control", "no-store")
+		h.Set(HeaderTicket, ticket)
+		w.WriteHeader(http.StatusAccepted)
+		_ = json.NewEncoder(w).Encode(struct {
+			State    string `json:"state"`
+			Attempts int    `json:"attempts"`
+		}{t.State, t.Attempts})
+		return
+	}
+	var resp deferredResponse
+	if err := json.Unmarshal(result, &resp); err != nil || resp.Status < 100 || resp.Status > 999 {
+		d.answer(w, http.StatusInternalServerError, "gpuguard_error", "the stored response of "+quote(ticket)+" does not parse", 0)
+		return
+	}
+	h := w.Header()
+	for k, vs := range resp.Header {
+		h[k] = vs
+	}
+	h.Set(HeaderTicket, ticket)
+	h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+	w.WriteHeader(resp.Status)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(resp.Body)
+	}
+}
+
+// toolHTTP is the tool of a deferred request's task.
+const toolHTTP = "http"
+
+// endToEnd is h without its hop-by-hop headers (RFC 9110 7.6.1: they
+// belong to one connection, so they are neither stored nor replayed),
+// those named by Connection too. Content-Length goes as well: the replay
+// sets its own.
+func endToEnd(h http.Header) http.Header {
+	hop := [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length"}
+	out := h.Clone()
+	for _, v := range h.Values("Connection") {
+		for _, name := range strings.Split(v, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				out.Del(name)
+			}
+		}
+	}
+	for _, name := range hop {
+		out.Del(name)
+	}
+	return out
+}
