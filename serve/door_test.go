@@ -369,7 +369,7 @@ func TestFallback(t *testing.T) {
 		prio, want string
 	}{
 		{false, "P1", "gpu"}, {true, "P1", "cpu"}, {true, "p1", "cpu"}, {true, "P0", "gpu"}, {true, "", "gpu"},
-		{true, "P2", "gpu"}, // no deferred-task queue yet: held like P0
+		{true, "P2", "gpu"}, // no deferred-task queue: held like P0
 		{false, "P1", "gpu"},
 	} {
 		fd.Short(tt.short)

@@ -58,6 +58,12 @@ type frontDoor struct {
 
 func startDoor(t *testing.T, cfg Config) *frontDoor {
 	t.Helper()
+	return startDoorQueue(t, cfg, nil)
+}
+
+// startDoorQueue is startDoor with a deferred-task queue (nil: none).
+func startDoorQueue(t *testing.T, cfg Config, q Queue) *frontDoor {
+	t.Helper()
 	if cfg.Health == "" {
 		cfg.Health = "/health"
 	}
@@ -69,6 +75,7 @@ func startDoor(t *testing.T, cfg Config) *frontDoor {
 		Status:    func() api.Status { return api.Status{Name: "llama", State: "running"} },
 		OnHealthy: func(gen int) { fd.healthy <- gen },
 		Meter:     fd.meter,
+		Queue:     q,
 		Logf:      t.Logf,
 	})
 	ln, err := Listen("127.0.0.1:0")
