@@ -255,7 +255,9 @@ func (s *Supervisor) finishTask(ctx context.Context, sub int64, ticket, reason s
 func (d *deliverer) requeue(ctx context.Context, f *taskFlight, reason string) {
 	sctx, cancel := storeContext(ctx)
 	defer cancel()
-	_ = d.s.Release(sctx, f.lease) // gone already when the child exited
+	if f.lease != "" { // a replayed request has none
+		_ = d.s.Release(sctx, f.lease) // gone already when the child exited
+	}
 	pol := d.s.pol.Load().Defer
 	retryAt := time.Now().Add(taskBackoff(f.task.Attempts + 1))
 	t, err := d.store.Fail(sctx, f.task.Ticket, reason, retryAt, pol.MaxAttempts)

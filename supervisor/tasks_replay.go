@@ -86,7 +86,6 @@ func (d *deliverer) replay(ctx context.Context, f *taskFlight) {
 			d.requeue(sctx, f, "the store could not record the response: "+err.Error())
 			return
 		}
-		_ = d.s.Release(sctx, f.lease)
 		d.emit(sctx, api.Event{Event: api.EventTaskDone, Ticket: f.task.Ticket, Tool: f.task.Tool, Attempt: f.attempt})
 		d.adjust(func(c *api.TaskCounts) { c.Running--; c.Done++ })
 	}()

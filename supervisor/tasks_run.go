@@ -112,9 +112,15 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 	if replay && !d.replayable() || !replay && sub.deliver == nil {
 		return wake
 	}
-	dec, err := d.s.reserve(ctx, admission.Request{Bytes: t.Bytes, Priority: t.Priority, Tool: t.Tool, TTL: pol.AckTimeout}, true)
-	if err != nil || dec.Decision != admission.DecisionGPU {
-		return wake // the next sample looks again
+	// A deferred request takes no lease: it has no bytes to reserve, and
+	// its condition is the door's (memory not short, the child ready).
+	var dec admission.Decision
+	if !replay {
+		var err error
+		dec, err = d.s.reserve(ctx, admission.Request{Bytes: t.Bytes, Priority: t.Priority, Tool: t.Tool, TTL: pol.AckTimeout}, true)
+		if err != nil || dec.Decision != admission.DecisionGPU {
+			return wake // the next sample looks again
+		}
 	}
 	leased, err := d.store.Lease(sctx, t.Ticket, now)
 	if err != nil { // dropped or taken by another host meanwhile, or the store failed
