@@ -225,15 +225,21 @@ func TestTaskStatusUnknown(t *testing.T) {
 	}
 }
 
-// TestReplayFailures: a 5xx, or no answer, fails the attempt.
+// TestReplayFailures: a closed gate, a 5xx, or no answer fails the
+// attempt.
 func TestReplayFailures(t *testing.T) {
 	child := upstream(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
 	fd := startDoorQueue(t, Config{Upstream: child.URL, Hold: time.Minute, MaxHeld: 10}, newMemQueue())
 	payload := json.RawMessage(`{"method":"GET","path":"/x"}`)
+	if _, err := fd.Replay(context.Background(), payload); err == nil || !strings.Contains(err.Error(), "not ready") {
+		t.Errorf("a replay before the child is ready: %v", err)
+	}
+	fd.launch(t, 1)
 	if _, err := fd.Replay(context.Background(), payload); err == nil || !strings.Contains(err.Error(), "503") {
 		t.Errorf("a 503: %v", err)
 	}
 	gone := startDoorQueue(t, Config{Upstream: "http://" + freePort(t), Hold: time.Minute, MaxHeld: 10}, newMemQueue())
+	gone.gate.setOpen(true) // as if its health check had passed
 	if _, err := gone.Replay(context.Background(), payload); err == nil || !strings.Contains(err.Error(), "did not answer") {
 		t.Errorf("no answer: %v", err)
 	}

@@ -13,9 +13,10 @@ import (
 // answers its response to keep: the supervisor calls it once memory is
 // no longer short, the child is ready and the window is open. A 5xx, no
 // answer, or a response body over 16 MiB is an error: the attempt failed
-// (backoff, max_attempts). It goes straight to the child, not through the
-// gate: the supervisor has checked readiness, and a held replay would
-// only hold the queue.
+// (backoff, max_attempts). It passes the gate without waiting there: a
+// closed gate (the child not ready, a drain) fails the attempt at once,
+// since a held replay would only hold the queue; an open one counts it in
+// flight, so that a drain before a planned restart waits for it.
 func (d *Door) Replay(ctx context.Context, payload json.RawMessage) ([]byte, error) {
 	var req deferredRequest
 	if err := json.Unmarshal(payload, &req); err != nil {
@@ -35,6 +36,10 @@ func (d *Door) Replay(ctx context.Context, payload json.RawMessage) ([]byte, err
 	if out.Header == nil {
 		out.Header = http.Header{}
 	}
+	if _, err := d.gate.enter(ctx, 0, 1); err != nil {
+		return nil, fmt.Errorf("the model server is not ready (%w)", err)
+	}
+	defer d.gate.leave()
 	resp, err := d.tr.RoundTrip(out)
 	if err != nil {
 		return nil, fmt.Errorf("the model server did not answer: %w", err)

@@ -63,6 +63,13 @@ func (d *deliverer) replayable() bool {
 // first finishes it: the replay, or pass at the deadline or exit.
 func (d *deliverer) replay(ctx context.Context, f *taskFlight) {
 	rctx, cancel := context.WithDeadline(ctx, f.deadline)
+	go func() { // the supervisor's end ends the replay too
+		select {
+		case <-d.s.done:
+			cancel()
+		case <-rctx.Done():
+		}
+	}()
 	go func() {
 		defer cancel()
 		result, err := d.replayer.Replay(rctx, f.task.Payload)
