@@ -30,8 +30,9 @@ type Instance struct {
 // Discover lists the sockets (*.sock) in dirs, sorted by name then dir. A
 // missing dir holds no instance; a dir that cannot be read is reported in
 // the error, alongside whatever the other dirs held. A socket whose
-// instance died stays listed (and answers "connection refused") until the
-// next instance of that name replaces it.
+// instance died is listed too (it answers "connection refused"): Discover
+// only reads; `gpuguard status` removes such sockets first (SweepStale),
+// and the next instance of that name replaces its socket.
 func Discover(dirs []string) ([]Instance, error) {
 	var out []Instance
 	var errs []error
