@@ -124,7 +124,8 @@ func sameRegexp(a, b *regexp.Regexp) bool { return a.String() == b.String() }
 // sameProfile compares two rungs; an env left out and an empty one are
 // the same.
 func sameProfile(a, b Profile) bool {
-	return a.Name == b.Name && a.Needs == b.Needs && a.Live == b.Live && maps.Equal(a.Env, b.Env)
+	return a.Name == b.Name && a.Needs == b.Needs && a.Live == b.Live && maps.Equal(a.Env, b.Env) &&
+		a.NotServing == b.NotServing && sameActions(a.Enter, b.Enter) && sameActions(a.Leave, b.Leave)
 }
 
 // Locate returns the line (1-based) where the dotted key ("watch.backend")

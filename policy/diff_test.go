@@ -50,6 +50,8 @@ func diffFixture() *Policy {
 	p.Command = []string{"serve"}
 	p.OOM.ExitCodes = []int{42}
 	p.Profiles[0].Env["A"] = "1"
+	act := func() []Action { return []Action{{Method: "POST", Path: "/a", Headers: map[string]string{"A": "1"}}} }
+	p.Profiles[0].Enter, p.Profiles[0].Leave = act(), act()
 	return p
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,7 +74,16 @@ func (c Checkpoint) Resolve(stateDir string) string {
 // whether stepping into it is live or a restart, and the env, sorted.
 func (p *Policy) WriteLadder(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "LEVEL\tPROFILE\tNEEDS\tLIVE\tENV")
+	// The ACTIONS column appears only for a ladder that has any, so the
+	// common table stays as it was.
+	acts := slices.ContainsFunc(p.Profiles, func(pr Profile) bool {
+		return !pr.Serving() || len(pr.Enter)+len(pr.Leave) > 0
+	})
+	if acts {
+		fmt.Fprintln(tw, "LEVEL\tPROFILE\tNEEDS\tLIVE\tACTIONS\tENV")
+	} else {
+		fmt.Fprintln(tw, "LEVEL\tPROFILE\tNEEDS\tLIVE\tENV")
+	}
 	for i, prof := range p.Profiles {
 		needs := "-"
 		if prof.Needs > 0 {
@@ -82,6 +92,10 @@ func (p *Policy) WriteLadder(w io.Writer) error {
 		live := "no (restart)"
 		if prof.Live {
 			live = "yes"
+		}
+		if acts {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", i, prof.Name, needs, live, describeActions(prof), formatEnv(prof.Env))
+			continue
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", i, prof.Name, needs, live, formatEnv(prof.Env))
 	}

@@ -69,6 +69,13 @@ func (d *decoder) profileFields(prof *Profile) []field {
 		{"needs", set(&prof.Needs, d.size)},
 		{"live", set(&prof.Live, d.boolean)},
 		{"env", func(p path, v any) { d.env(prof, p, v) }},
+		{"serving", func(p path, v any) {
+			if b, ok := d.boolean(p, v); ok {
+				prof.NotServing = !b
+			}
+		}},
+		{"enter", set(&prof.Enter, d.actionList)},
+		{"leave", set(&prof.Leave, d.actionList)},
 	}
 }
 

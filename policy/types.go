@@ -154,4 +154,9 @@ type Profile struct {
 	Needs uint64 // bytes; 0 = no estimate (always fits)
 	Live  bool
 	Env   map[string]string
+	// NotServing is serving = false: the server answers no requests in
+	// this profile (it sleeps through Enter, or is stopped without).
+	NotServing bool
+	Enter      []Action // run on entering this profile live
+	Leave      []Action // run on leaving it live, before the next one's Enter
 }

@@ -24,6 +24,7 @@ func (d *decoder) validate(pol *Policy, raw map[string]any) {
 	}
 	d.validateIntervals(pol, raw)
 	d.validateServe(pol, raw)
+	d.validateActions(pol, raw)
 	if d.usable(rs.key("backoff"), rs.key("backoff_max")) && r.Backoff > r.BackoffMax {
 		d.blame(raw, rs.key("backoff"), rs.key("backoff_max"),
 			fmt.Sprintf("must not exceed restart.backoff_max (%s), got %s", fmtDuration(r.BackoffMax), fmtDuration(r.Backoff)),
