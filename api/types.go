@@ -38,6 +38,9 @@ const (
 	StateExited      = "exited"
 	StateFatal       = "fatal"
 	StateUnreachable = "unreachable"
+	// StateAsleep: the instance is in a serving = false profile (server
+	// actions): its server sleeps, or is stopped, and answers nothing.
+	StateAsleep = "asleep"
 )
 
 // Status is the status object of one instance: the control socket's
@@ -136,6 +139,10 @@ const (
 	// EventReady records the child's first healthy answer to the front
 	// door after a launch (AfterSeconds: how long after the launch).
 	EventReady = "ready"
+	// EventAction is a server action that succeeded (a 2xx), and
+	// EventActionFailed one that did not (non-2xx, timeout, refused).
+	EventAction       = "action"
+	EventActionFailed = "action_failed"
 	// EventTotals is a cumulative record the journal writes (Totals): as
 	// the first line of a run, of every file after a rotation, and every
 	// few minutes, so a report need not read a run's first lines.
@@ -194,6 +201,12 @@ type Event struct {
 	// AfterSeconds is how long after its launch the child first answered
 	// its health check (ready).
 	AfterSeconds float64 `json:"after_seconds,omitempty"`
+	// Path, Seconds and Error describe a server action (action,
+	// action_failed): the path on upstream, how long it took, and why it
+	// failed; Status is its HTTP status when one came back.
+	Path    string  `json:"path,omitempty"`
+	Seconds float64 `json:"seconds,omitempty"`
+	Error   string  `json:"error,omitempty"`
 	// Changed lists the policy keys a reload changed (reload).
 	// Non-nil on every applied reload: "changed":[] says nothing changed.
 	Changed []string `json:"changed,omitzero"`

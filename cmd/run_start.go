@@ -164,6 +164,7 @@ func runRun(o *RunOptions) error {
 		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
 		Faults: faults, Coordinator: coord, Door: door.dep(), Tasks: taskStore, Replayer: door.replayer(),
+		Actions:  newActionCaller(),
 		Reloader: &runReloader{opts: o, start: r, metrics: endpoint, journal: jr, door: door},
 	})
 	if err != nil {

@@ -24,6 +24,18 @@ var (
 	reloadResults   = []string{ReloadOK, ReloadError}
 )
 
+// Server action results, gpuguard_actions_total's result label.
+const (
+	ActionOK     = "ok"
+	ActionFailed = "failed"
+)
+
+var actionResults = []string{ActionOK, ActionFailed}
+
+// actionBuckets span a refused connection (1ms) to a vLLM sleep that
+// drains and offloads its weights (the default action timeout is 60 s).
+var actionBuckets = []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
+
 // Reload results: the reason of a reload event, and the result label of
 // gpuguard_reloads_total.
 const (
@@ -55,6 +67,8 @@ type Metrics struct {
 	reloads       *prometheus.CounterVec
 	notifySkipped prometheus.Counter
 	tasks         *taskMetrics // tasks.go
+	actions       *prometheus.CounterVec
+	actionSeconds prometheus.Histogram
 
 	// metered is set by the first ObserveProbe call. From then on probe
 	// errors are counted there (every failed tick) and probe_error events,
@@ -118,6 +132,18 @@ func New(name string, snapshot func() api.Status) *Metrics {
 			Namespace: namespace, Name: "notify_skipped_total", ConstLabels: cl,
 			Help: "Live changes whose notify signal was not sent because the child did not catch it yet (it reads the state file).",
 		}),
+		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "actions_total", ConstLabels: cl,
+			Help: "Server actions (a profile's enter and leave calls) by result: ok (a 2xx), failed (non-2xx, timeout, refused).",
+		}, []string{"result"}),
+		actionSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "action_duration_seconds", ConstLabels: cl,
+			Help:    "How long server actions took, failed ones included.",
+			Buckets: actionBuckets,
+		}),
+	}
+	for _, r := range actionResults {
+		m.actions.WithLabelValues(r)
 	}
 	m.tasks = newTaskMetrics(cl)
 	for _, r := range stepdownReasons {
@@ -133,7 +159,7 @@ func New(name string, snapshot func() api.Status) *Metrics {
 		m.reloads.WithLabelValues(r)
 	}
 	m.reg.MustRegister(m.stepdowns, m.oomFallbacks, m.restarts, m.admissions,
-		m.probeErrors, m.probeDuration, m.yields, m.gpuFaults, m.reloads, m.notifySkipped,
+		m.probeErrors, m.probeDuration, m.yields, m.gpuFaults, m.reloads, m.notifySkipped, m.actions, m.actionSeconds,
 		newSnapshotCollector(cl, snapshot), m.tasks)
 	// The runtime collectors take no const labels of their own; wrapping
 	// the registerer gives their series the instance name too.
@@ -189,6 +215,12 @@ func (m *Metrics) Observe(ev api.Event) {
 		m.reloads.WithLabelValues(result).Inc()
 	case api.EventNotifySkipped:
 		m.notifySkipped.Inc()
+	case api.EventAction:
+		m.actions.WithLabelValues(ActionOK).Inc()
+		m.actionSeconds.Observe(ev.Seconds)
+	case api.EventActionFailed:
+		m.actions.WithLabelValues(ActionFailed).Inc()
+		m.actionSeconds.Observe(ev.Seconds)
 	}
 }
 

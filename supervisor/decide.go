@@ -58,7 +58,7 @@ func (l *loop) onSample(r sampleResult) {
 	switch {
 	case l.state == api.StateWaiting:
 		l.tryStart(r)
-	case l.child != nil && !l.stopping && l.plan == nil:
+	case l.child != nil && !l.stopping && l.plan == nil && !l.acting():
 		if l.state == api.StateStarting {
 			l.state = api.StateRunning
 		}
@@ -118,6 +118,9 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	event := api.EventStepDown
 	if level < l.level {
 		event = api.EventStepUp
+	}
+	if l.liveActions(event, level, reason, why, reply) {
+		return true
 	}
 	if !l.pol.Profiles[level].Live {
 		l.emitStep(event, level, reason, why)
@@ -219,7 +222,7 @@ func (l *loop) manualStep(r request) {
 	case to >= len(l.pol.Profiles):
 		r.reply <- response{err: fmt.Errorf("already at the last profile %s", l.pol.Profiles[l.level].Name)}
 		return
-	case l.child == nil || l.stopping || l.plan != nil:
+	case l.child == nil || l.stopping || l.plan != nil || l.acting():
 		r.reply <- response{err: fmt.Errorf("instance is %s; try again once it runs", l.state)}
 		return
 	}

@@ -265,6 +265,7 @@ func (l *loop) onExit() {
 	l.endStarting("") // the exit line says it; "start complete" would be wrong
 	l.stopWait.stop()
 	l.doorExited()
+	l.actionsExited()
 	l.ledger.Clear()
 	l.leasesChanged()
 	l.s.tasks.childExited() // its lease ended with the child

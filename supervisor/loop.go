@@ -91,6 +91,7 @@ type loop struct {
 
 	shared sharedState // agreeing with the other tenants of shared GPUs
 	door   doorState   // the front door (door.go)
+	acts   actionState // server actions (actions.go)
 
 	lastEvent   *api.Event
 	lastFit     *api.Event // the newest fit event, for status
@@ -210,6 +211,8 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 			l.drained(false)
 		case <-l.door.limit.C:
 			l.drained(true)
+		case d := <-l.acts.out:
+			l.onActionsDone(d)
 		case <-watchdog:
 			_ = l.deps.Notifier.Watchdog()
 		case sig := <-signals:

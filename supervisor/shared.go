@@ -193,7 +193,7 @@ func (l *loop) onOutcome(r sharedResult) {
 			l.shared.failNoted = true
 			l.deps.Logf("cannot agree with the other tenants of GPU %s (%v); deciding alone", r.p.GPU, o.Err)
 		}
-		if l.child != nil && !l.stopping && l.plan == nil {
+		if l.child != nil && !l.stopping && l.plan == nil && !l.acting() {
 			l.stepKind(now, r.p.Kind, l.whyKind(r.p.Kind))
 		}
 	}
@@ -220,7 +220,7 @@ func (l *loop) execShared(st api.TenantStep, shared bool) (api.TenantDecision, e
 	if !l.watches(st.GPU) {
 		return api.TenantDecision{}, fmt.Errorf("%s does not watch GPU %s", l.cfg.Name, st.GPU)
 	}
-	if l.child == nil || l.stopping || l.plan != nil {
+	if l.child == nil || l.stopping || l.plan != nil || l.acting() {
 		return api.TenantDecision{}, fmt.Errorf("instance is %s; try again once it runs", l.state)
 	}
 	to := l.level + 1

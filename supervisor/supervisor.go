@@ -76,6 +76,9 @@ type Deps struct {
 	// Replayer replays the front door's deferred requests (tasks of tool
 	// http); nil: they wait in the queue.
 	Replayer Replayer
+	// Actions makes the HTTP calls of server actions (profiles' enter
+	// and leave); nil makes every action fail.
+	Actions Actions
 	// Logf prints one human-readable line about what gpuguard does.
 	Logf func(format string, args ...any)
 }

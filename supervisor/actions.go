@@ -1,0 +1,256 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/policy"
+)
+
+// Actions is the server actions' HTTP caller (package actions) as the
+// supervisor sees it: it sends one request to the server's admin API and
+// says how it went. Call blocks for up to c.Timeout, so the loop runs it
+// from a goroutine of its own, never from the loop itself. A nil Actions
+// is valid: every action then fails, and a change falls back to its
+// restart.
+type Actions interface {
+	Call(ctx context.Context, c ActionCall) ActionResult
+}
+
+// ActionCall is one request: a profile's action with [serve] upstream
+// prefixed and its content type decided.
+type ActionCall struct {
+	Method, URL, Body, ContentType string
+	Headers                        map[string]string
+	Timeout                        time.Duration
+}
+
+// ActionResult is how a call went: Err is nil exactly for a 2xx; Status
+// is 0 when no answer came back.
+type ActionResult struct {
+	Status int
+	Err    error
+	Took   time.Duration
+}
+
+// actionState is the loop's side of server actions.
+type actionState struct {
+	run *actionRun      // the live change with actions under way; nil when none
+	out chan actionDone // its outcome, from the goroutine that runs it
+	seq int             // runs begun, to tell a stale outcome
+	// entered: the running profile was entered live with its enter done,
+	// so its leave may run (a server is never asked to resume what it did
+	// not release).
+	entered bool
+}
+
+// actionRun is a live change from one profile to another through their
+// actions: drain, the old profile's leave, the new one's enter.
+type actionRun struct {
+	seq         int
+	to          string // the profile changed into, by name (a reload may renumber)
+	reason, why string
+	reply       chan response
+	cancel      context.CancelFunc
+}
+
+// actionStep is one call and the profile it belongs to, for the journal.
+type actionStep struct {
+	profile, path string
+	call          ActionCall
+}
+
+// actionOutcome is one call's result.
+type actionOutcome struct {
+	actionStep
+	res ActionResult
+}
+
+// actionDone is a run's outcome: the calls made, in order, the last one
+// failed if any did (the calls after a failure are not made).
+type actionDone struct {
+	seq        int
+	done       []actionOutcome
+	drainTimed bool
+}
+
+// liveActions begins the live change into level through actions (and
+// journals the step, event) when
+// there are any to run: the running profile's leave (only if it was
+// entered live) and the new profile's enter. It reports false when the
+// change is an ordinary one (a restart into a live = false profile, or a
+// live change with no actions).
+func (l *loop) liveActions(event string, level int, reason, why string, reply chan response) bool {
+	to := l.pol.Profiles[level]
+	if !to.Live {
+		return false
+	}
+	var steps []actionStep
+	if l.acts.entered {
+		steps = l.actionSteps(l.pol.Profiles[l.level], l.pol.Profiles[l.level].Leave)
+	}
+	steps = append(steps, l.actionSteps(to, to.Enter)...)
+	if len(steps) == 0 {
+		return false
+	}
+	l.emitStep(event, level, reason, why)
+	l.acts.seq++
+	ctx, cancel := context.WithCancel(l.ctx)
+	l.acts.run = &actionRun{seq: l.acts.seq, to: to.Name, reason: reason, why: why, reply: reply, cancel: cancel}
+	if l.acts.out == nil {
+		l.acts.out = make(chan actionDone, 1)
+	}
+	l.state = api.StateStepping
+	var drain <-chan struct{}
+	if l.deps.Door != nil {
+		drain = l.deps.Door.Drain()
+	}
+	l.deps.Logf("live change to profile %s through %d server action(s) (%s)", to.Name, len(steps), reason)
+	go runActions(ctx, l.deps.Actions, steps, drain, l.pol.Restart.StopTimeout, l.acts.seq, l.acts.out, l.s.done)
+	return true
+}
+
+// actionSteps turns a profile's actions into calls to [serve] upstream.
+func (l *loop) actionSteps(prof policy.Profile, acts []policy.Action) []actionStep {
+	steps := make([]actionStep, 0, len(acts))
+	for _, a := range acts {
+		steps = append(steps, actionStep{profile: prof.Name, path: a.Path, call: ActionCall{
+			Method: a.Method, URL: l.pol.Serve.Upstream + a.Path, Body: a.Body,
+			ContentType: a.ContentType(), Headers: a.Headers, Timeout: a.Timeout,
+		}})
+	}
+	return steps
+}
+
+// runActions waits for the drain (up to limit), then makes the calls in
+// order until one fails, and sends the outcome to out (or gives up when
+// the run ends first).
+func runActions(ctx context.Context, caller Actions, steps []actionStep, drain <-chan struct{}, limit time.Duration,
+	seq int, out chan<- actionDone, runDone <-chan struct{}) {
+	d := actionDone{seq: seq}
+	if drain != nil {
+		t := time.NewTimer(limit)
+		select {
+		case <-drain:
+		case <-t.C:
+			d.drainTimed = true
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	for _, s := range steps {
+		var res ActionResult
+		switch {
+		case ctx.Err() != nil:
+			res = ActionResult{Err: fmt.Errorf("not sent: %w", ctx.Err())}
+		case caller == nil:
+			res = ActionResult{Err: fmt.Errorf("no action caller")}
+		default:
+			res = caller.Call(ctx, s.call)
+		}
+		d.done = append(d.done, actionOutcome{actionStep: s, res: res})
+		if res.Err != nil {
+			break
+		}
+	}
+	select {
+	case out <- d:
+	case <-runDone:
+	}
+}
+
+// onActionsDone ends a live change with actions: journal each call, then
+// either finish the change (state file, publish, notify, reopen the door
+// unless the new profile serves nothing) or, after a failed call, fall
+// back to the change's non-live form, a graceful restart.
+func (l *loop) onActionsDone(d actionDone) {
+	run := l.acts.run
+	if run == nil || d.seq != run.seq {
+		return // the child exited or gpuguard is stopping: the change was dropped
+	}
+	l.acts.run = nil
+	run.cancel()
+	if d.drainTimed {
+		l.deps.Logf("requests still in flight after stop_timeout (%s); running the actions anyway", l.pol.Restart.StopTimeout)
+	}
+	failed := false
+	for _, o := range d.done {
+		ev := api.Event{Event: api.EventAction, Path: o.path, Seconds: o.res.Took.Seconds()}
+		if o.res.Status != 0 {
+			ev.Status = ptr(o.res.Status)
+		}
+		if o.res.Err != nil {
+			failed = true
+			ev.Event, ev.Error = api.EventActionFailed, o.res.Err.Error()
+			l.deps.Logf("server action %s %s of profile %s failed: %v", o.call.Method, o.path, o.profile, o.res.Err)
+		}
+		ev.Profile, ev.Level = o.profile, l.levelOf(o.profile)
+		l.emit(ev)
+	}
+	level, ok := l.pol.ProfileIndex(run.to)
+	if l.stopping || l.child == nil {
+		if run.reply != nil {
+			run.reply <- response{err: errShutdown}
+		}
+		return
+	}
+	if failed || !ok {
+		l.acts.entered = false
+		if !ok {
+			level = min(l.level, len(l.pol.Profiles)-1)
+		}
+		l.deps.Logf("falling back to a restart into profile %s", l.pol.Profiles[level].Name)
+		l.beginRestart(level, run.reason, run.reply)
+		return
+	}
+	l.level = level
+	prof := l.pol.Profiles[level]
+	l.acts.entered = len(prof.Enter) > 0
+	l.state = api.StateRunning
+	if !prof.Serving() {
+		l.state = api.StateAsleep
+	}
+	st, err := l.writeState(run.why)
+	if err != nil {
+		l.deps.Logf("%v", err)
+	}
+	l.notify(st)
+	l.publish(st)
+	if prof.Serving() && l.deps.Door != nil {
+		l.deps.Door.Launched(l.starts) // open again at the next healthy answer
+	}
+	l.deps.Logf("now in profile %s (%s)", prof.Name, run.why)
+	if run.reply != nil {
+		l.publishSnapshot()
+		run.reply <- response{profile: prof.Name}
+	}
+}
+
+// levelOf is the level of the named profile, or the running one's.
+func (l *loop) levelOf(name string) int {
+	if i, ok := l.pol.ProfileIndex(name); ok {
+		return i
+	}
+	return l.level
+}
+
+// actionsExited drops a run under way when the child exits (its exit is
+// handled as any other): no profile of the new child was entered live.
+func (l *loop) actionsExited() {
+	l.acts.entered = false
+	run := l.acts.run
+	if run == nil {
+		return
+	}
+	l.acts.run = nil
+	run.cancel()
+	if run.reply != nil {
+		run.reply <- response{err: fmt.Errorf("the child exited during the change to profile %s", run.to)}
+	}
+}
+
+// acting reports a live change with actions under way: no other step
+// begins until it ends.
+func (l *loop) acting() bool { return l.acts.run != nil }
