@@ -1,0 +1,200 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sleepPolicy puts the vLLM fake behind a front door with a live
+// profile that sleeps through vLLM's own API. %s: listen, upstream, the
+// sleep action's timeout.
+const sleepPolicy = `
+name = "sleepy"
+[watch]
+backend  = "sim"
+interval = "100ms"
+[watermark]
+high     = 0.90
+critical = 0.99
+low      = 0.50
+sustain  = "300ms"
+grace    = "3s"
+recover_after = "0s"
+[restart]
+backoff      = "100ms"
+stop_timeout = "10s"
+release_timeout = "1s"
+[serve]
+listen   = "%s"
+upstream = "http://%s"
+hold     = "60s"
+retry    = false
+[[profile]]
+name = "awake"
+live = true
+[[profile]]
+name    = "asleep"
+live    = true
+serving = false
+enter   = [{ path = "/sleep?level=1&mode=wait", timeout = "%s" }]
+leave   = [{ path = "/wake_up" }]
+`
+
+const (
+	fakeAwake  = 4 << 30
+	fakeAsleep = 256 << 20
+)
+
+// sleepRun is one gpuguard around the vLLM fake.
+type sleepRun struct {
+	e           *env
+	p           *proc
+	door, child string
+	metricsAt   string
+}
+
+func startSleepRun(t *testing.T, timeout string, env ...string) *sleepRun {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	fake, err := filepath.Abs("testdata/vllm_fake.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	s := &sleepRun{e: e, door: freeLoopbackAddr(t), child: freeLoopbackAddr(t), metricsAt: freeLoopbackAddr(t)}
+	pol := e.policy(fmt.Sprintf(sleepPolicy, s.door, s.child, timeout))
+	_, port, _ := net.SplitHostPort(s.child)
+	s.p = e.start([]string{"run", "--policy", pol, "--metrics-addr", s.metricsAt, "--",
+		"/usr/bin/python3", fake, port, "1", strconv.Itoa(fakeAwake), strconv.Itoa(fakeAsleep)}, env...)
+	waitFor(t, "the first ready event", 60*time.Second, func() bool { return len(events(e, "ready")) >= 1 })
+	return s
+}
+
+// neighbour sets (or, with 0, removes) another tenant's memory on sim GPU 0.
+func (s *sleepRun) neighbour(t *testing.T, n uint64) {
+	t.Helper()
+	p := filepath.Join(s.e.stateDir, "sim", "0", "neighbour")
+	if n == 0 {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if err := os.WriteFile(p, []byte(fmt.Sprint(n)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// status is the instance's status object.
+func (s *sleepRun) status(t *testing.T) map[string]any {
+	t.Helper()
+	code, out, stderr := s.e.run([]string{"status", "sleepy", "--json", "--runtime-dir", s.e.runDir})
+	if code != 0 {
+		t.Fatalf("status: exit %d %s", code, stderr)
+	}
+	var st map[string]any
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status output %q: %v", out, err)
+	}
+	if inst, ok := st["instances"].([]any); ok && len(inst) == 1 {
+		st, _ = inst[0].(map[string]any)
+	}
+	return st
+}
+
+// childMemory is what the fake wrote for its PID in the sim dir.
+func (s *sleepRun) childMemory(t *testing.T, pid int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.e.stateDir, "sim", "0", strconv.Itoa(pid)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+// TestActionsSleepAndWakeUnderLoad: a watermark step into a serving =
+// false profile sleeps the vLLM fake through POST /sleep (no restart),
+// its memory leaves the sim GPU, the instance is asleep; `step up` wakes
+// it through POST /wake_up. No request of the client load fails across
+// both: the door drained before the sleep and held requests until the wake.
+func TestActionsSleepAndWakeUnderLoad(t *testing.T) {
+	s := startSleepRun(t, "60s", "VLLM_SERVER_DEV_MODE=1")
+	pid := int(s.status(t)["child_pid"].(float64))
+	load := startLoad(t, "http://"+s.door, 4)
+	waitFor(t, "answered requests", 30*time.Second, func() bool { return load.count() >= 20 })
+	s.neighbour(t, 11<<30)
+	waitFor(t, "the sleep action", 30*time.Second, func() bool { return len(events(s.e, "action")) == 1 })
+	waitFor(t, "state asleep", 30*time.Second, func() bool { return s.status(t)["state"] == "asleep" })
+	st := s.status(t)
+	if got := int(st["child_pid"].(float64)); got != pid {
+		t.Fatalf("child pid %d after the sleep, want the same %d (no restart)", got, pid)
+	}
+	if m := s.childMemory(t, pid); m != fakeAsleep {
+		t.Errorf("the fake holds %d bytes asleep, want %d", m, fakeAsleep)
+	}
+	if !strings.Contains(events(s.e, "action")[0], `"path":"/sleep?level=1\u0026mode=wait"`) &&
+		!strings.Contains(events(s.e, "action")[0], `"path":"/sleep?level=1&mode=wait"`) {
+		t.Errorf("action event %s", events(s.e, "action")[0])
+	}
+	s.neighbour(t, 0)
+	code, out, stderr := s.e.run([]string{"step", "sleepy", "up", "--runtime-dir", s.e.runDir})
+	if code != 0 || strings.TrimSpace(out) != "awake" {
+		t.Fatalf("step up: exit %d %q %s", code, out, stderr)
+	}
+	target := load.count() + 20
+	waitFor(t, "answers after the wake", 60*time.Second, func() bool { return load.count() >= target })
+	r := load.stop()
+	if len(r.failures) > 0 {
+		t.Errorf("%d of %d requests failed, first: %v", len(r.failures), r.ok+len(r.failures), r.failures[0])
+	}
+	if m := s.childMemory(t, pid); m != fakeAwake {
+		t.Errorf("the fake holds %d bytes awake, want %d", m, fakeAwake)
+	}
+	if n := len(events(s.e, "start")); n != 1 {
+		t.Errorf("%d start events, want 1: a sleep and a wake restart nothing", n)
+	}
+	if n := pfMetric(t, s.metricsAt, `gpuguard_actions_total{name="sleepy",result="ok"}`); n != 2 {
+		t.Errorf("gpuguard_actions_total{result=ok} = %d, want 2", n)
+	}
+	s.p.signal(sigterm)
+	if code := s.p.wait(); code != 0 {
+		t.Errorf("gpuguard exit %d; stderr:\n%s", code, s.p.stderr.String())
+	}
+}
+
+// TestActionsFailedFallsBack: a sleep action that fails (the fake without
+// VLLM_SERVER_DEV_MODE answers 404; with a slow answer, the timeout) is
+// journaled action_failed and the step falls back to a restart.
+func TestActionsFailedFallsBack(t *testing.T) {
+	for _, tt := range []struct {
+		name, timeout string
+		env           []string
+		want          string
+	}{
+		{"404", "60s", nil, `"status":404`},
+		{"timeout", "300ms", []string{"VLLM_SERVER_DEV_MODE=1", "FAKE_SLEEP_DELAY=30"}, `no answer within 300ms`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := startSleepRun(t, tt.timeout, tt.env...)
+			s.neighbour(t, 11<<30)
+			waitFor(t, "action_failed", 30*time.Second, func() bool { return len(events(s.e, "action_failed")) == 1 })
+			ev := events(s.e, "action_failed")[0]
+			if !strings.Contains(ev, tt.want) || !strings.Contains(ev, `"profile":"asleep"`) || !strings.Contains(ev, `"path":"/sleep?level=1`) {
+				t.Errorf("action_failed %s: want %s, the profile and the path", ev, tt.want)
+			}
+			waitFor(t, "the restart", 30*time.Second, func() bool { return len(events(s.e, "start")) == 2 })
+			s.p.signal(sigterm)
+			s.p.wait()
+		})
+	}
+}
