@@ -201,6 +201,10 @@ func (l *loop) onActionsDone(d actionDone) {
 		if !ok {
 			level = min(l.level, len(l.pol.Profiles)-1)
 		}
+		if !l.pol.Profiles[level].Serving() {
+			l.beginSleep(level, run.reason, run.reply)
+			return
+		}
 		l.deps.Logf("falling back to a restart into profile %s", l.pol.Profiles[level].Name)
 		l.beginRestart(level, run.reason, run.reply)
 		return

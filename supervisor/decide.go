@@ -75,10 +75,10 @@ func (l *loop) applyWatermark(now time.Time) {
 	}
 	wm := l.pol.Watermark
 	v := l.rules.observe(now, l.ratio, l.predicted(now), wm, l.level, len(l.pol.Profiles))
-	switch v {
-	case holdSteady:
+	switch {
+	case v == holdSteady || l.holdsAsleep(v):
 		return
-	case criticalAtLast:
+	case v == criticalAtLast:
 		l.emit(api.Event{Event: api.EventCritical, Watermark: l.ratio,
 			Detail: fmt.Sprintf("watermark %.2f >= critical %.2f at the last profile; nothing lower to step to", l.ratio, wm.Critical)})
 		l.deps.Logf("watermark %.2f above critical at the last profile %s: nothing lower", l.ratio, l.pol.Profiles[l.level].Name)
@@ -119,7 +119,7 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	if level < l.level {
 		event = api.EventStepUp
 	}
-	if l.liveActions(event, level, reason, why, reply) {
+	if l.sleepByStop(event, level, reason, why, reply) || l.liveActions(event, level, reason, why, reply) {
 		return true
 	}
 	if !l.pol.Profiles[level].Live {
@@ -211,6 +211,9 @@ func (l *loop) beginRestart(level int, reason string, reply chan response) {
 
 // manualStep handles `gpuguard step` and the socket's step request.
 func (l *loop) manualStep(r request) {
+	if l.manualWake(r) {
+		return
+	}
 	to := l.level + 1
 	if r.up {
 		to = l.level - 1

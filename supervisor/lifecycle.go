@@ -293,6 +293,9 @@ func (l *loop) onExit() {
 		l.finish(e.Status(), nil)
 		return
 	}
+	if l.fellAsleep() {
+		return
+	}
 	if plan := l.plan; plan != nil {
 		kind := exitRequested
 		if plan.reason == api.ReasonReload {

@@ -115,6 +115,7 @@ type restartPlan struct {
 	level   int
 	reason  string // watermark | critical | manual | recovered | reload
 	from    string // the profile the stopped child runs in
+	sleep   bool   // no restart: the instance sleeps in level (sleep.go)
 	replies []chan response
 }
 

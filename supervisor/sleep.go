@@ -1,0 +1,120 @@
+package supervisor
+
+import (
+	"fmt"
+
+	"github.com/gpuguard/gpuguard/api"
+)
+
+// A serving = false profile entered without live actions (live = false,
+// or no enter) is slept in by stopping the child: its memory is free,
+// child_pid is 0, and nothing restarts it until the instance leaves the
+// profile. Any server, even one with no admin API (TGI), can share a GPU
+// on demand this way.
+
+// stopsToSleep reports whether entering level means stopping the child.
+func (l *loop) stopsToSleep(level int) bool {
+	p := l.pol.Profiles[level]
+	return !p.Serving() && (!p.Live || len(p.Enter) == 0)
+}
+
+// sleepByStop begins the change into level by stopping the child (the
+// door drains first, as for any stop gpuguard starts), when level is a
+// serving = false profile without live actions; it journals the step
+// (event) first.
+func (l *loop) sleepByStop(event string, level int, reason, why string, reply chan response) bool {
+	if !l.stopsToSleep(level) {
+		return false
+	}
+	l.emitStep(event, level, reason, why)
+	l.beginSleep(level, reason, reply)
+	return true
+}
+
+// beginSleep stops the child so that the instance sleeps in level: the
+// exit ends in fellAsleep, not in a restart.
+func (l *loop) beginSleep(level int, reason string, reply chan response) {
+	l.plan = &restartPlan{level: level, reason: reason, from: l.pol.Profiles[l.level].Name, sleep: true}
+	if reply != nil {
+		l.plan.replies = append(l.plan.replies, reply)
+	}
+	l.state = api.StateStepping
+	l.deps.Logf("stopping the child to sleep in profile %s (%s)", l.pol.Profiles[level].Name, reason)
+	l.stopChild(l.pol.Restart.StopSignal)
+}
+
+// fellAsleep handles the exit of a child stopped to sleep: the instance
+// is now asleep in the plan's profile, with no child.
+func (l *loop) fellAsleep() bool {
+	plan := l.plan
+	if plan == nil || !plan.sleep {
+		return false
+	}
+	l.plan = nil
+	l.level, l.target = plan.level, plan.level
+	l.state = api.StateAsleep
+	name := l.pol.Profiles[plan.level].Name
+	st, err := l.writeState(fmt.Sprintf("asleep in profile %s (%s): the child is stopped", name, plan.reason))
+	if err != nil {
+		l.deps.Logf("%v", err)
+	} else {
+		l.publish(st)
+	}
+	l.deps.Logf("asleep in profile %s: the child is stopped until the instance leaves it", name)
+	if len(plan.replies) > 0 {
+		l.publishSnapshot()
+	}
+	for _, r := range plan.replies {
+		r <- response{profile: name}
+	}
+	return true
+}
+
+// stoppedAsleep reports an instance asleep with its child stopped.
+func (l *loop) stoppedAsleep() bool { return l.child == nil && l.state == api.StateAsleep }
+
+// wakeStopped leaves a stopped sleep for level (above the current one):
+// into another serving = false profile by a change of the state file
+// alone, else by starting the child again, as soon as level fits. reply,
+// if any, gets the profile at the start.
+func (l *loop) wakeStopped(level int, reason, why string, reply chan response) {
+	l.emitStep(api.EventStepUp, level, reason, why)
+	name := l.pol.Profiles[level].Name
+	if !l.pol.Profiles[level].Serving() {
+		l.level, l.target = level, level
+		st, err := l.writeState(why)
+		if err != nil {
+			l.deps.Logf("%v", err)
+		} else {
+			l.publish(st)
+		}
+		if reply != nil {
+			l.publishSnapshot()
+			reply <- response{profile: name}
+		}
+		return
+	}
+	l.plan = &restartPlan{level: level, reason: reason, from: l.pol.Profiles[l.level].Name}
+	if reply != nil {
+		l.plan.replies = append(l.plan.replies, reply)
+	}
+	l.deps.Logf("waking: starting the child in profile %s (%s)", name, why)
+	l.level = level
+	l.enterWaiting(level, nil)
+}
+
+// manualWake is `step up` while the child is stopped asleep.
+func (l *loop) manualWake(r request) bool {
+	if !l.stoppedAsleep() || !r.up || l.level == 0 {
+		return false
+	}
+	l.wakeStopped(l.level-1, api.ReasonManual, "manual step up", r.reply)
+	return true
+}
+
+// holdsAsleep keeps the watermark rules from stepping up out of a
+// serving = false profile: only a request, a step up or a reload wakes
+// the server, never recover_after.
+func (l *loop) holdsAsleep(v verdict) bool {
+	return v == stepUpOne && !l.pol.Profiles[l.level].Serving()
+}

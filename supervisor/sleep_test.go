@@ -1,0 +1,93 @@
+package supervisor
+
+import (
+	"context"
+	"slices"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/policy"
+)
+
+// stopPolicy is testPolicy whose last profile serves nothing and has no
+// actions: sleeping in it stops the child.
+func stopPolicy() *policy.Policy {
+	pol := testPolicy()
+	pol.Profiles[2] = policy.Profile{Name: "off", NotServing: true, Env: map[string]string{"MAX_BATCH": "8"}}
+	return pol
+}
+
+// TestSleepByStop: a step into a serving = false profile without actions
+// stops the child and does not restart it (child_pid 0, state asleep);
+// a step up starts it again in the profile above.
+func TestSleepByStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startHarness(t, stopPolicy(), func(c *Config, _ *Deps) { c.StartLevel = 1 })
+		c := h.child()
+		c.setOnSignal(func(c *fakeChild, sig syscall.Signal) {
+			if sig == syscall.SIGTERM {
+				c.end(Exit{})
+			}
+		})
+		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "off" {
+			t.Fatalf("step down = %q, %v", p, err)
+		}
+		time.Sleep(time.Minute) // a minute of samples: nothing restarts it
+		synctest.Wait()
+		h.noLaunch()
+		st := h.sup.Status()
+		if st.State != api.StateAsleep || st.ChildPID != 0 || st.Profile != "off" {
+			t.Fatalf("status %s pid %d %s, want asleep 0 off", st.State, st.ChildPID, st.Profile)
+		}
+		if s := h.rec.lastState(); s.Profile != "off" {
+			t.Errorf("state file profile %q, want off", s.Profile)
+		}
+		stepped := make(chan string, 1)
+		go func() {
+			p, err := h.sup.Step(context.Background(), "up")
+			if err != nil {
+				t.Error(err)
+			}
+			stepped <- p
+		}()
+		c2 := h.child()
+		if p := <-stepped; p != "int8" || c2.env("GPUGUARD_PROFILE") != "int8" {
+			t.Fatalf("step up reply %q, child in %q, want int8", p, c2.env("GPUGUARD_PROFILE"))
+		}
+		if ups := h.rec.named(api.EventStepUp); len(ups) != 1 || ups[0].From != "off" || ups[0].To != "int8" {
+			t.Errorf("stepup events %+v", ups)
+		}
+		c2.end(Exit{})
+		h.wait()
+	})
+}
+
+// TestSleepNotLeftByRecovery: memory far below low for much longer than
+// recover_after does not step up out of a serving = false profile.
+func TestSleepNotLeftByRecovery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pol := sleepPolicy()
+		pol.Watermark.RecoverAfter = 2 * time.Second
+		acts := &fakeActions{}
+		h := startHarness(t, pol, func(c *Config, d *Deps) { c.StartLevel = 1; d.Actions = acts })
+		c := h.child()
+		c.setHandler(true)
+		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
+			t.Fatalf("step down = %q, %v", p, err)
+		}
+		h.probe.setUsed(0)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if st := h.sup.Status(); st.Profile != "asleep" || st.State != api.StateAsleep {
+			t.Fatalf("after a minute below low: %s %s, want asleep asleep", st.Profile, st.State)
+		}
+		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+			t.Errorf("actions %v: woken by recovery", got)
+		}
+		c.end(Exit{})
+		h.wait()
+	})
+}
