@@ -165,6 +165,10 @@ const (
 	ReasonGPUFault = "gpu_fault"
 	// ReasonReload is a restart because a reload removed the profile.
 	ReasonReload = "reload"
+	// ReasonIdle: no request through the front door for [serve] idle;
+	// ReasonRequest: a request held while asleep woke the server.
+	ReasonIdle    = "idle"
+	ReasonRequest = "request"
 	// ReasonError is a reload event's reason when the reload was refused
 	// (nothing changed); an applied reload's reason is empty.
 	ReasonError = "error"

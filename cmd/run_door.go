@@ -27,7 +27,7 @@ const doorShutdown = 2 * time.Second
 // openDoor binds [serve] listen, before anything else starts: an address
 // in use is an error naming it, with nothing started. status and healthy
 // are the supervisor's (called only once it runs).
-func openDoor(s policy.Serve, status func() api.Status, healthy func(gen int), meter serve.Meter,
+func openDoor(s policy.Serve, status func() api.Status, healthy func(gen int), requested func(held bool), meter serve.Meter,
 	queue serve.Queue, logf func(string, ...any)) (*frontDoor, error) {
 	if !s.Enabled() {
 		return nil, nil
@@ -36,7 +36,7 @@ func openDoor(s policy.Serve, status func() api.Status, healthy func(gen int), m
 	if err != nil {
 		return nil, err
 	}
-	d := serve.New(doorConfig(s), serve.Options{Status: status, OnHealthy: healthy, Meter: meter, Queue: queue,
+	d := serve.New(doorConfig(s), serve.Options{Status: status, OnHealthy: healthy, OnRequest: requested, Meter: meter, Queue: queue,
 		Logf: func(format string, args ...any) { logf("front door: "+format, args...) }})
 	return &frontDoor{door: d, ln: ln}, nil
 }

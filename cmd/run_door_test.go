@@ -19,7 +19,7 @@ hold     = "30s"
 // refuses a new listen address like a new name, naming the line and key.
 func TestReloadServe(t *testing.T) {
 	rr, path, cur, _ := reloadRun(t, doorBase, RunOptions{})
-	door, err := openDoor(cur.Serve, func() api.Status { return api.Status{} }, func(int) {}, nil, nil, t.Logf)
+	door, err := openDoor(cur.Serve, func() api.Status { return api.Status{} }, func(int) {}, nil, nil, nil, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func runRun(o *RunOptions) error {
 	}
 	queue := &doorQueue{} // bound to the supervisor and the store below, before the door serves
 	door, err := openDoor(r.pol.Serve, func() api.Status { return sup.Status() },
-		func(gen int) { sup.Healthy(gen) }, meter, queue, logf)
+		func(gen int) { sup.Healthy(gen) }, func(held bool) { sup.Requested(held) }, meter, queue, logf)
 	if err != nil {
 		return &ExitError{Code: ExitFailure, Err: err}
 	}

@@ -18,7 +18,7 @@ const namespace = "gpuguard"
 // Label values that exist from the start, so that rate() and dashboards see
 // a 0 rather than no series until the first event.
 var (
-	stepdownReasons = []string{api.ReasonWatermark, api.ReasonCritical, api.ReasonPredicted, api.ReasonManual, api.ReasonObserve}
+	stepdownReasons = []string{api.ReasonWatermark, api.ReasonCritical, api.ReasonPredicted, api.ReasonManual, api.ReasonObserve, api.ReasonIdle}
 	restartReasons  = []string{api.ReasonOOM, api.ReasonCrash, api.ReasonWatermark, api.ReasonGPUFault, api.ReasonReload}
 	decisions       = []string{"gpu", "cpu", "defer", "deny"}
 	reloadResults   = []string{ReloadOK, ReloadError}

@@ -60,6 +60,11 @@ type Options struct {
 	// (Launched), at the child's first 2xx health answer. It may block
 	// briefly; it is called from the health poller's goroutine.
 	OnHealthy func(gen int)
+	// OnRequest is called at each request's arrival, from its own
+	// goroutine; held says the child is not ready, so the request waits.
+	// It must not block: the supervisor wakes a sleeping server on it and
+	// times [serve] idle from it.
+	OnRequest func(held bool)
 	Meter     Meter
 	// Queue stores P2 requests while memory is short (202 with a ticket)
 	// and answers their status URLs; nil: P2 is held like P0.

@@ -79,6 +79,9 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // enter waits at the gate for ex, and records where it goes.
 func (d *Door) enter(ctx context.Context, cfg *conf, ex *exchange) error {
+	if f := d.opts.OnRequest; f != nil {
+		f(!d.ready.Load())
+	}
 	waited, err := d.gate.enter(ctx, cfg.Hold, cfg.MaxHeld)
 	if waited > 0 && d.opts.Meter != nil {
 		d.opts.Meter.ServeHold(waited)

@@ -222,6 +222,9 @@ func (l *loop) onActionsDone(d actionDone) {
 	}
 	l.notify(st)
 	l.publish(st)
+	if prof.Serving() {
+		l.wake.awake = time.Now()
+	}
 	if prof.Serving() && l.deps.Door != nil {
 		l.deps.Door.Launched(l.starts) // open again at the next healthy answer
 	}

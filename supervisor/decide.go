@@ -64,6 +64,7 @@ func (l *loop) onSample(r sampleResult) {
 		}
 		l.applyWatermark(now)
 	}
+	l.wakeSample(now)
 	l.updateStatusText()
 }
 

@@ -92,6 +92,7 @@ type loop struct {
 	shared sharedState // agreeing with the other tenants of shared GPUs
 	door   doorState   // the front door (door.go)
 	acts   actionState // server actions (actions.go)
+	wake   wakeState   // waking on request, sleeping when idle (wake.go)
 
 	lastEvent   *api.Event
 	lastFit     *api.Event // the newest fit event, for status
@@ -214,6 +215,8 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 			l.drained(true)
 		case d := <-l.acts.out:
 			l.onActionsDone(d)
+		case <-l.s.wanted:
+			l.onWanted()
 		case <-watchdog:
 			_ = l.deps.Notifier.Watchdog()
 		case sig := <-signals:

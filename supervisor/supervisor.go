@@ -100,12 +100,16 @@ type Supervisor struct {
 	cfg  Config
 	deps Deps
 
-	reqs    chan request
-	done    chan struct{} // closed when Run returns
-	once    sync.Once
-	snap    atomic.Pointer[snapshot]
-	toldOOM atomic.Pointer[string]
-	started time.Time
+	reqs chan request
+	done chan struct{} // closed when Run returns
+	// wanted: a request held at the front door asks for a wake
+	// (wake.go); lastRequest is the newest arrival, unix nanoseconds.
+	wanted      chan struct{}
+	lastRequest atomic.Int64
+	once        sync.Once
+	snap        atomic.Pointer[snapshot]
+	toldOOM     atomic.Pointer[string]
+	started     time.Time
 
 	// ledger holds the admission leases; Reserve's coordination and the
 	// `tenant` answer read it off the loop (it is safe for that).
@@ -162,7 +166,7 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 	if deps.Logf == nil {
 		deps.Logf = func(string, ...any) {}
 	}
-	s := &Supervisor{cfg: cfg, deps: deps, reqs: make(chan request), done: make(chan struct{}), started: time.Now(),
+	s := &Supervisor{cfg: cfg, deps: deps, reqs: make(chan request), done: make(chan struct{}), wanted: make(chan struct{}, 1), started: time.Now(),
 		ledger: admission.NewLedger(), probeAuto: probeAuto}
 	s.pol.Store(cfg.Policy)
 	if deps.Tasks != nil {

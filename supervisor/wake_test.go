@@ -1,0 +1,123 @@
+package supervisor
+
+import (
+	"context"
+	"slices"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+)
+
+// TestWakeOnRequestStopped: a held request while the child is stopped
+// asleep starts it again in the nearest serving profile, reason request;
+// with [serve] wake = false it does not.
+func TestWakeOnRequestStopped(t *testing.T) {
+	for _, wake := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			pol := stopPolicy()
+			pol.Serve.Wake = wake
+			h := startHarness(t, pol, func(c *Config, _ *Deps) { c.StartLevel = 1 })
+			c := h.child()
+			c.setOnSignal(func(c *fakeChild, sig syscall.Signal) {
+				if sig == syscall.SIGTERM {
+					c.end(Exit{})
+				}
+			})
+			if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "off" {
+				t.Fatalf("step down = %q, %v", p, err)
+			}
+			h.sup.Requested(false) // a request let through (none is, asleep) wakes nothing
+			h.sup.Requested(true)
+			synctest.Wait()
+			if !wake {
+				h.noLaunch()
+				if st := h.sup.Status(); st.State != api.StateAsleep {
+					t.Errorf("wake = false: state %s, want asleep", st.State)
+				}
+				h.cancel()
+				h.wait()
+				return
+			}
+			c2 := h.child()
+			if got := c2.env("GPUGUARD_PROFILE"); got != "int8" {
+				t.Fatalf("woken in %q, want int8", got)
+			}
+			ups := h.rec.named(api.EventStepUp)
+			if len(ups) != 1 || ups[0].Reason != api.ReasonRequest || ups[0].To != "int8" {
+				t.Fatalf("stepup events %+v", ups)
+			}
+			c2.end(Exit{})
+			h.wait()
+		})
+	}
+}
+
+// TestWakeOnRequestLive: a held request wakes a server asleep through
+// its actions: its leave runs and the instance serves again.
+func TestWakeOnRequestLive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		door, acts := newFakeDoor(), &fakeActions{}
+		close(door.drain)
+		pol := sleepPolicy()
+		pol.Serve.Wake = true
+		h := startHarness(t, pol, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts })
+		c := h.child()
+		c.setHandler(true)
+		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
+			t.Fatalf("step down = %q, %v", p, err)
+		}
+		h.sup.Requested(true)
+		synctest.Wait()
+		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait", "POST " + upstream + "/wake_up"}) {
+			t.Fatalf("actions %v", got)
+		}
+		if st := h.sup.Status(); st.Profile != "int8" || st.State != api.StateRunning {
+			t.Errorf("after the wake: %s %s", st.Profile, st.State)
+		}
+		if ups := h.rec.named(api.EventStepUp); len(ups) != 1 || ups[0].Reason != api.ReasonRequest {
+			t.Errorf("stepup events %+v", ups)
+		}
+		h.noLaunch()
+		c.end(Exit{})
+		h.wait()
+	})
+}
+
+// TestIdleSleep: no request for [serve] idle steps down to the first
+// serving = false profile, reason idle; a request in between restarts
+// the count.
+func TestIdleSleep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		door, acts := newFakeDoor(), &fakeActions{}
+		close(door.drain)
+		pol := sleepPolicy()
+		pol.Serve.Idle = 10 * time.Second
+		h := startHarness(t, pol, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts })
+		c := h.child()
+		c.setHandler(true)
+		time.Sleep(8 * time.Second)
+		h.sup.Requested(false)
+		time.Sleep(8 * time.Second) // 16 s since the start, 8 s since the request
+		synctest.Wait()
+		if got := acts.got(); len(got) != 0 {
+			t.Fatalf("actions %v before idle had passed since the last request", got)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+			t.Fatalf("actions %v after idle", got)
+		}
+		downs := h.rec.named(api.EventStepDown)
+		if len(downs) != 1 || downs[0].Reason != api.ReasonIdle || downs[0].To != "asleep" {
+			t.Fatalf("stepdown events %+v", downs)
+		}
+		if st := h.sup.Status(); st.State != api.StateAsleep {
+			t.Errorf("state %s, want asleep", st.State)
+		}
+		c.end(Exit{})
+		h.wait()
+	})
+}
