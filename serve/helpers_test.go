@@ -54,6 +54,8 @@ type frontDoor struct {
 	url     string
 	meter   *testMeter
 	healthy chan int
+	// requested gets OnRequest's held of each request.
+	requested chan bool
 }
 
 func startDoor(t *testing.T, cfg Config) *frontDoor {
@@ -70,13 +72,19 @@ func startDoorQueue(t *testing.T, cfg Config, q Queue) *frontDoor {
 	if cfg.Priority == "" {
 		cfg.Priority = P0
 	}
-	fd := &frontDoor{meter: newTestMeter(), healthy: make(chan int, 16)}
+	fd := &frontDoor{meter: newTestMeter(), healthy: make(chan int, 16), requested: make(chan bool, 64)}
 	fd.Door = New(cfg, Options{
 		Status:    func() api.Status { return api.Status{Name: "llama", State: "running"} },
 		OnHealthy: func(gen int) { fd.healthy <- gen },
-		Meter:     fd.meter,
-		Queue:     q,
-		Logf:      t.Logf,
+		OnRequest: func(held bool) {
+			select {
+			case fd.requested <- held:
+			default:
+			}
+		},
+		Meter: fd.meter,
+		Queue: q,
+		Logf:  t.Logf,
 	})
 	ln, err := Listen("127.0.0.1:0")
 	if err != nil {
