@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -196,5 +197,91 @@ func TestActionsFailedFallsBack(t *testing.T) {
 			s.p.signal(sigterm)
 			s.p.wait()
 		})
+	}
+}
+
+// stopPolicy is the vLLM fake (any server would do: no admin API is
+// used) with a serving = false profile without actions.
+const stopPolicy = `
+name = "sleepy"
+[watch]
+backend  = "sim"
+interval = "100ms"
+[watermark]
+recover_after = "0s"
+[restart]
+backoff      = "100ms"
+stop_timeout = "10s"
+release_timeout = "1s"
+[serve]
+listen   = "%s"
+upstream = "http://%s"
+hold     = "60s"
+[[profile]]
+name = "on"
+[[profile]]
+name    = "off"
+serving = false
+`
+
+// TestStopAndStartOnRequest: `step down` into a serving = false profile
+// without actions stops the child and does not restart it (child_pid 0,
+// asleep, its memory gone from the sim GPU); a request through the door
+// starts it again, and is answered.
+func TestStopAndStartOnRequest(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	fake, err := filepath.Abs("testdata/vllm_fake.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	s := &sleepRun{e: e, door: freeLoopbackAddr(t), child: freeLoopbackAddr(t)}
+	pol := e.policy(fmt.Sprintf(stopPolicy, s.door, s.child))
+	_, port, _ := net.SplitHostPort(s.child)
+	s.p = e.start([]string{"run", "--policy", pol, "--", "/usr/bin/python3", fake, port, "1",
+		strconv.Itoa(fakeAwake), strconv.Itoa(fakeAsleep)})
+	waitFor(t, "the first ready event", 60*time.Second, func() bool { return len(events(e, "ready")) >= 1 })
+	pid := int(s.status(t)["child_pid"].(float64))
+	code, out, stderr := e.run([]string{"step", "sleepy", "down", "--runtime-dir", e.runDir})
+	if code != 0 || strings.TrimSpace(out) != "off" {
+		t.Fatalf("step down: exit %d %q %s", code, out, stderr)
+	}
+	st := s.status(t)
+	if st["state"] != "asleep" || st["child_pid"].(float64) != 0 {
+		t.Fatalf("after the step: state %v child_pid %v, want asleep 0", st["state"], st["child_pid"])
+	}
+	holds := func() bool {
+		for _, g := range s.status(t)["gpus"].([]any) {
+			procs, _ := g.(map[string]any)["processes"].([]any)
+			for _, p := range procs {
+				if int(p.(map[string]any)["pid"].(float64)) == pid {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	waitFor(t, "the stopped child's memory to leave the sim GPU", 10*time.Second, func() bool { return !holds() })
+	if n := len(events(e, "start")); n != 1 {
+		t.Fatalf("%d start events while asleep, want 1", n)
+	}
+	c := &http.Client{Timeout: 60 * time.Second}
+	resp, err := c.Get("http://" + s.door + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-GPUGuard-Profile") != "on" {
+		t.Fatalf("request while asleep: %d, profile %q; want 200 from on", resp.StatusCode, resp.Header.Get("X-GPUGuard-Profile"))
+	}
+	ups := events(e, "stepup")
+	if len(ups) != 1 || !strings.Contains(ups[0], `"reason":"request"`) {
+		t.Errorf("stepup events %v, want one with reason request", ups)
+	}
+	s.p.signal(sigterm)
+	if code := s.p.wait(); code != 0 {
+		t.Errorf("gpuguard exit %d; stderr:\n%s", code, s.p.stderr.String())
 	}
 }
