@@ -92,7 +92,9 @@ func (l *loop) liveActions(event string, level int, reason, why string, reply ch
 		steps = l.actionSteps(l.pol.Profiles[l.level], l.pol.Profiles[l.level].Leave)
 	}
 	steps = append(steps, l.actionSteps(to, to.Enter)...)
-	if len(steps) == 0 {
+	// Leaving a serving = false profile takes this path even with no call
+	// to make (Ollama reloads by itself): the door must open again.
+	if len(steps) == 0 && l.pol.Profiles[l.level].Serving() {
 		return false
 	}
 	l.emitStep(event, level, reason, why)

@@ -194,3 +194,35 @@ func TestActionsFailureFallsBack(t *testing.T) {
 		})
 	}
 }
+
+// TestActionsWakeWithoutLeave: leaving a sleeping profile that has no
+// leave (Ollama reloads by itself on the next request) still opens the
+// door again.
+func TestActionsWakeWithoutLeave(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		door, acts := newFakeDoor(), &fakeActions{}
+		close(door.drain)
+		pol := sleepPolicy()
+		pol.Profiles[2].Leave = nil
+		h := startHarness(t, pol, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts })
+		c := h.child()
+		c.setHandler(true)
+		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
+			t.Fatalf("step down = %q, %v", p, err)
+		}
+		if p, err := h.sup.Step(context.Background(), "up"); err != nil || p != "int8" {
+			t.Fatalf("step up = %q, %v", p, err)
+		}
+		door.mu.Lock()
+		launched := slices.Clone(door.launched)
+		door.mu.Unlock()
+		if !slices.Equal(launched, []int{1, 1}) {
+			t.Errorf("door launches %v, want [1 1]: open again after the wake", launched)
+		}
+		if st := h.sup.Status(); st.State != api.StateRunning {
+			t.Errorf("state %s after the wake, want running", st.State)
+		}
+		c.end(Exit{})
+		h.wait()
+	})
+}
