@@ -134,3 +134,19 @@ func TestActionsLadder(t *testing.T) {
 		t.Errorf("ladder:\n%s", b.String())
 	}
 }
+
+// TestShippedServerActionExamples: the server-action examples parse and
+// each has a serving = false profile, with actions where the server has
+// an admin API (all but TGI, which is stopped and started on demand).
+func TestShippedServerActionExamples(t *testing.T) {
+	for name, wantActions := range map[string]bool{"vllm-sleep": true, "sglang": true, "ollama": true, "llama-server": true, "tgi": false} {
+		p, err := Load("../examples/policies/" + name + ".toml")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		last := p.Profiles[len(p.Profiles)-1]
+		if last.Serving() || (len(last.Enter) > 0) != wantActions || !p.Serve.Enabled() {
+			t.Errorf("%s: last profile %+v, front door %v: want serving = false, actions %v, a door", name, last, p.Serve.Enabled(), wantActions)
+		}
+	}
+}

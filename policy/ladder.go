@@ -90,8 +90,11 @@ func (p *Policy) WriteLadder(w io.Writer) error {
 			needs = FormatSize(prof.Needs)
 		}
 		live := "no (restart)"
-		if prof.Live {
+		switch {
+		case prof.Live:
 			live = "yes"
+		case !prof.Serving():
+			live = "no (stop)"
 		}
 		if acts {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", i, prof.Name, needs, live, describeActions(prof), formatEnv(prof.Env))
