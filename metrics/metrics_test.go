@@ -109,6 +109,7 @@ gpuguard_reloads_total{name="llama",result="ok"} 1
 # HELP gpuguard_stepdowns_total Profile step-downs by reason (observe: what observe mode would have done).
 # TYPE gpuguard_stepdowns_total counter
 gpuguard_stepdowns_total{name="llama",reason="critical"} 1
+gpuguard_stepdowns_total{name="llama",reason="idle"} 0
 gpuguard_stepdowns_total{name="llama",reason="manual"} 1
 gpuguard_stepdowns_total{name="llama",reason="observe"} 1
 gpuguard_stepdowns_total{name="llama",reason="predicted"} 1
