@@ -14,8 +14,8 @@ import (
 )
 
 // sleepPolicy puts the vLLM fake behind a front door with a live
-// profile that sleeps through vLLM's own API. %s: listen, upstream, the
-// sleep action's timeout.
+// profile that sleeps through the server's own API. %s: listen, upstream,
+// the profile's enter and leave.
 const sleepPolicy = `
 name = "sleepy"
 [watch]
@@ -44,9 +44,20 @@ live = true
 name    = "asleep"
 live    = true
 serving = false
-enter   = [{ path = "/sleep?level=1&mode=wait", timeout = "%s" }]
-leave   = [{ path = "/wake_up" }]
+%s
 `
+
+// vllmActions are vLLM's sleep and wake, the sleep with timeout.
+func vllmActions(timeout string) string {
+	return fmt.Sprintf(`enter = [{ path = "/sleep?level=1&mode=wait", timeout = %q }]
+leave = [{ path = "/wake_up" }]`, timeout)
+}
+
+// sglangActions are SGLang's: pause, release; resume, continue.
+const sglangActions = `enter = [{ path = "/pause_generation", body = '{"mode":"retract"}' },
+         { path = "/release_memory_occupation", body = '{}' }]
+leave = [{ path = "/resume_memory_occupation", body = '{}' },
+         { path = "/continue_generation", body = '{}' }]`
 
 const (
 	fakeAwake  = 4 << 30
@@ -61,18 +72,18 @@ type sleepRun struct {
 	metricsAt   string
 }
 
-func startSleepRun(t *testing.T, timeout string, env ...string) *sleepRun {
+func startSleepRun(t *testing.T, script, actions string, env ...string) *sleepRun {
 	t.Helper()
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("python3 is not installed")
 	}
-	fake, err := filepath.Abs("testdata/vllm_fake.py")
+	fake, err := filepath.Abs("testdata/" + script)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := newEnv(t)
 	s := &sleepRun{e: e, door: freeLoopbackAddr(t), child: freeLoopbackAddr(t), metricsAt: freeLoopbackAddr(t)}
-	pol := e.policy(fmt.Sprintf(sleepPolicy, s.door, s.child, timeout))
+	pol := e.policy(fmt.Sprintf(sleepPolicy, s.door, s.child, actions))
 	_, port, _ := net.SplitHostPort(s.child)
 	s.p = e.start([]string{"run", "--policy", pol, "--metrics-addr", s.metricsAt, "--",
 		"/usr/bin/python3", fake, port, "1", strconv.Itoa(fakeAwake), strconv.Itoa(fakeAsleep)}, env...)
@@ -129,7 +140,7 @@ func (s *sleepRun) childMemory(t *testing.T, pid int) uint64 {
 // it through POST /wake_up. No request of the client load fails across
 // both: the door drained before the sleep and held requests until the wake.
 func TestActionsSleepAndWakeUnderLoad(t *testing.T) {
-	s := startSleepRun(t, "60s", "VLLM_SERVER_DEV_MODE=1")
+	s := startSleepRun(t, "vllm_fake.py", vllmActions("60s"), "VLLM_SERVER_DEV_MODE=1")
 	pid := int(s.status(t)["child_pid"].(float64))
 	load := startLoad(t, "http://"+s.door, 4)
 	waitFor(t, "answered requests", 30*time.Second, func() bool { return load.count() >= 20 })
@@ -175,7 +186,10 @@ func TestActionsSleepAndWakeUnderLoad(t *testing.T) {
 
 // TestActionsFailedFallsBack: a sleep action that fails (the fake without
 // VLLM_SERVER_DEV_MODE answers 404; with a slow answer, the timeout) is
-// journaled action_failed and the step falls back to a restart.
+// journaled action_failed and the step falls back to the profile's
+// non-live form: for a serving = false profile, stopping the child. (The
+// fallback to a restart into a serving profile is
+// supervisor.TestActionsFailureFallsBack.)
 func TestActionsFailedFallsBack(t *testing.T) {
 	for _, tt := range []struct {
 		name, timeout string
@@ -186,14 +200,21 @@ func TestActionsFailedFallsBack(t *testing.T) {
 		{"timeout", "300ms", []string{"VLLM_SERVER_DEV_MODE=1", "FAKE_SLEEP_DELAY=30"}, `no answer within 300ms`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := startSleepRun(t, tt.timeout, tt.env...)
+			s := startSleepRun(t, "vllm_fake.py", vllmActions(tt.timeout), tt.env...)
 			s.neighbour(t, 11<<30)
 			waitFor(t, "action_failed", 30*time.Second, func() bool { return len(events(s.e, "action_failed")) == 1 })
 			ev := events(s.e, "action_failed")[0]
 			if !strings.Contains(ev, tt.want) || !strings.Contains(ev, `"profile":"asleep"`) || !strings.Contains(ev, `"path":"/sleep?level=1`) {
 				t.Errorf("action_failed %s: want %s, the profile and the path", ev, tt.want)
 			}
-			waitFor(t, "the restart", 30*time.Second, func() bool { return len(events(s.e, "start")) == 2 })
+			// The profile serves nothing: its non-live form stops the child.
+			waitFor(t, "the stop", 30*time.Second, func() bool {
+				st := s.status(t)
+				return st["state"] == "asleep" && st["child_pid"].(float64) == 0
+			})
+			if n := len(events(s.e, "start")); n != 1 {
+				t.Errorf("%d start events, want 1: the fallback into a serving = false profile stops the child", n)
+			}
 			s.p.signal(sigterm)
 			s.p.wait()
 		})
@@ -284,4 +305,42 @@ func TestStopAndStartOnRequest(t *testing.T) {
 	if code := s.p.wait(); code != 0 {
 		t.Errorf("gpuguard exit %d; stderr:\n%s", code, s.p.stderr.String())
 	}
+}
+
+// TestSGLangSleepUnderLoad: SGLang's fake dies if released while a request
+// runs, or resumed for a tag it never released, or health-checked while
+// released. A step into its released profile and back under client load
+// fails no request and never kills it: the door drained before the
+// release, the poller kept off /health while released, and the resume ran
+// only after a release.
+func TestSGLangSleepUnderLoad(t *testing.T) {
+	s := startSleepRun(t, "sglang_fake.py", sglangActions)
+	pid := int(s.status(t)["child_pid"].(float64))
+	load := startLoad(t, "http://"+s.door, 4)
+	waitFor(t, "answered requests", 30*time.Second, func() bool { return load.count() >= 20 })
+	s.neighbour(t, 11<<30)
+	waitFor(t, "state asleep", 30*time.Second, func() bool { return s.status(t)["state"] == "asleep" })
+	if m := s.childMemory(t, pid); m != fakeAsleep {
+		t.Errorf("the fake holds %d bytes released, want %d", m, fakeAsleep)
+	}
+	time.Sleep(6 * time.Second) // longer than the ready poll's 5 s: a /health now would kill it
+	s.neighbour(t, 0)
+	code, out, stderr := s.e.run([]string{"step", "sleepy", "up", "--runtime-dir", s.e.runDir})
+	if code != 0 || strings.TrimSpace(out) != "awake" {
+		t.Fatalf("step up: exit %d %q %s", code, out, stderr)
+	}
+	target := load.count() + 20
+	waitFor(t, "answers after the resume", 60*time.Second, func() bool { return load.count() >= target })
+	r := load.stop()
+	if len(r.failures) > 0 {
+		t.Errorf("%d of %d requests failed, first: %v", len(r.failures), r.ok+len(r.failures), r.failures[0])
+	}
+	if n := len(events(s.e, "exit")); n != 0 || strings.Contains(s.p.stderr.String(), "scheduler died") {
+		t.Fatalf("the SGLang fake died (%d exit events); stderr:\n%s", n, s.p.stderr.String())
+	}
+	if n := len(events(s.e, "action")); n != 4 {
+		t.Errorf("%d action events, want 4 (pause, release, resume, continue)", n)
+	}
+	s.p.signal(sigterm)
+	s.p.wait()
 }
