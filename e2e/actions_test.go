@@ -15,7 +15,7 @@ import (
 
 // sleepPolicy puts the vLLM fake behind a front door with a live
 // profile that sleeps through the server's own API. %s: listen, upstream,
-// the profile's enter and leave.
+// health, the profile's enter and leave.
 const sleepPolicy = `
 name = "sleepy"
 [watch]
@@ -35,6 +35,7 @@ release_timeout = "1s"
 [serve]
 listen   = "%s"
 upstream = "http://%s"
+health   = "%s"
 hold     = "60s"
 retry    = false
 [[profile]]
@@ -52,6 +53,10 @@ func vllmActions(timeout string) string {
 	return fmt.Sprintf(`enter = [{ path = "/sleep?level=1&mode=wait", timeout = %q }]
 leave = [{ path = "/wake_up" }]`, timeout)
 }
+
+// ollamaActions unload the model; there is no leave: the next request
+// reloads it.
+const ollamaActions = `enter = [{ path = "/api/generate", body = '{"model":"m","keep_alive":0}' }]`
 
 // sglangActions are SGLang's: pause, release; resume, continue.
 const sglangActions = `enter = [{ path = "/pause_generation", body = '{"mode":"retract"}' },
@@ -83,7 +88,11 @@ func startSleepRun(t *testing.T, script, actions string, env ...string) *sleepRu
 	}
 	e := newEnv(t)
 	s := &sleepRun{e: e, door: freeLoopbackAddr(t), child: freeLoopbackAddr(t), metricsAt: freeLoopbackAddr(t)}
-	pol := e.policy(fmt.Sprintf(sleepPolicy, s.door, s.child, actions))
+	health := "/health"
+	if script == "ollama_fake.py" {
+		health = "/" // Ollama answers GET /, not /health
+	}
+	pol := e.policy(fmt.Sprintf(sleepPolicy, s.door, s.child, health, actions))
 	_, port, _ := net.SplitHostPort(s.child)
 	s.p = e.start([]string{"run", "--policy", pol, "--metrics-addr", s.metricsAt, "--",
 		"/usr/bin/python3", fake, port, "1", strconv.Itoa(fakeAwake), strconv.Itoa(fakeAsleep)}, env...)
@@ -340,6 +349,39 @@ func TestSGLangSleepUnderLoad(t *testing.T) {
 	}
 	if n := len(events(s.e, "action")); n != 4 {
 		t.Errorf("%d action events, want 4 (pause, release, resume, continue)", n)
+	}
+	s.p.signal(sigterm)
+	s.p.wait()
+}
+
+// TestOllamaUnloadUnderLoad: Ollama answers the unload at once and frees
+// its memory 500 ms later. The step is taken on the 200, the memory is
+// seen to go afterwards, and the step back (no leave: Ollama reloads by
+// itself) opens the door again; no request fails.
+func TestOllamaUnloadUnderLoad(t *testing.T) {
+	s := startSleepRun(t, "ollama_fake.py", ollamaActions)
+	pid := int(s.status(t)["child_pid"].(float64))
+	load := startLoad(t, "http://"+s.door, 4)
+	waitFor(t, "answered requests", 30*time.Second, func() bool { return load.count() >= 20 })
+	s.neighbour(t, 11<<30)
+	waitFor(t, "state asleep", 30*time.Second, func() bool { return s.status(t)["state"] == "asleep" })
+	waitFor(t, "the unloaded memory to go", 10*time.Second, func() bool { return s.childMemory(t, pid) == fakeAsleep })
+	s.neighbour(t, 0)
+	code, out, stderr := s.e.run([]string{"step", "sleepy", "up", "--runtime-dir", s.e.runDir})
+	if code != 0 || strings.TrimSpace(out) != "awake" {
+		t.Fatalf("step up: exit %d %q %s", code, out, stderr)
+	}
+	target := load.count() + 20
+	waitFor(t, "answers after the reload", 60*time.Second, func() bool { return load.count() >= target })
+	r := load.stop()
+	if len(r.failures) > 0 {
+		t.Errorf("%d of %d requests failed, first: %v", len(r.failures), r.ok+len(r.failures), r.failures[0])
+	}
+	if m := s.childMemory(t, pid); m != fakeAwake {
+		t.Errorf("the fake holds %d bytes after the reload, want %d", m, fakeAwake)
+	}
+	if n := len(events(s.e, "start")); n != 1 {
+		t.Errorf("%d start events, want 1", n)
 	}
 	s.p.signal(sigterm)
 	s.p.wait()
