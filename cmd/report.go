@@ -176,36 +176,48 @@ func runReport(o *ReportOptions) error {
 // under the state root, else every instance under the state root that has a
 // journal.
 func reportTargets(o *ReportOptions, env paths.Env) ([]reportTarget, error) {
-	if o.StateDir != "" || o.Name != "" {
-		dir, err := env.StateDir(o.StateDir, o.Name)
-		if err != nil {
-			return nil, withCode(ExitUsage, err)
-		}
-		name := o.Name
-		if name == "" {
-			name = filepath.Base(dir)
-		}
-		return []reportTarget{{name: name, dir: dir, named: o.Name != ""}}, nil
-	}
-	root, err := env.StateRoot()
+	targets, root, err := instanceTargets(env, o.StateDir, o.Name, hasJournal)
 	if err != nil {
-		return nil, withCode(ExitUsage, err)
-	}
-	ents, err := os.ReadDir(root)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, exitf(ExitFailure, "listing instances: %v", err)
-	}
-	var targets []reportTarget
-	for _, e := range ents {
-		dir := filepath.Join(root, e.Name())
-		if e.IsDir() && hasJournal(dir) {
-			targets = append(targets, reportTarget{name: e.Name(), dir: dir})
-		}
+		return nil, err
 	}
 	if len(targets) == 0 {
 		return nil, exitf(ExitFailure, "no instance journal under %s (name one, or give --state-dir)", root)
 	}
 	return targets, nil
+}
+
+// instanceTargets is the one state dir that stateDir or name gives (named
+// when the name came from the user), else every instance dir under the
+// state root for which has is true, with that root: the instances that
+// `report` and `tasks` read when none is named.
+func instanceTargets(env paths.Env, stateDir, name string, has func(dir string) bool) ([]reportTarget, string, error) {
+	if stateDir != "" || name != "" {
+		dir, err := env.StateDir(stateDir, name)
+		if err != nil {
+			return nil, "", withCode(ExitUsage, err)
+		}
+		named := name != ""
+		if name == "" {
+			name = filepath.Base(dir)
+		}
+		return []reportTarget{{name: name, dir: dir, named: named}}, "", nil
+	}
+	root, err := env.StateRoot()
+	if err != nil {
+		return nil, "", withCode(ExitUsage, err)
+	}
+	ents, err := os.ReadDir(root)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, "", exitf(ExitFailure, "listing instances: %v", err)
+	}
+	var targets []reportTarget
+	for _, e := range ents {
+		dir := filepath.Join(root, e.Name())
+		if e.IsDir() && has(dir) {
+			targets = append(targets, reportTarget{name: e.Name(), dir: dir})
+		}
+	}
+	return targets, root, nil
 }
 
 func hasJournal(dir string) bool {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -143,33 +142,8 @@ func eachTask(s tasks.Store, fn func(api.Task) error) error {
 // taskTargets are the instances to list: --state-dir, else NAME under
 // the state root, else every instance there with a queue.
 func taskTargets(o *TasksOptions, env paths.Env) ([]reportTarget, error) {
-	if o.StateDir != "" || o.Name != "" {
-		dir, err := env.StateDir(o.StateDir, o.Name)
-		if err != nil {
-			return nil, withCode(ExitUsage, err)
-		}
-		name := o.Name
-		if name == "" {
-			name = filepath.Base(dir)
-		}
-		return []reportTarget{{name: name, dir: dir, named: true}}, nil
-	}
-	root, err := env.StateRoot()
-	if err != nil {
-		return nil, withCode(ExitUsage, err)
-	}
-	ents, err := os.ReadDir(root)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, exitf(ExitFailure, "listing instances: %v", err)
-	}
-	var out []reportTarget
-	for _, e := range ents {
-		dir := filepath.Join(root, e.Name())
-		if e.IsDir() && hasQueue(dir) {
-			out = append(out, reportTarget{name: e.Name(), dir: dir})
-		}
-	}
-	return out, nil
+	targets, _, err := instanceTargets(env, o.StateDir, o.Name, hasQueue)
+	return targets, err
 }
 
 func hasQueue(dir string) bool {
