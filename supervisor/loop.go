@@ -329,7 +329,9 @@ func (l *loop) onRequest(r request) {
 			return
 		}
 		r.reply <- response{}
-		l.s.tasks.poke() // the headroom is free again
+		// The headroom is free again, and a task's released lease frees
+		// the one-at-a-time slot.
+		l.s.tasks.leaseReleased(r.lease)
 	case opReload:
 		l.applyReload(r)
 	case opHealthy:

@@ -59,7 +59,10 @@ type deliverer struct {
 	mu      sync.Mutex
 	subs    []taskSub // in the order they subscribed
 	lastSub int64
-	flight  *taskFlight // the task delivered and not finished
+	// flights are the tasks delivered and not finished, oldest first. At
+	// most one holds the one-at-a-time slot: the others' leases were
+	// released early, and they stay delivered to their connections.
+	flights []*taskFlight
 
 	counts   atomic.Pointer[api.TaskCounts]
 	countsMu sync.Mutex // serialises the changes of counts
@@ -85,6 +88,52 @@ type taskFlight struct {
 	deadline time.Time
 	// exited: the child exited while the task ran; it goes back.
 	exited bool
+	// released: its subscriber released the lease before finishing it,
+	// which lets the next task go (contract, "Delivering").
+	released bool
+}
+
+// busy says a task in flight holds the one-at-a-time slot (d.mu held).
+func (d *deliverer) busy() bool {
+	return slices.ContainsFunc(d.flights, func(f *taskFlight) bool { return !f.released })
+}
+
+// take takes the flights that match out of flight (d.mu held).
+func (d *deliverer) take(match func(*taskFlight) bool) []*taskFlight {
+	var out []*taskFlight
+	d.flights = slices.DeleteFunc(d.flights, func(f *taskFlight) bool {
+		if match(f) {
+			out = append(out, f)
+			return true
+		}
+		return false
+	})
+	return out
+}
+
+// takeFlight takes f out of flight, reporting whether it was still there
+// (whoever takes a flight first finishes it).
+func (d *deliverer) takeFlight(f *taskFlight) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.take(func(g *taskFlight) bool { return g == f })) > 0
+}
+
+// leaseReleased marks the flight holding lease as released, which frees
+// the slot for the next task (called on the loop, once the ledger let the
+// lease go).
+func (d *deliverer) leaseReleased(lease string) {
+	if d == nil || lease == "" {
+		return
+	}
+	d.mu.Lock()
+	for _, f := range d.flights {
+		if f.lease == lease {
+			f.released = true
+		}
+	}
+	d.mu.Unlock()
+	d.poke()
 }
 
 func newDeliverer(s *Supervisor, store TaskStore) *deliverer {
@@ -112,8 +161,8 @@ func (d *deliverer) childExited() {
 		return
 	}
 	d.mu.Lock()
-	if d.flight != nil {
-		d.flight.exited = true
+	for _, f := range d.flights {
+		f.exited = true
 	}
 	d.mu.Unlock()
 	d.poke()
@@ -183,14 +232,9 @@ func (s *Supervisor) SubscribeTasks(deliver func(api.TaskDelivery) bool) (int64,
 		once.Do(func() {
 			d.mu.Lock()
 			d.subs = slices.DeleteFunc(d.subs, func(t taskSub) bool { return t.id == id })
-			f := d.flight
-			if f != nil && f.sub == id {
-				d.flight = nil
-			} else {
-				f = nil
-			}
+			back := d.take(func(f *taskFlight) bool { return f.sub == id })
 			d.mu.Unlock()
-			if f != nil {
+			for _, f := range back {
 				d.requeue(context.Background(), f, "the subscriber's connection closed")
 			}
 			d.poke()
@@ -217,16 +261,17 @@ func (s *Supervisor) finishTask(ctx context.Context, sub int64, ticket, reason s
 		return errors.New("this instance has no deferred-task queue")
 	}
 	d.mu.Lock()
-	f := d.flight
+	i := slices.IndexFunc(d.flights, func(f *taskFlight) bool { return f.task.Ticket == ticket })
 	switch {
-	case f == nil || f.task.Ticket != ticket:
+	case i < 0:
 		d.mu.Unlock()
 		return fmt.Errorf("task %q is not in flight on this instance (unknown, finished, or put back after a timeout)", ticket)
-	case f.sub != sub:
+	case d.flights[i].sub != sub:
 		d.mu.Unlock()
 		return fmt.Errorf("task %q was not delivered to this connection", ticket)
 	}
-	d.flight = nil
+	f := d.flights[i]
+	d.flights = slices.Delete(d.flights, i, i+1)
 	d.mu.Unlock()
 	if failed {
 		d.requeue(ctx, f, "failed: "+reason)
@@ -237,9 +282,7 @@ func (s *Supervisor) finishTask(ctx context.Context, sub int64, ticket, reason s
 	defer cancel()
 	if err := d.store.Ack(sctx, ticket, nil, time.Now()); err != nil {
 		d.mu.Lock()
-		if d.flight == nil {
-			d.flight = f // still in flight: done may be sent again
-		}
+		d.flights = append(d.flights, f) // still in flight: done may be sent again
 		d.mu.Unlock()
 		return fmt.Errorf("task %q: the store could not record it done: %w", ticket, err)
 	}
@@ -338,15 +381,12 @@ func (s *Supervisor) NoteTask(ctx context.Context, ev api.Event) error {
 	}
 	if ev.Event == api.EventTaskDropped {
 		d.mu.Lock()
-		f := d.flight
-		if f != nil && f.task.Ticket == ev.Ticket {
-			d.flight = nil
-		} else {
-			f = nil
-		}
+		gone := d.take(func(f *taskFlight) bool { return f.task.Ticket == ev.Ticket })
 		d.mu.Unlock()
-		if f != nil {
-			_ = s.Release(ctx, f.lease)
+		for _, f := range gone {
+			if !f.released {
+				_ = s.Release(ctx, f.lease)
+			}
 		}
 		d.emit(ctx, api.Event{Event: api.EventTaskDropped, Ticket: ev.Ticket, Tool: ev.Tool, Detail: ev.Detail})
 	}

@@ -73,13 +73,7 @@ func (d *deliverer) replay(ctx context.Context, f *taskFlight) {
 	go func() {
 		defer cancel()
 		result, err := d.replayer.Replay(rctx, f.task.Payload)
-		d.mu.Lock()
-		mine := d.flight == f
-		if mine {
-			d.flight = nil
-		}
-		d.mu.Unlock()
-		if !mine {
+		if !d.takeFlight(f) {
 			return // put back already (deadline, exit)
 		}
 		defer d.poke()

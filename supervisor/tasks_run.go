@@ -62,17 +62,19 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 	defer cancel()
 
 	d.mu.Lock()
-	f := d.flight
-	if f != nil && (f.exited || !now.Before(f.deadline)) {
-		d.flight = nil
-		d.mu.Unlock()
+	back := d.take(func(f *taskFlight) bool { return f.exited || !now.Before(f.deadline) })
+	d.mu.Unlock()
+	for _, f := range back {
 		reason := fmt.Sprintf("not finished within %s (ack_timeout)", pol.AckTimeout)
 		if f.exited {
 			reason = "the child exited while it ran"
 		}
 		d.requeue(sctx, f, reason)
-		d.mu.Lock()
-		f = nil
+	}
+	d.mu.Lock()
+	busy := d.busy()
+	for _, f := range d.flights { // released ones too: their ack_timeout
+		soonest(f.deadline)
 	}
 	var sub taskSub
 	if len(d.subs) > 0 {
@@ -84,8 +86,7 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 		soonest(d.housekept.Add(taskHousekeeping))
 	}
 	switch {
-	case f != nil:
-		soonest(f.deadline)
+	case busy:
 		return wake
 	case sub.deliver == nil && !d.replayable():
 		return wake
@@ -129,11 +130,11 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 		return wake
 	}
 	d.adjust(func(c *api.TaskCounts) { c.Queued--; c.Running++ })
-	f = &taskFlight{task: leased, attempt: leased.Attempts + 1, lease: dec.Lease, sub: sub.id, deadline: now.Add(pol.AckTimeout)}
+	f := &taskFlight{task: leased, attempt: leased.Attempts + 1, lease: dec.Lease, sub: sub.id, deadline: now.Add(pol.AckTimeout)}
 	if replay {
 		f.sub = replaySub
 		d.mu.Lock()
-		d.flight = f
+		d.flights = append(d.flights, f)
 		d.mu.Unlock()
 		d.emit(sctx, api.Event{Event: api.EventTask, Ticket: leased.Ticket, Tool: leased.Tool, Priority: leased.Priority,
 			Lease: dec.Lease, Attempt: f.attempt, WaitSeconds: now.Sub(leased.Enqueued).Seconds()})
@@ -144,7 +145,7 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 	d.mu.Lock()
 	gone := !slices.ContainsFunc(d.subs, func(s taskSub) bool { return s.id == sub.id })
 	if !gone {
-		d.flight = f
+		d.flights = append(d.flights, f)
 		// The next task goes to the next subscriber.
 		d.subs = append(slices.DeleteFunc(d.subs, func(s taskSub) bool { return s.id == sub.id }), sub)
 	}
@@ -159,13 +160,7 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 	ok = sub.deliver(api.TaskDelivery{Type: "task", Ticket: leased.Ticket, Tool: leased.Tool, Priority: leased.Priority,
 		Bytes: leased.Bytes, Payload: payloadOrNull(leased.Payload), Lease: dec.Lease, Attempt: f.attempt})
 	if !ok {
-		d.mu.Lock()
-		mine := d.flight == f
-		if mine {
-			d.flight = nil
-		}
-		d.mu.Unlock()
-		if mine {
+		if d.takeFlight(f) {
 			d.requeue(sctx, f, "the task could not be sent to the subscriber")
 		}
 		soonest(now)

@@ -168,6 +168,109 @@ func TestTaskDeferredThenDeliveredWhenMemoryFrees(t *testing.T) {
 	})
 }
 
+// A released lease frees the one-at-a-time slot: the next task goes, while
+// the released one stays delivered to its connection until it is done.
+func TestTaskReleasedLeaseLetsTheNextGo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startTasks(t, taskPolicy(nil), nil)
+		h.probe.setUsed(15 * gib)
+		sample()
+		a := h.deferTask(t, "embed", 2*gib)
+		b := h.deferTask(t, "rerank", gib)
+		c := h.deferTask(t, "ocr", gib)
+		s := h.subscribe()
+		h.probe.setUsed(gib)
+		sample()
+		got := s.deliveries()
+		if len(got) != 1 || got[0].Ticket != a {
+			t.Fatalf("deliveries %+v, want %s alone", got, a)
+		}
+		ctx := context.Background()
+		if err := h.sup.Release(ctx, got[0].Lease); err != nil {
+			t.Fatal(err)
+		}
+		sample()
+		got = s.deliveries()
+		if len(got) != 2 || got[1].Ticket != b || got[1].Attempt != 1 {
+			t.Fatalf("after the release: deliveries %+v, want %s next", got, b)
+		}
+		if st := h.sup.Status(); st.Leases != 1 || st.Tasks != 3 {
+			t.Fatalf("status leases %d tasks %d, want b's lease and 3 tasks", st.Leases, st.Tasks)
+		}
+		// b holds the slot (its lease is not released): c waits, a's done
+		// included.
+		if err := h.sup.TaskDone(ctx, s.id, a); err != nil {
+			t.Fatalf("done for the released task: %v", err)
+		}
+		if st := h.state(t, a); st.State != api.TaskDone || st.Attempts != 0 {
+			t.Fatalf("a after done: %+v", st)
+		}
+		sample()
+		if n := len(s.deliveries()); n != 2 {
+			t.Fatalf("%d deliveries with b in flight", n)
+		}
+		if err := h.sup.TaskDone(ctx, s.id, b); err != nil {
+			t.Fatal(err)
+		}
+		sample()
+		if got = s.deliveries(); len(got) != 3 || got[2].Ticket != c {
+			t.Fatalf("after b done: deliveries %+v, want %s", got, c)
+		}
+		if n := len(h.rec.named(api.EventTaskFailed)); n != 0 {
+			t.Fatalf("%d task_failed events", n)
+		}
+		h.child.end(Exit{})
+		h.wait()
+	})
+}
+
+// A released task is still its connection's: the connection's close puts
+// it back (an attempt), after ack_timeout too.
+func TestTaskReleasedStaysDelivered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startTasks(t, taskPolicy(func(d *policy.Defer) { d.AckTimeout = 30 * time.Second }), nil)
+		h.probe.setUsed(15 * gib)
+		sample()
+		a := h.deferTask(t, "x", gib)
+		b := h.deferTask(t, "y", gib)
+		s := h.subscribe()
+		h.probe.setUsed(gib)
+		sample()
+		ctx := context.Background()
+		if err := h.sup.Release(ctx, s.deliveries()[0].Lease); err != nil {
+			t.Fatal(err)
+		}
+		sample()
+		if got := s.deliveries(); len(got) != 2 || got[1].Ticket != b {
+			t.Fatalf("deliveries %+v, want %s after the release", got, b)
+		}
+		if err := h.sup.TaskDone(ctx, s.id, b); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(30 * time.Second) // past a's ack_timeout, within its backoff
+		synctest.Wait()
+		if st := h.state(t, a); st.State != api.TaskQueued || st.Attempts != 1 || !strings.Contains(st.LastError, "ack_timeout") {
+			t.Fatalf("a after its ack_timeout: %+v", st)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		got := s.deliveries()
+		if len(got) != 3 || got[2].Ticket != a || got[2].Attempt != 2 {
+			t.Fatalf("deliveries %+v, want %s again, attempt 2", got, a)
+		}
+		if err := h.sup.Release(ctx, got[2].Lease); err != nil {
+			t.Fatal(err)
+		}
+		s.cancel()
+		synctest.Wait()
+		if st := h.state(t, a); st.State != api.TaskQueued || st.Attempts != 2 || !strings.Contains(st.LastError, "connection closed") {
+			t.Fatalf("a after its connection closed: %+v", st)
+		}
+		h.child.end(Exit{})
+		h.wait()
+	})
+}
+
 // The deliverer never journals the defer decisions of its own looks.
 func TestTaskLooksAreNotJournaled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
