@@ -438,6 +438,18 @@ func TestTenantsAdmissionNeverOverAdmits(t *testing.T) {
 		e.tenant(n, 0, 2, use)
 	}
 	e.waitRunning(names...)
+	// Each decision counts the usage of its instance's last sample: wait
+	// until every instance has sampled all three children's memory, or a
+	// decision made on a sample from before the last child wrote its usage
+	// is right by what it saw and over by what the room below assumes.
+	for _, n := range names {
+		if !pfEventually(30*time.Second, func() bool {
+			st, err := e.statusOf(n)
+			return err == nil && len(st.GPUs) > 0 && st.GPUs[0].UsedBytes >= 3<<30
+		}) {
+			t.Fatalf("%s never sampled the three children's 3 GiB", n)
+		}
+	}
 	ctx := withTimeout(t, 2*time.Minute)
 	clients := map[string]*control.Client{}
 	for _, n := range names {
