@@ -140,10 +140,12 @@ func TestActionsLeaveOnlyIfEntered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		acts := &fakeActions{}
 		h := startHarness(t, sleepPolicy(), func(c *Config, d *Deps) { c.StartLevel = 2; d.Actions = acts })
-		c := h.child()
+		// Started asleep, no child runs (TestStartAsleep): the step up
+		// starts one, and the leave of a sleep never entered is not run.
 		if p, err := h.sup.Step(context.Background(), "up"); err != nil || p != "int8" {
 			t.Fatalf("step up = %q, %v", p, err)
 		}
+		c := h.child()
 		if got := acts.got(); len(got) != 0 {
 			t.Fatalf("actions %v for a profile never entered live", got)
 		}

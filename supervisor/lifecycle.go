@@ -304,7 +304,11 @@ func (l *loop) onExit() {
 		l.restartRequested(plan.level, plan.from, kind, e, release, "")
 		return
 	}
-	if diedOfNotify(e, l.notifiedSig, notifiedAt, now, notifyDeathWindow) {
+	notifyDeath := diedOfNotify(e, l.notifiedSig, notifiedAt, now, notifyDeathWindow)
+	if k, _ := classifyExit(e, l.pol.OOM, told); l.exitedAsleep(k, notifyDeath) {
+		return
+	}
+	if notifyDeath {
 		// gpuguard's own notification killed it: no crash, no backoff,
 		// not counted against max_restarts.
 		detail := fmt.Sprintf("killed by %s, the notify signal sent %s earlier for the live change to %s (its handler was not in place)",

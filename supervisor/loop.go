@@ -176,7 +176,9 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	defer l.stopWait.stop()
 	defer l.door.limit.stop()
 
-	l.enterWaiting(l.target, nil)
+	if !l.startAsleep() {
+		l.enterWaiting(l.target, nil)
+	}
 	// A stop queued before Run (gpuguard listens from before its backend
 	// opens) came while no child ran: it goes first, not by the select's
 	// coin toss against a first sample that would start one.

@@ -51,22 +51,60 @@ func (l *loop) fellAsleep() bool {
 		return false
 	}
 	l.plan = nil
-	l.level, l.target = plan.level, plan.level
-	l.state = api.StateAsleep
 	name := l.pol.Profiles[plan.level].Name
-	st, err := l.writeState(fmt.Sprintf("asleep in profile %s (%s): the child is stopped", name, plan.reason))
-	if err != nil {
-		l.deps.Logf("%v", err)
-	} else {
-		l.publish(st)
-	}
-	l.deps.Logf("asleep in profile %s: the child is stopped until the instance leaves it", name)
+	l.asleepNoChild(plan.level, fmt.Sprintf("asleep in profile %s (%s): the child is stopped", name, plan.reason))
 	if len(plan.replies) > 0 {
 		l.publishSnapshot()
 	}
 	for _, r := range plan.replies {
 		r <- response{profile: name}
 	}
+	return true
+}
+
+// asleepNoChild makes the instance asleep in level with no child, the
+// state file saying why: it stays so until it leaves the profile
+// (wakeStopped), through the normal start path.
+func (l *loop) asleepNoChild(level int, why string) {
+	l.level, l.target = level, level
+	l.state = api.StateAsleep
+	st, err := l.writeState(why)
+	if err != nil {
+		l.deps.Logf("%v", err)
+	} else {
+		l.publish(st)
+	}
+	l.deps.Logf("asleep in profile %s: no child runs until the instance leaves it", l.pol.Profiles[level].Name)
+}
+
+// startAsleep begins the run asleep, with no child, when the start level
+// serves nothing: a child started there would serve against its profile.
+func (l *loop) startAsleep() bool {
+	if l.pol.Profiles[l.target].Serving() {
+		return false
+	}
+	l.asleepNoChild(l.target, "start: asleep in profile "+l.pol.Profiles[l.target].Name)
+	return true
+}
+
+// exitedAsleep handles a child that ended on its own while the instance
+// is in a serving = false profile (a live sleep: a crash, an OOM, a GPU
+// fault, its death by the notify signal): it is not restarted there,
+// where it would serve against the profile; the instance stays asleep
+// with no child, and the next wake starts one. The server that entered
+// the sleep is gone, so no leave runs (actionsExited cleared entered). An
+// exit that ends the run anyway (clean, or a crash without on_crash)
+// reports false and ends it as always.
+func (l *loop) exitedAsleep(kind exitKind, notifyDeath bool) bool {
+	if l.pol.Profiles[l.level].Serving() {
+		return false
+	}
+	if !notifyDeath && (kind == exitClean || kind == exitCrash && !l.pol.Restart.OnCrash) {
+		return false
+	}
+	name := l.pol.Profiles[l.level].Name
+	l.deps.Logf("the child ended (%s) while asleep in profile %s: not restarting it until the instance leaves the profile", kind, name)
+	l.asleepNoChild(l.level, fmt.Sprintf("asleep in profile %s: the child ended (%s)", name, kind))
 	return true
 }
 

@@ -91,3 +91,73 @@ func TestSleepNotLeftByRecovery(t *testing.T) {
 		h.wait()
 	})
 }
+
+// TestCrashWhileAsleep: a child that crashes while the instance sleeps
+// live in a serving = false profile is not restarted there: the instance
+// stays asleep with no child, and the next wake starts a child in the
+// profile it wakes to, without the leave of a server that is gone.
+func TestCrashWhileAsleep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		acts := &fakeActions{}
+		h := startHarness(t, sleepPolicy(), func(c *Config, d *Deps) { c.StartLevel = 1; d.Actions = acts })
+		c := h.child()
+		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
+			t.Fatalf("step down = %q, %v", p, err)
+		}
+		c.end(Exit{Code: 1})
+		time.Sleep(time.Minute) // backoff and samples: nothing restarts it
+		synctest.Wait()
+		h.noLaunch()
+		if st := h.sup.Status(); st.State != api.StateAsleep || st.ChildPID != 0 || st.Profile != "asleep" {
+			t.Fatalf("status %s pid %d %s, want asleep 0 asleep", st.State, st.ChildPID, st.Profile)
+		}
+		if p, err := h.sup.Step(context.Background(), "up"); err != nil || p != "int8" {
+			t.Fatalf("step up = %q, %v", p, err)
+		}
+		c2 := h.child()
+		if c2.env("GPUGUARD_PROFILE") != "int8" {
+			t.Fatalf("woken child in %q, want int8", c2.env("GPUGUARD_PROFILE"))
+		}
+		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+			t.Errorf("actions %v, want only the enter (no leave for a server that is gone)", got)
+		}
+		c2.end(Exit{})
+		h.wait()
+	})
+}
+
+// TestStartAsleep: a start level that serves nothing starts no child:
+// the instance is asleep until a step up starts one in the profile above.
+func TestStartAsleep(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		pol  func() *policy.Policy
+	}{{"stopped", stopPolicy}, {"live", sleepPolicy}} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := startHarness(t, tt.pol(), func(c *Config, d *Deps) { c.StartLevel = 2; d.Actions = &fakeActions{} })
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				h.noLaunch()
+				st := h.sup.Status()
+				if st.State != api.StateAsleep || st.ChildPID != 0 || st.Profile != tt.pol().Profiles[2].Name {
+					t.Fatalf("status %s pid %d %s, want asleep 0 in the start level", st.State, st.ChildPID, st.Profile)
+				}
+				if s := h.rec.lastState(); s.Profile != st.Profile {
+					t.Errorf("state file profile %q, want %q", s.Profile, st.Profile)
+				}
+				stepped := make(chan string, 1)
+				go func() {
+					p, _ := h.sup.Step(context.Background(), "up")
+					stepped <- p
+				}()
+				c := h.child()
+				if p := <-stepped; p != "int8" || c.env("GPUGUARD_PROFILE") != "int8" {
+					t.Fatalf("step up reply %q, child in %q, want int8", p, c.env("GPUGUARD_PROFILE"))
+				}
+				c.end(Exit{})
+				h.wait()
+			})
+		})
+	}
+}
