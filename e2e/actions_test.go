@@ -133,6 +133,23 @@ func (s *sleepRun) status(t *testing.T) map[string]any {
 }
 
 // childMemory is what the fake wrote for its PID in the sim dir.
+// wakeUnderLoad steps the instance up to "awake" with `gpuguard step`,
+// waits until the clients have had 20 more answers (what names them),
+// stops the load and checks that no request failed.
+func (s *sleepRun) wakeUnderLoad(t *testing.T, load *clientLoad, what string) {
+	t.Helper()
+	code, out, stderr := s.e.run([]string{"step", "sleepy", "up", "--runtime-dir", s.e.runDir})
+	if code != 0 || strings.TrimSpace(out) != "awake" {
+		t.Fatalf("step up: exit %d %q %s", code, out, stderr)
+	}
+	target := load.count() + 20
+	waitFor(t, what, 60*time.Second, func() bool { return load.count() >= target })
+	r := load.stop()
+	if len(r.failures) > 0 {
+		t.Errorf("%d of %d requests failed, first: %v", len(r.failures), r.ok+len(r.failures), r.failures[0])
+	}
+}
+
 func (s *sleepRun) childMemory(t *testing.T, pid int) uint64 {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(s.e.stateDir, "sim", "0", strconv.Itoa(pid)))
@@ -168,16 +185,7 @@ func TestActionsSleepAndWakeUnderLoad(t *testing.T) {
 		t.Errorf("action event %s", events(s.e, "action")[0])
 	}
 	s.neighbour(t, 0)
-	code, out, stderr := s.e.run([]string{"step", "sleepy", "up", "--runtime-dir", s.e.runDir})
-	if code != 0 || strings.TrimSpace(out) != "awake" {
-		t.Fatalf("step up: exit %d %q %s", code, out, stderr)
-	}
-	target := load.count() + 20
-	waitFor(t, "answers after the wake", 60*time.Second, func() bool { return load.count() >= target })
-	r := load.stop()
-	if len(r.failures) > 0 {
-		t.Errorf("%d of %d requests failed, first: %v", len(r.failures), r.ok+len(r.failures), r.failures[0])
-	}
+	s.wakeUnderLoad(t, load, "answers after the wake")
 	if m := s.childMemory(t, pid); m != fakeAwake {
 		t.Errorf("the fake holds %d bytes awake, want %d", m, fakeAwake)
 	}
@@ -334,16 +342,7 @@ func TestSGLangSleepUnderLoad(t *testing.T) {
 	}
 	time.Sleep(6 * time.Second) // longer than the ready poll's 5 s: a /health now would kill it
 	s.neighbour(t, 0)
-	code, out, stderr := s.e.run([]string{"step", "sleepy", "up", "--runtime-dir", s.e.runDir})
-	if code != 0 || strings.TrimSpace(out) != "awake" {
-		t.Fatalf("step up: exit %d %q %s", code, out, stderr)
-	}
-	target := load.count() + 20
-	waitFor(t, "answers after the resume", 60*time.Second, func() bool { return load.count() >= target })
-	r := load.stop()
-	if len(r.failures) > 0 {
-		t.Errorf("%d of %d requests failed, first: %v", len(r.failures), r.ok+len(r.failures), r.failures[0])
-	}
+	s.wakeUnderLoad(t, load, "answers after the resume")
 	if n := len(events(s.e, "exit")); n != 0 || strings.Contains(s.p.stderr.String(), "scheduler died") {
 		t.Fatalf("the SGLang fake died (%d exit events); stderr:\n%s", n, s.p.stderr.String())
 	}
@@ -367,16 +366,7 @@ func TestOllamaUnloadUnderLoad(t *testing.T) {
 	waitFor(t, "state asleep", 30*time.Second, func() bool { return s.status(t)["state"] == "asleep" })
 	waitFor(t, "the unloaded memory to go", 10*time.Second, func() bool { return s.childMemory(t, pid) == fakeAsleep })
 	s.neighbour(t, 0)
-	code, out, stderr := s.e.run([]string{"step", "sleepy", "up", "--runtime-dir", s.e.runDir})
-	if code != 0 || strings.TrimSpace(out) != "awake" {
-		t.Fatalf("step up: exit %d %q %s", code, out, stderr)
-	}
-	target := load.count() + 20
-	waitFor(t, "answers after the reload", 60*time.Second, func() bool { return load.count() >= target })
-	r := load.stop()
-	if len(r.failures) > 0 {
-		t.Errorf("%d of %d requests failed, first: %v", len(r.failures), r.ok+len(r.failures), r.failures[0])
-	}
+	s.wakeUnderLoad(t, load, "answers after the reload")
 	if m := s.childMemory(t, pid); m != fakeAwake {
 		t.Errorf("the fake holds %d bytes after the reload, want %d", m, fakeAwake)
 	}
