@@ -82,6 +82,13 @@ func startSleepRun(t *testing.T, script, actions string, env ...string) *sleepRu
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("python3 is not installed")
 	}
+	return startSleepRunEdited(t, script, actions, func(p string) string { return p }, env...)
+}
+
+// startSleepRunEdited is startSleepRun with sleepPolicy passed through
+// edit once it is filled in.
+func startSleepRunEdited(t *testing.T, script, actions string, edit func(string) string, env ...string) *sleepRun {
+	t.Helper()
 	fake, err := filepath.Abs("testdata/" + script)
 	if err != nil {
 		t.Fatal(err)
@@ -92,10 +99,15 @@ func startSleepRun(t *testing.T, script, actions string, env ...string) *sleepRu
 	if script == "ollama_fake.py" {
 		health = "/" // Ollama answers GET /, not /health
 	}
-	pol := e.policy(fmt.Sprintf(sleepPolicy, s.door, s.child, health, actions))
+	pol := e.policy(edit(fmt.Sprintf(sleepPolicy, s.door, s.child, health, actions)))
 	_, port, _ := net.SplitHostPort(s.child)
 	s.p = e.start([]string{"run", "--policy", pol, "--metrics-addr", s.metricsAt, "--",
 		"/usr/bin/python3", fake, port, "1", strconv.Itoa(fakeAwake), strconv.Itoa(fakeAsleep)}, env...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("gpuguard's stderr:\n%s", s.p.stderr.String())
+		}
+	})
 	waitFor(t, "the first ready event", 60*time.Second, func() bool { return len(events(e, "ready")) >= 1 })
 	return s
 }

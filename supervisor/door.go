@@ -59,6 +59,7 @@ func (l *loop) onHealthy(gen int) {
 		return
 	}
 	l.door.healthy = true
+	l.wake.awake = time.Now() // the idle rule counts from here
 	after := time.Since(l.childStart)
 	l.emit(api.Event{Event: api.EventReady, PID: l.child.PID(), AfterSeconds: after.Seconds()})
 	l.deps.Logf("the child answered its health check %s after its start: ready", after.Round(time.Millisecond))

@@ -25,8 +25,8 @@ func (s *Supervisor) Requested(held bool) {
 // wakeState is the loop's side of waking on request.
 type wakeState struct {
 	want bool // a held request asked for a wake not yet begun
-	// awake is when the server last became able to serve by a live
-	// change (a wake), for the idle rule.
+	// awake is when the server last became able to serve (its first
+	// healthy answer, or a wake by a live change), for the idle rule.
 	awake time.Time
 }
 
@@ -89,10 +89,13 @@ func (l *loop) firstAsleep() int {
 }
 
 // checkIdle applies [serve] idle: no request for that long, while the
-// server serves, steps down to the first serving = false profile.
+// server serves, steps down to the first serving = false profile. The
+// count starts when the child is ready (its first healthy answer, or a
+// wake), never at its launch: a server still loading its weights has not
+// been idle, it has not been able to answer.
 func (l *loop) checkIdle(now time.Time) {
 	idle := l.pol.Serve.Idle
-	if idle <= 0 || l.deps.Door == nil || l.child == nil || l.stopping || l.plan != nil || l.acting() ||
+	if idle <= 0 || l.deps.Door == nil || l.child == nil || !l.door.healthy || l.stopping || l.plan != nil || l.acting() ||
 		l.state != api.StateRunning || !l.pol.Profiles[l.level].Serving() {
 		return
 	}

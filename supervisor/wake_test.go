@@ -98,6 +98,7 @@ func TestIdleSleep(t *testing.T) {
 		h := startHarness(t, pol, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts })
 		c := h.child()
 		c.setHandler(true)
+		h.sup.Healthy(1) // the idle count starts once the child is ready
 		time.Sleep(8 * time.Second)
 		h.sup.Requested(false)
 		time.Sleep(8 * time.Second) // 16 s since the start, 8 s since the request
@@ -116,6 +117,39 @@ func TestIdleSleep(t *testing.T) {
 		}
 		if st := h.sup.Status(); st.State != api.StateAsleep {
 			t.Errorf("state %s, want asleep", st.State)
+		}
+		c.end(Exit{})
+		h.wait()
+	})
+}
+
+// TestIdleCountsFromReady: a child that has not answered its health check
+// is loading, not idle: however long that takes, [serve] idle does not
+// put it to sleep, and once it is ready the count starts from then.
+func TestIdleCountsFromReady(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		door, acts := newFakeDoor(), &fakeActions{}
+		close(door.drain)
+		pol := sleepPolicy()
+		pol.Serve.Idle = 10 * time.Second
+		h := startHarness(t, pol, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts })
+		c := h.child()
+		c.setHandler(true)
+		time.Sleep(30 * time.Second) // loading its weights: never healthy yet
+		synctest.Wait()
+		if got := acts.got(); len(got) != 0 {
+			t.Fatalf("actions %v before the child was ready", got)
+		}
+		h.sup.Healthy(1)
+		time.Sleep(8 * time.Second)
+		synctest.Wait()
+		if got := acts.got(); len(got) != 0 {
+			t.Fatalf("actions %v 8 s after the child was ready (idle 10 s)", got)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+			t.Fatalf("actions %v 11 s after the child was ready", got)
 		}
 		c.end(Exit{})
 		h.wait()
