@@ -62,3 +62,55 @@ func TestIdleSleepAndWakeOnRequest(t *testing.T) {
 		t.Errorf("gpuguard exit %d; stderr:\n%s", code, s.p.stderr.String())
 	}
 }
+
+// TestWakeWaitsForRoomThen503: a request to a sleeping instance whose
+// serving profile does not fit beside a neighbour's memory does not wake
+// it (the wake would be an OOM): the request waits, and gets 503 after
+// [serve] hold; once the neighbour's memory is gone, the next request
+// wakes the instance and is answered.
+func TestWakeWaitsForRoomThen503(t *testing.T) {
+	s := startSleepRunEdited(t, "vllm_fake.py", vllmActions("60s"), func(p string) string {
+		p = strings.Replace(p, `hold     = "60s"`, `hold     = "2s"`, 1)
+		return strings.Replace(p, "name = \"awake\"\nlive = true", "name = \"awake\"\nlive = true\nneeds = \"4GiB\"", 1)
+	}, "VLLM_SERVER_DEV_MODE=1")
+	if code, out, stderr := s.e.run([]string{"step", "sleepy", "down", "--runtime-dir", s.e.runDir}); code != 0 || strings.TrimSpace(out) != "asleep" {
+		t.Fatalf("step down: exit %d %q %s", code, out, stderr)
+	}
+	// 13 GiB of 16: 1.15 GiB left under high, less than awake's 4 GiB.
+	s.neighbour(t, 13<<30)
+	probes := `gpuguard_probe_duration_seconds_count{name="sleepy"}`
+	target := pfMetric(t, s.metricsAt, probes) + 3
+	waitFor(t, "samples of the neighbour", 30*time.Second, func() bool { return pfMetric(t, s.metricsAt, probes) >= target })
+	c := &http.Client{Timeout: 60 * time.Second}
+	began := time.Now()
+	resp, err := c.Get("http://" + s.door + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if waited := time.Since(began); resp.StatusCode != 503 || waited < 2*time.Second {
+		t.Fatalf("request while asleep and awake does not fit: %d after %s, want 503 after hold (2s)", resp.StatusCode, waited)
+	}
+	if st := s.status(t); st["state"] != "asleep" || len(events(s.e, "stepup")) != 0 {
+		t.Fatalf("state %v, stepups %v: want asleep and none while awake does not fit", st["state"], events(s.e, "stepup"))
+	}
+	if n := pfMetric(t, s.metricsAt, `gpuguard_serve_rejected_total{name="sleepy",reason="hold"}`); n != 1 {
+		t.Errorf(`gpuguard_serve_rejected_total{reason="hold"} = %d, want 1`, n)
+	}
+	s.neighbour(t, 0)
+	resp, err = c.Get("http://" + s.door + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-GPUGuard-Profile") != "awake" {
+		t.Fatalf("request once there is room: %d, profile %q; want 200 from awake", resp.StatusCode, resp.Header.Get("X-GPUGuard-Profile"))
+	}
+	if ups := events(s.e, "stepup"); len(ups) != 1 || !strings.Contains(ups[0], `"reason":"request"`) {
+		t.Errorf("stepup events %v, want one with reason request", ups)
+	}
+	s.p.signal(sigterm)
+	if code := s.p.wait(); code != 0 {
+		t.Errorf("gpuguard exit %d; stderr:\n%s", code, s.p.stderr.String())
+	}
+}
