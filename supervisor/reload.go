@@ -173,7 +173,9 @@ func senses(key string) bool {
 // gone is restarted gracefully (stop_signal, then the normal restart path,
 // GPUGUARD_LAST_EXIT=reload) at the same position in the new ladder, or
 // the best profile below it that fits; so is the next start's target. A
-// reload never moves an instance up the ladder by itself.
+// reload never moves an instance up the ladder by itself; but an instance
+// asleep with its child stopped whose level now serves requests starts
+// the child there.
 func (l *loop) reladder(old *policy.Policy) {
 	last := len(l.pol.Profiles) - 1
 	follow := func(level int) (int, bool) {
@@ -190,6 +192,15 @@ func (l *loop) reladder(old *policy.Policy) {
 	level, kept := follow(l.level)
 	moved := level != l.level
 	l.level = level
+	if l.stoppedAsleep() && l.pol.Profiles[level].Serving() {
+		// The profile it slept in serves requests now (it was changed, or
+		// it is gone): nothing else would ever start the child, so the
+		// reload does, in the usual start (release, fit, start order).
+		l.deps.Logf("reload: profile %s serves requests: starting the child", l.pol.Profiles[level].Name)
+		l.plan = &restartPlan{level: level, reason: api.ReasonReload, from: from}
+		l.enterWaiting(level, nil)
+		return
+	}
 	// A child on its way out or being restarted gets the new ladder's
 	// level at its next start anyway.
 	if l.child == nil || l.stopping || l.plan != nil {

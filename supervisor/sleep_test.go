@@ -161,3 +161,50 @@ func TestStartAsleep(t *testing.T) {
 		})
 	}
 }
+
+// TestReloadWakesStoppedSleep: an instance asleep with its child stopped,
+// whose profile a reload makes serving (or removes, leaving a serving
+// profile at its level), starts the child there: nothing else ever
+// would. A reload that keeps the profile asleep starts nothing.
+func TestReloadWakesStoppedSleep(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		next  func() *policy.Policy
+		wants string // the profile the child starts in, "" for none
+	}{
+		{"still asleep", func() *policy.Policy { p := stopPolicy(); p.Profiles[2].Env = map[string]string{"MAX_BATCH": "4"}; return p }, ""},
+		{"serves now", func() *policy.Policy { p := stopPolicy(); p.Profiles[2].NotServing = false; return p }, "off"},
+		{"gone", func() *policy.Policy { p := stopPolicy(); p.Profiles = p.Profiles[:2]; return p }, "int8"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fr := &fakeReloader{}
+				h := startHarness(t, stopPolicy(), func(c *Config, d *Deps) { c.StartLevel = 2; d.Reloader = fr })
+				synctest.Wait()
+				h.noLaunch()
+				changed := "profile"
+				reloadTo(t, h, fr, tt.next(), changed)
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				if tt.wants == "" {
+					h.noLaunch()
+					if st := h.sup.Status(); st.State != api.StateAsleep {
+						t.Fatalf("state %s, want asleep", st.State)
+					}
+					h.cancel()
+					h.wait()
+					return
+				}
+				c := h.child()
+				if got := c.env("GPUGUARD_PROFILE"); got != tt.wants {
+					t.Fatalf("child started in %q, want %q", got, tt.wants)
+				}
+				if st := h.rec.lastState(); st.Reason != "restart after reload" {
+					t.Errorf("state file reason %q, want restart after reload", st.Reason)
+				}
+				c.end(Exit{})
+				h.wait()
+			})
+		})
+	}
+}
