@@ -172,7 +172,11 @@ func TestReloadWakesStoppedSleep(t *testing.T) {
 		next  func() *policy.Policy
 		wants string // the profile the child starts in, "" for none
 	}{
-		{"still asleep", func() *policy.Policy { p := stopPolicy(); p.Profiles[2].Env = map[string]string{"MAX_BATCH": "4"}; return p }, ""},
+		{"still asleep", func() *policy.Policy {
+			p := stopPolicy()
+			p.Profiles[2].Env = map[string]string{"MAX_BATCH": "4"}
+			return p
+		}, ""},
 		{"serves now", func() *policy.Policy { p := stopPolicy(); p.Profiles[2].NotServing = false; return p }, "off"},
 		{"gone", func() *policy.Policy { p := stopPolicy(); p.Profiles = p.Profiles[:2]; return p }, "int8"},
 	} {
