@@ -403,6 +403,9 @@ func TestStatusPath(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &st); err != nil || resp.StatusCode != code || st.Ready != ready || st.Name != "llama" {
 			t.Fatalf("status %d %q, want %d ready=%v", resp.StatusCode, body, code, ready)
 		}
+		if strings.Contains(body, "hf_secret") || !strings.Contains(body, `"last_event":{`) {
+			t.Fatalf("status %q: want the last event without the child's stderr", body)
+		}
 	}
 	check(503, false)
 	fd.launch(t, 1)

@@ -74,7 +74,12 @@ func startDoorQueue(t *testing.T, cfg Config, q Queue) *frontDoor {
 	}
 	fd := &frontDoor{meter: newTestMeter(), healthy: make(chan int, 16), requested: make(chan bool, 64)}
 	fd.Door = New(cfg, Options{
-		Status:    func() api.Status { return api.Status{Name: "llama", State: "running"} },
+		Status: func() api.Status {
+			// The last event carries the dead child's stderr, which the
+			// door's status path must not show (TestStatusPath).
+			return api.Status{Name: "llama", State: "running",
+				LastEvent: &api.Event{Event: api.EventExit, Stderr: []string{"HF_TOKEN=hf_secret"}}}
+		},
 		OnHealthy: func(gen int) { fd.healthy <- gen },
 		OnRequest: func(held bool) {
 			select {
