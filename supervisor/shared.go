@@ -8,7 +8,6 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
-	"github.com/gpuguard/gpuguard/tenants"
 )
 
 // Coordinator is how the supervisor agrees with the other tenants of its
@@ -18,12 +17,12 @@ import (
 // peer never stalls it. Confirm only creates one local file and is called
 // on the loop, as the state file is written there.
 type Coordinator interface {
-	Decide(ctx context.Context, p tenants.Proposal) tenants.Outcome
+	Decide(ctx context.Context, p api.Proposal) api.Outcome
 	Confirm(gpu string, seq int64, grace time.Duration) (api.TenantDecision, error)
 	Void(gpu string, seq int64)
 	Announce(d api.TenantDecision, sockets []string)
-	ClaimStart(ctx context.Context, gpus []string, settle time.Duration) tenants.StartOutcome
-	Admit(ctx context.Context, gpus []string) (*tenants.Admission, error)
+	ClaimStart(ctx context.Context, gpus []string, settle time.Duration) api.StartOutcome
+	Admit(ctx context.Context, gpus []string) (*api.Admission, error)
 	// SetLeases publishes this instance's outstanding leases to the other
 	// tenants of gpus; calls are serialised, each with the current figure.
 	SetLeases(gpus []string, bytes uint64) error
@@ -35,7 +34,7 @@ type Coordinator interface {
 // sharedState is the loop's side of the agreement between tenants.
 type sharedState struct {
 	outcomes chan sharedResult
-	starts   chan tenants.StartOutcome
+	starts   chan api.StartOutcome
 
 	// proposing: a proposal is with the coordinator; further verdicts wait
 	// for its outcome.
@@ -60,12 +59,12 @@ type sharedState struct {
 }
 
 type sharedResult struct {
-	p tenants.Proposal
-	o tenants.Outcome
+	p api.Proposal
+	o api.Outcome
 }
 
 func newShared() sharedState {
-	return sharedState{outcomes: make(chan sharedResult, 1), starts: make(chan tenants.StartOutcome, 1),
+	return sharedState{outcomes: make(chan sharedResult, 1), starts: make(chan api.StartOutcome, 1),
 		executed: map[string]int64{}, seen: map[string]map[int64]bool{}, quietUntil: map[bool]time.Time{}}
 }
 
@@ -107,14 +106,14 @@ func (l *loop) proposeShared(now time.Time) bool {
 	// real ladder is checked by whoever is chosen.
 	v := l.rules.observe(now, l.ratio, l.predicted(now), l.pol.Watermark, 1, 3)
 	kind := proposalKind(v)
-	if kind == "" || now.Before(l.shared.holdUntil) || now.Before(l.shared.quietUntil[tenants.IsDown(kind)]) {
+	if kind == "" || now.Before(l.shared.holdUntil) || now.Before(l.shared.quietUntil[api.IsDown(kind)]) {
 		return true
 	}
 	gpu := worstGPU(l.lastSample.Devices, l.pol)
 	if gpu == "" {
 		return true
 	}
-	p := tenants.Proposal{GPU: gpu, Kind: kind, Watermark: l.ratio, Self: l.tenantInfo()}
+	p := api.Proposal{GPU: gpu, Kind: kind, Watermark: l.ratio, Self: l.tenantInfo()}
 	l.shared.proposing = true
 	c, ctx, out, done := l.deps.Coordinator, l.ctx, l.shared.outcomes, l.s.done
 	go func() {
@@ -162,11 +161,11 @@ func (l *loop) onOutcome(r sharedResult) {
 	l.shared.proposing = false
 	now := time.Now()
 	o := r.o
-	if o.Kind != tenants.Failed {
+	if o.Kind != api.OutcomeFailed {
 		l.shared.failNoted = false
 	}
 	switch o.Kind {
-	case tenants.Step:
+	case api.OutcomeStep:
 		d, err := l.execShared(o.Claim, o.Shared)
 		if err != nil {
 			l.deps.Logf("not taking the step decided for this instance: %v", err)
@@ -177,18 +176,18 @@ func (l *loop) onOutcome(r sharedResult) {
 		if len(o.Peers) > 0 {
 			l.deps.Coordinator.Announce(d, o.Peers)
 		}
-	case tenants.Yield:
+	case api.OutcomeYield:
 		l.noteDecision(o.Record)
-	case tenants.Hold:
+	case api.OutcomeHold:
 		if o.Record.Seq > 0 {
 			l.noteDecision(o.Record)
 		}
-	case tenants.NoCandidate:
-		l.shared.quietUntil[tenants.IsDown(r.p.Kind)] = now.Add(max(l.pol.Watermark.Sustain, time.Second))
-		if tenants.IsDown(r.p.Kind) {
+	case api.OutcomeNoCandidate:
+		l.shared.quietUntil[api.IsDown(r.p.Kind)] = now.Add(max(l.pol.Watermark.Sustain, time.Second))
+		if api.IsDown(r.p.Kind) {
 			l.criticalNobody(now, r.p.GPU, o.Shared)
 		}
-	case tenants.Failed:
+	case api.OutcomeFailed:
 		if !l.shared.failNoted {
 			l.shared.failNoted = true
 			l.deps.Logf("cannot agree with the other tenants of GPU %s (%v); deciding alone", r.p.GPU, o.Err)
@@ -201,7 +200,7 @@ func (l *loop) onOutcome(r sharedResult) {
 
 // execShared executes decision st for this instance: the coordinator's
 // Step outcome for our own proposal, or another tenant's tenant_step. It
-// refuses a claim older than tenants.ClaimTTL, one older than a decision it
+// refuses a claim older than api.ClaimTTL, one older than a decision it
 // already executed, and a step it cannot take; it then confirms the claim
 // (which fails if the decider gave it up) and only then steps. shared says
 // whether other tenants took part (the detail names them).
@@ -211,8 +210,8 @@ func (l *loop) execShared(st api.TenantStep, shared bool) (api.TenantDecision, e
 	if c == nil || !l.coordinated() {
 		return api.TenantDecision{}, fmt.Errorf("%s takes no part in shared decisions (observe mode or scope = \"process\")", l.cfg.Name)
 	}
-	if age := now.Sub(time.Unix(0, st.At)); age >= tenants.ClaimTTL {
-		return api.TenantDecision{}, fmt.Errorf("decision %d of GPU %s is %s old; claims expire after %s", st.Seq, st.GPU, age.Round(time.Millisecond), tenants.ClaimTTL)
+	if age := now.Sub(time.Unix(0, st.At)); age >= api.ClaimTTL {
+		return api.TenantDecision{}, fmt.Errorf("decision %d of GPU %s is %s old; claims expire after %s", st.Seq, st.GPU, age.Round(time.Millisecond), api.ClaimTTL)
 	}
 	if st.Seq <= l.shared.executed[st.GPU] {
 		return api.TenantDecision{}, fmt.Errorf("already executed decision %d of GPU %s", l.shared.executed[st.GPU], st.GPU)

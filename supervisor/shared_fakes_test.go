@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/tenants"
 )
 
 const fakeGPU = "GPU-fake-0"
@@ -18,13 +17,13 @@ const fakeGPU = "GPU-fake-0"
 type fakeCoord struct {
 	mu        sync.Mutex
 	seq       int64
-	decide    func(p tenants.Proposal, seq int64) tenants.Outcome
-	claim     func(gpus []string) tenants.StartOutcome
-	admit     func(gpus []string) (*tenants.Admission, error)
+	decide    func(p api.Proposal, seq int64) api.Outcome
+	claim     func(gpus []string) api.StartOutcome
+	admit     func(gpus []string) (*api.Admission, error)
 	confirmOK func(gpu string, seq int64) error
 	block     chan struct{} // when set, Decide waits for it to close
 
-	proposals []tenants.Proposal
+	proposals []api.Proposal
 	confirms  []api.TenantDecision
 	voids     []int64
 	announced []api.TenantDecision
@@ -35,7 +34,7 @@ type fakeCoord struct {
 	info      api.TenantInfo // the last published
 }
 
-func (f *fakeCoord) Decide(ctx context.Context, p tenants.Proposal) tenants.Outcome {
+func (f *fakeCoord) Decide(ctx context.Context, p api.Proposal) api.Outcome {
 	f.mu.Lock()
 	f.proposals = append(f.proposals, p)
 	f.seq++
@@ -45,7 +44,7 @@ func (f *fakeCoord) Decide(ctx context.Context, p tenants.Proposal) tenants.Outc
 		select {
 		case <-block:
 		case <-ctx.Done():
-			return tenants.Outcome{Kind: tenants.Hold}
+			return api.Outcome{Kind: api.OutcomeHold}
 		}
 	}
 	if decide != nil {
@@ -55,8 +54,8 @@ func (f *fakeCoord) Decide(ctx context.Context, p tenants.Proposal) tenants.Outc
 }
 
 // selfStep is the Step outcome for the proposer, claimed now.
-func selfStep(p tenants.Proposal, seq int64) tenants.Outcome {
-	return tenants.Outcome{Kind: tenants.Step, Claim: api.TenantStep{GPU: p.GPU, Seq: seq, Kind: p.Kind, By: p.Self.Name,
+func selfStep(p api.Proposal, seq int64) api.Outcome {
+	return api.Outcome{Kind: api.OutcomeStep, Claim: api.TenantStep{GPU: p.GPU, Seq: seq, Kind: p.Kind, By: p.Self.Name,
 		At: time.Now().UnixNano(), Watermark: p.Watermark}}
 }
 
@@ -85,7 +84,7 @@ func (f *fakeCoord) Announce(d api.TenantDecision, sockets []string) {
 	f.mu.Unlock()
 }
 
-func (f *fakeCoord) ClaimStart(ctx context.Context, gpus []string, settle time.Duration) tenants.StartOutcome {
+func (f *fakeCoord) ClaimStart(ctx context.Context, gpus []string, settle time.Duration) api.StartOutcome {
 	f.mu.Lock()
 	f.claims = append(f.claims, gpus)
 	claim := f.claim
@@ -93,10 +92,10 @@ func (f *fakeCoord) ClaimStart(ctx context.Context, gpus []string, settle time.D
 	if claim != nil {
 		return claim(gpus)
 	}
-	return tenants.StartOutcome{Granted: true}
+	return api.StartOutcome{Granted: true}
 }
 
-func (f *fakeCoord) Admit(ctx context.Context, gpus []string) (*tenants.Admission, error) {
+func (f *fakeCoord) Admit(ctx context.Context, gpus []string) (*api.Admission, error) {
 	f.mu.Lock()
 	f.admits++
 	admit := f.admit
@@ -104,7 +103,7 @@ func (f *fakeCoord) Admit(ctx context.Context, gpus []string) (*tenants.Admissio
 	if admit != nil {
 		return admit(gpus)
 	}
-	return &tenants.Admission{Others: map[string]uint64{}}, nil
+	return &api.Admission{Others: map[string]uint64{}}, nil
 }
 
 func (f *fakeCoord) SetLeases(gpus []string, bytes uint64) error {
@@ -142,10 +141,10 @@ func (f *fakeCoord) set(mod func(f *fakeCoord)) {
 	f.mu.Unlock()
 }
 
-func (f *fakeCoord) got() (proposals []tenants.Proposal, confirms []api.TenantDecision, voids []int64, announced []api.TenantDecision) {
+func (f *fakeCoord) got() (proposals []api.Proposal, confirms []api.TenantDecision, voids []int64, announced []api.TenantDecision) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]tenants.Proposal(nil), f.proposals...), append([]api.TenantDecision(nil), f.confirms...),
+	return append([]api.Proposal(nil), f.proposals...), append([]api.TenantDecision(nil), f.confirms...),
 		append([]int64(nil), f.voids...), append([]api.TenantDecision(nil), f.announced...)
 }
 

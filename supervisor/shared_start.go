@@ -6,7 +6,6 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
-	"github.com/gpuguard/gpuguard/tenants"
 )
 
 // One start at a time on a shared GPU: before a launch the loop claims the
@@ -77,7 +76,7 @@ func (l *loop) startClaimed(r sampleResult) bool {
 }
 
 // onStartClaim takes ClaimStart's answer.
-func (l *loop) onStartClaim(o tenants.StartOutcome) {
+func (l *loop) onStartClaim(o api.StartOutcome) {
 	st := &l.shared.start
 	if st.phase != startClaiming {
 		return
@@ -129,8 +128,8 @@ func (l *loop) trackStart(now time.Time, r sampleResult) {
 	switch {
 	case r.err == nil && st.settle.observe(now, used, total):
 		l.endStarting("its memory has not grown for " + settle.String())
-	case now.Sub(st.launched) >= tenants.StartHoldFactor*settle:
-		l.endStarting("10 x settle (" + (tenants.StartHoldFactor * settle).String() + ") passed")
+	case now.Sub(st.launched) >= api.StartHoldFactor*settle:
+		l.endStarting("10 x settle (" + (api.StartHoldFactor * settle).String() + ") passed")
 	}
 }
 

@@ -24,7 +24,7 @@ import (
 // proposes nothing more during its grace.
 func TestSharedProposalStepsSelf(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{decide: func(p tenants.Proposal, seq int64) tenants.Outcome {
+		fc := &fakeCoord{decide: func(p api.Proposal, seq int64) api.Outcome {
 			o := selfStep(p, seq)
 			o.Peers, o.Shared = []string{"/run/other.sock"}, true
 			return o
@@ -89,8 +89,8 @@ func TestSharedLoneDetail(t *testing.T) {
 // only after a pause.
 func TestSharedProposalAtTheLastProfile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{decide: func(p tenants.Proposal, _ int64) tenants.Outcome {
-			return tenants.Outcome{Kind: tenants.NoCandidate, Shared: true}
+		fc := &fakeCoord{decide: func(p api.Proposal, _ int64) api.Outcome {
+			return api.Outcome{Kind: api.OutcomeNoCandidate, Shared: true}
 		}}
 		h := startHarness(t, testPolicy(), withCoord(fc, func(c *Config, d *Deps) { c.StartLevel = 2 }))
 		c := h.child()
@@ -132,8 +132,8 @@ func TestSharedProposalAtTheLastProfile(t *testing.T) {
 // has passed and the sustain timer has run again.
 func TestSharedYieldAndCadence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{decide: func(p tenants.Proposal, seq int64) tenants.Outcome {
-			return tenants.Outcome{Kind: tenants.Yield, Shared: true, Record: api.TenantDecision{GPU: p.GPU, Seq: seq,
+		fc := &fakeCoord{decide: func(p api.Proposal, seq int64) api.Outcome {
+			return api.Outcome{Kind: api.OutcomeYield, Shared: true, Record: api.TenantDecision{GPU: p.GPU, Seq: seq,
 				Kind: p.Kind, To: "batch", At: time.Now().UnixNano(), GraceSeconds: 10}}
 		}}
 		h := startHarness(t, livePolicy(), withCoord(fc))
@@ -169,8 +169,8 @@ func TestSharedYieldAndCadence(t *testing.T) {
 func TestSharedOneProposalInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		block := make(chan struct{})
-		fc := &fakeCoord{block: block, decide: func(tenants.Proposal, int64) tenants.Outcome {
-			return tenants.Outcome{Kind: tenants.Hold}
+		fc := &fakeCoord{block: block, decide: func(api.Proposal, int64) api.Outcome {
+			return api.Outcome{Kind: api.OutcomeHold}
 		}}
 		h := startHarness(t, livePolicy(), withCoord(fc))
 		c := h.child()
@@ -199,8 +199,8 @@ func TestSharedOneProposalInFlight(t *testing.T) {
 // runtime dir is read-only) must not leave the GPU unprotected.
 func TestSharedFailureDecidesAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{decide: func(tenants.Proposal, int64) tenants.Outcome {
-			return tenants.Outcome{Kind: tenants.Failed, Err: errors.New("read-only file system")}
+		fc := &fakeCoord{decide: func(api.Proposal, int64) api.Outcome {
+			return api.Outcome{Kind: api.OutcomeFailed, Err: errors.New("read-only file system")}
 		}}
 		h := startHarness(t, livePolicy(), withCoord(fc))
 		c := h.child()
@@ -251,7 +251,7 @@ func TestTenantStepRequest(t *testing.T) {
 		step := func(seq int64, kind string, at int64) (api.TenantDecision, error) {
 			return h.sup.TenantStep(ctx, api.TenantStep{GPU: fakeGPU, Seq: seq, Kind: kind, By: "llm", At: at, Watermark: 0.95})
 		}
-		if _, err := step(3, api.KindDown, now()-int64(tenants.ClaimTTL)); err == nil || !strings.Contains(err.Error(), "claims expire") {
+		if _, err := step(3, api.KindDown, now()-int64(api.ClaimTTL)); err == nil || !strings.Contains(err.Error(), "claims expire") {
 			t.Fatalf("a claim 1s old: %v, want a refusal", err)
 		}
 		if _, err := h.sup.TenantStep(ctx, api.TenantStep{GPU: "GPU-other", Seq: 3, Kind: api.KindDown, By: "llm", At: now()}); err == nil {
@@ -425,7 +425,7 @@ func TestStartWaitsForTheOtherTenant(t *testing.T) {
 		var probe *fakeProbe
 		var llmStarting atomic.Bool
 		llmStarting.Store(true)
-		fc.claim = func(gpus []string) tenants.StartOutcome {
+		fc.claim = func(gpus []string) api.StartOutcome {
 			if !slices.Equal(gpus, []string{fakeGPU}) {
 				t.Errorf("claimed %v", gpus)
 			}
@@ -433,12 +433,12 @@ func TestStartWaitsForTheOtherTenant(t *testing.T) {
 				t.Error("claiming without saying it is starting")
 			}
 			if llmStarting.Load() {
-				return tenants.StartOutcome{Holder: "llm", GPU: fakeGPU}
+				return api.StartOutcome{Holder: "llm", GPU: fakeGPU}
 			}
 			// Between the sample that asked and the grant, llm's child
 			// settled at 6 GiB: the profile must be chosen on a later one.
 			probe.setUsed(6 * gib)
-			return tenants.StartOutcome{Granted: true}
+			return api.StartOutcome{Granted: true}
 		}
 		pol := testPolicy()
 		pol.Watch.Settle = 2 * time.Second
@@ -627,8 +627,8 @@ func TestStartEndsOnExit(t *testing.T) {
 // be had.
 func TestReserveCountsOtherTenants(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{admit: func(gpus []string) (*tenants.Admission, error) {
-			return &tenants.Admission{Others: map[string]uint64{fakeGPU: 8 * gib}}, nil
+		fc := &fakeCoord{admit: func(gpus []string) (*api.Admission, error) {
+			return &api.Admission{Others: map[string]uint64{fakeGPU: 8 * gib}}, nil
 		}}
 		h := startHarness(t, testPolicy(), withCoord(fc))
 		c := h.child()
@@ -649,7 +649,7 @@ func TestReserveCountsOtherTenants(t *testing.T) {
 			t.Fatalf("4 + (2 own + 8 others) + 2 > 14.4: %+v", d)
 		}
 		fc.set(func(f *fakeCoord) {
-			f.admit = func([]string) (*tenants.Admission, error) {
+			f.admit = func([]string) (*api.Admission, error) {
 				return nil, errors.New("the admission lock of GPU " + fakeGPU + ": " + tenants.ErrLockHeld.Error())
 			}
 		})

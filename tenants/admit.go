@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/internal/regfile"
 	"github.com/gpuguard/gpuguard/internal/saturate"
 	"golang.org/x/sys/unix"
@@ -32,21 +33,10 @@ const (
 	livePrefix  = "live."
 )
 
-// Admission is the right to decide one reservation on a set of GPUs: their
-// admission locks, and the other tenants' outstanding leases on each
-// (bytes by GPU UUID). Publish the new leases (SetLeases), then Release.
-type Admission struct {
-	Others map[string]uint64
-	locks  []*os.File
-}
-
-// Release unlocks the GPUs.
-func (a *Admission) Release() {
-	for _, f := range a.locks {
-		f.Close()
-	}
-	a.locks = nil
-}
+// Admission is the right to decide one reservation on a set of GPUs (the
+// supervisor's word, api.Admission): Admit fills in the other tenants'
+// leases and an Unlock that closes the GPUs' admission locks.
+type Admission = api.Admission
 
 // Admit takes the admission lock of every GPU in gpus (UUID order, each
 // within LockWait; an error wrapping ErrLockHeld when one stays held) and
@@ -57,14 +47,19 @@ func (c *Coordinator) Admit(ctx context.Context, gpus []string) (*Admission, err
 	if err := c.holdLive(); err != nil {
 		return nil, err
 	}
-	a := &Admission{Others: make(map[string]uint64, len(gpus))}
+	var locks []*os.File
+	a := &Admission{Others: make(map[string]uint64, len(gpus)), Unlock: func() {
+		for _, f := range locks {
+			f.Close()
+		}
+	}}
 	dirs := map[string]string{}
 	for _, g := range slices.Sorted(slices.Values(gpus)) {
 		dir, err := GPUDir(c.o.RuntimeDir, g)
 		if err == nil {
 			var f *os.File
 			if f, err = lockFile(ctx, filepath.Join(dir, admitLock), LockWait); err == nil {
-				a.locks = append(a.locks, f)
+				locks = append(locks, f)
 				dirs[g] = dir
 				continue
 			}

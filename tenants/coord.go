@@ -110,49 +110,23 @@ func (c *Coordinator) Close() error {
 	return nil
 }
 
-// Proposal is one tenant's verdict for one GPU: its watermark rules say
-// the GPU needs a step of Kind. Self is the proposer's own TenantInfo.
-type Proposal struct {
-	GPU       string
-	Kind      string
-	Watermark float64
-	Self      api.TenantInfo
-}
-
-// OutcomeKind is what Decide concluded.
-type OutcomeKind int
-
-const (
-	// Hold: no step now. When Record.Seq > 0 the hold is the cadence of a
-	// confirmed decision, to note; else a decision is in flight.
-	Hold OutcomeKind = iota
-	// Step: the proposer itself was chosen: it executes Claim (Execute's
-	// checks, then Confirm) and then Announces it.
-	Step
-	// Yield: another tenant (Record.To) executed the decision.
-	Yield
-	// NoCandidate: no tenant of the GPU can take such a step.
-	NoCandidate
-	// Failed: the log could not be used (Err); decide alone.
-	Failed
+// Proposal, Outcome and its kinds are the supervisor's words (package
+// api), so that it owns its Coordinator interface without importing this
+// package; the names here are kept for this package's callers.
+type (
+	Proposal    = api.Proposal
+	OutcomeKind = api.OutcomeKind
+	Outcome     = api.Outcome
 )
 
-func (k OutcomeKind) String() string {
-	return [...]string{"hold", "step", "yield", "no candidate", "failed"}[k]
-}
-
-// Outcome is Decide's answer.
-type Outcome struct {
-	Kind   OutcomeKind
-	Claim  api.TenantStep
-	Record api.TenantDecision
-	// Peers are the sockets of the other tenants of the GPU that answered
-	// (Step: whom to Announce to).
-	Peers []string
-	// Shared: another tenant of the GPU answered.
-	Shared bool
-	Err    error
-}
+// The outcome kinds (see api.OutcomeKind).
+const (
+	Hold        = api.OutcomeHold
+	Step        = api.OutcomeStep
+	Yield       = api.OutcomeYield
+	NoCandidate = api.OutcomeNoCandidate
+	Failed      = api.OutcomeFailed
+)
 
 // maxAttempts bounds the claims one proposal makes: a lost race for a seq,
 // or a chosen tenant that refused or did not answer, costs one.

@@ -9,11 +9,9 @@ import (
 	"github.com/gpuguard/gpuguard/policy"
 )
 
-// ClaimTTL is how long a claim waits for its confirmation. A younger
-// unconfirmed claim is a decision in flight and holds the others; an older
-// one is void (its decider or its executor died or hangs), and the tenant
-// it named refuses to execute it.
-const ClaimTTL = time.Second
+// ClaimTTL is how long a claim waits for its confirmation (api.ClaimTTL:
+// the supervisor refuses to execute an older one).
+const ClaimTTL = api.ClaimTTL
 
 // Keep is how many of the newest seqs a log keeps; older files are removed
 // every Keep seqs, so between 8 and 16 are on disk.
@@ -161,10 +159,9 @@ func (c *StartClaim) valid(now time.Time) bool {
 	return !c.Void && paths.ValidName(c.By) == nil && c.At > 0 && !future(c.At, now)
 }
 
-// StartHoldFactor bounds how long a start claim can hold the others: a
-// tenant that says it is starting for longer than this many settle periods
-// is ignored.
-const StartHoldFactor = 10
+// StartHoldFactor bounds how long a start claim can hold the others
+// (api.StartHoldFactor, which the supervisor's start also keeps to).
+const StartHoldFactor = api.StartHoldFactor
 
 // Blocking returns the newest valid start claim when it may still block
 // self at now (held by another tenant, younger than StartHoldFactor x its

@@ -14,9 +14,7 @@ type Candidate struct {
 }
 
 // IsDown reports whether kind gives memory back (down, predicted, critical).
-func IsDown(kind string) bool {
-	return kind == api.KindDown || kind == api.KindPredicted || kind == api.KindCritical
-}
+func IsDown(kind string) bool { return api.IsDown(kind) }
 
 // Rank returns the tenants of gpu that can carry out a decision of kind,
 // best first. For a step down (or a critical restart): those not at their

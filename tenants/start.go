@@ -5,18 +5,12 @@ import (
 	"errors"
 	"slices"
 	"time"
+
+	"github.com/gpuguard/gpuguard/api"
 )
 
-// StartOutcome is ClaimStart's answer.
-type StartOutcome struct {
-	// Granted: this instance holds the start claim of every GPU asked for
-	// and may launch its child (choosing its profile on a fresh sample).
-	Granted bool
-	// Holder is the tenant that is starting, when not granted.
-	Holder string
-	GPU    string
-	Err    error
-}
+// StartOutcome is ClaimStart's answer (the supervisor's word, api.StartOutcome).
+type StartOutcome = api.StartOutcome
 
 // ClaimStart claims the start of a child on every GPU in gpus, in UUID
 // order (so two tenants of the same GPUs cannot wait on each other). On
