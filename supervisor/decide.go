@@ -71,8 +71,9 @@ func (l *loop) onSample(r sampleResult) {
 // applyWatermark runs the watermark rules on the newest ratio and performs
 // (or, in observe mode, only reports) their verdict.
 func (l *loop) applyWatermark(now time.Time) {
-	if l.proposeShared(now) {
-		return // the tenants of the GPU decide together
+	if l.coordinated() {
+		l.proposeShared(now) // the tenants of the GPU decide together
+		return
 	}
 	wm := l.pol.Watermark
 	v := l.rules.observe(now, l.ratio, l.predicted(now), wm, l.level, len(l.pol.Profiles))

@@ -122,14 +122,6 @@ func (f leaseFigure) equal(g leaseFigure) bool {
 	return f.bytes == g.bytes && slices.Equal(f.gpus, g.gpus)
 }
 
-// leasesChanged publishes the leases after the loop changed them (expiry,
-// the child's exit), off the loop.
-func (l *loop) leasesChanged() {
-	if l.deps.Coordinator != nil {
-		go l.s.publishLeases()
-	}
-}
-
 // watched are the UUIDs of the GPUs in the newest published snapshot.
 func (s *Supervisor) watched() []string {
 	gpus := s.snap.Load().status.GPUs
@@ -164,19 +156,4 @@ func (l *loop) tenantInfo() api.TenantInfo {
 		info.GPUs = append(info.GPUs, g)
 	}
 	return info
-}
-
-// publishTenant publishes the TenantInfo that TenantInfo answers from.
-func (l *loop) publishTenant() {
-	info := l.tenantInfo()
-	l.s.tenant.Store(&info)
-	if c := l.deps.Coordinator; c != nil {
-		c.Publish(info)
-		if !l.shared.leasesPublished && len(info.GPUs) > 0 {
-			// Once the GPUs are known: a file left by an earlier instance of
-			// this name (killed) must not count as this one's leases.
-			l.shared.leasesPublished = true
-			l.leasesChanged()
-		}
-	}
 }
