@@ -146,7 +146,7 @@ func newLoop(s *Supervisor) *loop {
 	return &loop{
 		s: s, cfg: cfg, deps: s.deps, pol: s.pol.Load(),
 		state: api.StateStarting, level: s.cfg.StartLevel, target: s.cfg.StartLevel,
-		lastExit: "none", ledger: s.ledger, shared: newShared(s.deps.Coordinator, s.deps.Logf),
+		lastExit: "none", ledger: s.ledger, shared: newShared(s.deps.Coordinator, s.deps.Logf, &s.starting),
 		smp: newSampler(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval), hung: stoppedTimer(),
 		period: s.pol.Load().Watch.Interval, sense: new(trend.Tracker),
 	}

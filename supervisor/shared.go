@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
@@ -44,6 +45,9 @@ type Coordinator interface {
 type sharedState struct {
 	c    Coordinator // nil: no other tenants to agree with
 	logf func(format string, args ...any)
+	// starting is the supervisor's flag, read live by TenantInfo: set
+	// before a start claim is made, cleared when the start ends.
+	starting *atomic.Bool
 
 	outcomes chan sharedResult
 	starts   chan api.StartOutcome
@@ -75,8 +79,8 @@ type sharedResult struct {
 	o api.Outcome
 }
 
-func newShared(c Coordinator, logf func(format string, args ...any)) sharedState {
-	return sharedState{c: c, logf: logf,
+func newShared(c Coordinator, logf func(format string, args ...any), starting *atomic.Bool) sharedState {
+	return sharedState{c: c, logf: logf, starting: starting,
 		outcomes: make(chan sharedResult, 1), starts: make(chan api.StartOutcome, 1),
 		executed: map[string]int64{}, seen: map[string]map[int64]bool{}, quietUntil: map[bool]time.Time{}}
 }

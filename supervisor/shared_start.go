@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
@@ -38,10 +39,9 @@ type startState struct {
 // startClaimed reports whether the start may go ahead with sample r; if
 // not, it has asked the coordinator (or is waiting for its answer).
 func (l *loop) startClaimed(r sampleResult) bool {
-	c := l.deps.Coordinator
 	st := &l.shared.start
 	switch {
-	case c == nil:
+	case l.shared.c == nil:
 		return true
 	case st.phase == startClaiming:
 		return false
@@ -60,11 +60,18 @@ func (l *loop) startClaimed(r sampleResult) bool {
 			return true // tryStart waits for memory; claim once something fits
 		}
 	}
+	l.shared.claimStart(l.ctx, l.s.done, gpus, l.pol.Watch.Settle)
+	return false
+}
+
+// claimStart claims the start of gpus, off the loop; the answer comes
+// back on starts.
+func (t *sharedState) claimStart(ctx context.Context, done <-chan struct{}, gpus []string, settle time.Duration) {
 	// Say so before claiming: a tenant that sees our claim must see us
 	// starting, or it would take the claim over.
-	l.setStarting(true)
-	st.phase = startClaiming
-	ctx, out, done, settle := l.ctx, l.shared.starts, l.s.done, l.pol.Watch.Settle
+	t.starting.Store(true)
+	t.start.phase = startClaiming
+	c, out := t.c, t.starts
 	go func() {
 		o := c.ClaimStart(ctx, gpus, settle)
 		select {
@@ -72,64 +79,85 @@ func (l *loop) startClaimed(r sampleResult) bool {
 		case <-done:
 		}
 	}()
-	return false
 }
 
 // onStartClaim takes ClaimStart's answer.
 func (l *loop) onStartClaim(o api.StartOutcome) {
-	st := &l.shared.start
-	if st.phase != startClaiming {
+	if l.shared.start.phase != startClaiming {
 		return
 	}
 	if l.state != api.StateWaiting || l.stopping || l.finished {
 		l.endStarting("")
 		return
 	}
+	if l.shared.claimed(o) {
+		l.sampleNow()
+	}
+}
+
+// claimed takes the answer to a claim made while the instance still
+// waits to start; it reports whether the start was granted (or goes
+// ahead anyway, the coordinator having failed): then the profile is
+// chosen on a fresh sample.
+func (t *sharedState) claimed(o api.StartOutcome) bool {
+	st := &t.start
 	if o.Err != nil {
-		l.deps.Logf("cannot claim the start on GPU %s (%v); starting anyway", o.GPU, o.Err)
+		t.logf("cannot claim the start on GPU %s (%v); starting anyway", o.GPU, o.Err)
 	} else if !o.Granted {
 		st.phase = startIdle
-		l.setStarting(false)
+		t.starting.Store(false)
 		if st.waitingFor != o.Holder {
 			st.waitingFor = o.Holder
-			l.deps.Logf("waiting for %s to finish starting on GPU %s (one start at a time)", o.Holder, o.GPU)
+			t.logf("waiting for %s to finish starting on GPU %s (one start at a time)", o.Holder, o.GPU)
 		}
-		return
+		return false
 	}
 	st.waitingFor = ""
 	st.phase, st.granted = startGranted, time.Now()
-	l.sampleNow()
+	return true
 }
 
 // beganStarting follows a launch: the start lasts until the child settles.
 func (l *loop) beganStarting(now time.Time) {
-	st := &l.shared.start
-	if st.phase != startGranted {
-		l.endStarting("")
-		return
-	}
-	st.phase = startLaunched
-	st.launched = now
 	used, _, own := startUsage(l.lastSample, l.childTree)
 	if own {
 		used = 0 // the new child's own usage starts from nothing
 	}
-	st.settle = newSettleTracker(now, l.pol.Watch.Settle, used)
+	l.shared.launched(now, used, l.pol.Watch.Settle)
+}
+
+// launched follows a launch with the memory used then: a granted start
+// now lasts until the child settles; any other ends.
+func (t *sharedState) launched(now time.Time, used uint64, settle time.Duration) {
+	st := &t.start
+	if st.phase != startGranted {
+		t.endStarting("")
+		return
+	}
+	st.phase = startLaunched
+	st.launched = now
+	st.settle = newSettleTracker(now, settle, used)
 }
 
 // trackStart feeds a sample to the settle tracker of a starting child.
 func (l *loop) trackStart(now time.Time, r sampleResult) {
-	st := &l.shared.start
-	if st.phase != startLaunched || l.child == nil {
+	if l.shared.start.phase != startLaunched || l.child == nil {
 		return
 	}
-	settle := l.pol.Watch.Settle
 	used, total, _ := startUsage(r.sample, l.childTree)
+	l.shared.track(now, r.err == nil, used, total, l.pol.Watch.Settle)
+}
+
+// track ends a start whose child's memory has been flat for settle (ok:
+// the sample read used of total), or that has lasted StartHoldFactor x
+// settle.
+func (t *sharedState) track(now time.Time, ok bool, used, total uint64, settle time.Duration) {
+	st := &t.start
 	switch {
-	case r.err == nil && st.settle.observe(now, used, total):
-		l.endStarting("its memory has not grown for " + settle.String())
+	case ok && st.settle.observe(now, used, total):
+		t.endStarting("its memory has not grown for " + settle.String())
 	case now.Sub(st.launched) >= api.StartHoldFactor*settle:
-		l.endStarting("10 x settle (" + (api.StartHoldFactor * settle).String() + ") passed")
+		t.endStarting("10 x settle (" + (api.StartHoldFactor * settle).String() + ") passed")
 	}
 }
 
@@ -156,16 +184,16 @@ func startUsage(s gpu.Sample, tree map[int]bool) (used, total uint64, own bool) 
 
 // endStarting ends this instance's start (or an attempt at one): the other
 // tenants may start theirs. why is logged when a start completes.
-func (l *loop) endStarting(why string) {
-	st := &l.shared.start
+func (l *loop) endStarting(why string) { l.shared.endStarting(why) }
+
+func (t *sharedState) endStarting(why string) {
+	st := &t.start
 	if st.phase == startLaunched && why != "" {
-		l.deps.Logf("start complete: %s", why)
+		t.logf("start complete: %s", why)
 	}
 	st.phase = startIdle
-	l.setStarting(false)
+	t.starting.Store(false)
 }
-
-func (l *loop) setStarting(v bool) { l.s.starting.Store(v) }
 
 // watchedUUIDs are the UUIDs of the watched GPUs from the newest sample.
 func (l *loop) watchedUUIDs() []string {
