@@ -63,7 +63,7 @@ func (l *loop) onHealthy(gen int) {
 	after := time.Since(l.childStart)
 	l.emit(api.Event{Event: api.EventReady, PID: l.child.PID(), AfterSeconds: after.Seconds()})
 	l.deps.Logf("the child answered its health check %s after its start: ready", after.Round(time.Millisecond))
-	l.endStarting("it answered its health check")
+	l.shared.endStarting("it answered its health check")
 	if n := l.deps.Notifier; n != nil && !l.door.notified {
 		l.door.notified = true
 		_ = n.Ready()

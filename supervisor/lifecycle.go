@@ -83,7 +83,7 @@ func (l *loop) tryStart(r sampleResult) {
 		l.state = api.StateFatal
 		l.finish(exitcode.NoFit, fmt.Errorf("%w the free GPU memory (when_full = \"exit\"): %s", errNoFit, l.freeText(r)))
 	default:
-		l.endStarting("")
+		l.shared.endStarting("")
 		if !l.waitNoted {
 			l.waitNoted = true
 			l.noteFit(j, "no profile fits; waiting for memory")
@@ -262,7 +262,7 @@ func (l *loop) onExit() {
 	release := l.childTree
 	l.child = nil
 	l.setTarget()
-	l.endStarting("") // the exit line says it; "start complete" would be wrong
+	l.shared.endStarting("") // the exit line says it; "start complete" would be wrong
 	l.stopWait.stop()
 	l.doorExited()
 	l.actionsExited()

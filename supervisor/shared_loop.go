@@ -105,7 +105,7 @@ func (l *loop) onSharedRequest(r request) {
 		l.perform(now, l.shared.note(r.tenantDecision, l.peerFacts(now)))
 		r.reply <- response{}
 	case opReady:
-		l.endStarting("the child said ready")
+		l.shared.endStarting("the child said ready")
 		r.reply <- response{}
 	case opEmit:
 		l.emit(r.event)

@@ -87,7 +87,7 @@ func (l *loop) onStartClaim(o api.StartOutcome) {
 		return
 	}
 	if l.state != api.StateWaiting || l.stopping || l.finished {
-		l.endStarting("")
+		l.shared.endStarting("")
 		return
 	}
 	if l.shared.claimed(o) {
@@ -184,8 +184,6 @@ func startUsage(s gpu.Sample, tree map[int]bool) (used, total uint64, own bool) 
 
 // endStarting ends this instance's start (or an attempt at one): the other
 // tenants may start theirs. why is logged when a start completes.
-func (l *loop) endStarting(why string) { l.shared.endStarting(why) }
-
 func (t *sharedState) endStarting(why string) {
 	st := &t.start
 	if st.phase == startLaunched && why != "" {
