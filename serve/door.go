@@ -34,6 +34,7 @@ type Door struct {
 	// mu guards the current launch's polling.
 	mu       sync.Mutex
 	gen      int                // the current launch's number
+	genNow   atomic.Int64       // gen, for requests to read without mu
 	stopPoll context.CancelFunc // nil when not polling
 	kick     chan struct{}      // ask the poller for a check now
 	fails    int                // health failures in a row
@@ -68,9 +69,18 @@ func New(cfg Config, opts Options) *Door {
 		d.check = httpCheck(&http.Client{Transport: newHealthTransport(), Timeout: pollTimeout})
 	}
 	d.proxy = &httputil.ReverseProxy{
-		Rewrite:        d.rewrite,
-		Transport:      &retryTransport{d: d, base: tr},
-		FlushInterval:  -1, // every write reaches the client at once: token streams
+		Rewrite:   d.rewrite,
+		Transport: &retryTransport{d: d, base: tr},
+		// 0: no flush timer for an answer of known length; the client's
+		// writer (countingWriter) flushes each write itself, so every
+		// byte still reaches the client as it comes, and a small answer
+		// leaves in one write, headers and body together. ReverseProxy
+		// still flushes headers at once for text/event-stream and for any
+		// answer without a Content-Length (chunked: Ollama's NDJSON). -1
+		// started a timer goroutine per answer that flushed its headers
+		// alone: one more write and wake-up per request.
+		FlushInterval:  0,
+		BufferPool:     &bufferPool{},
 		ErrorHandler:   d.proxyError,
 		ModifyResponse: d.stamp,
 		ErrorLog:       log.New(logWriter(opts.Logf), "", 0),
@@ -127,6 +137,7 @@ func (d *Door) Launched(gen int) {
 	defer d.mu.Unlock()
 	d.stopPollingLocked()
 	d.gen, d.fails, d.healthy = gen, 0, false
+	d.genNow.Store(int64(gen))
 	ctx, cancel := context.WithCancel(context.Background())
 	d.stopPoll, d.kick = cancel, make(chan struct{}, 1)
 	d.polls.Add(1)
@@ -200,11 +211,9 @@ func (d *Door) suspect(gen int) {
 	}
 }
 
-func (d *Door) currentGen() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.gen
-}
+// currentGen is the launch a request passing the gate now goes to. It is
+// read on every request, so it takes no lock: Launched stores it with gen.
+func (d *Door) currentGen() int { return int(d.genNow.Load()) }
 
 func (d *Door) logf(format string, args ...any) { d.opts.Logf(format, args...) }
 

@@ -21,6 +21,11 @@ type exchange struct {
 	body     *replayBody
 	retried  bool  // sent a second time
 	rejected error // a retry's wait ended without a ready child
+
+	// The request's writer and kept body live here, so that a request
+	// costs the door one allocation of its own, not three.
+	w    countingWriter
+	kept replayBody
 }
 
 type exchangeKey struct{}
@@ -37,7 +42,9 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.own(w, r)
 		return
 	}
-	cw := &countingWriter{ResponseWriter: w}
+	ex := &exchange{w: countingWriter{ResponseWriter: w}}
+	ex.w.flush, _ = w.(http.Flusher)
+	cw := &ex.w
 	defer func() {
 		if d.opts.Meter != nil {
 			d.opts.Meter.ServeRequest(cw.code())
@@ -55,7 +62,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case prio == P2 && d.deferRequest(cw, r):
 			return
 		case prio == P1 && cfg.fallback != nil:
-			ex := &exchange{target: cfg.fallback, fallback: true}
+			ex.target, ex.fallback = cfg.fallback, true
 			d.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
 			return
 		}
@@ -64,14 +71,18 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.answer(cw, http.StatusBadGateway, "gpuguard_unavailable", "the upstream URL "+quote(cfg.Upstream)+" is invalid", 0)
 		return
 	}
-	ex := &exchange{target: cfg.upstream}
+	ex.target = cfg.upstream
 	if err := d.enter(r.Context(), cfg, ex); err != nil {
 		d.reject(cw, err)
 		return
 	}
 	defer d.leave(ex)
 	if cfg.Retry && r.Body != nil && r.Body != http.NoBody {
-		ex.body = newReplayBody(r.Body, maxReplay)
+		ex.kept = replayBody{src: r.Body, limit: maxReplay}
+		if n := r.ContentLength; n > 0 && n <= maxReplay {
+			ex.kept.kept = make([]byte, 0, n) // one allocation, not append's doublings
+		}
+		ex.body = &ex.kept
 		r.Body = ex.body.attempt()
 	}
 	d.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))

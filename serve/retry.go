@@ -62,10 +62,6 @@ type replayBody struct {
 
 var errStaleAttempt = errors.New("request body: a newer attempt is reading it")
 
-func newReplayBody(src io.ReadCloser, limit int) *replayBody {
-	return &replayBody{src: src, limit: limit}
-}
-
 // replayable reports whether the body can be sent again from the start
 // (a nil body always can).
 func (b *replayBody) replayable() bool {

@@ -6,11 +6,17 @@ import (
 	"time"
 )
 
-// countingWriter remembers the status code sent, for the requests metric.
-// Unwrap lets http.ResponseController (the proxy's flushes) reach the
-// connection's own writer.
+// countingWriter remembers the status code sent, for the requests metric,
+// and sends each write on to the client at once (with flush set): what
+// the child has sent is never held back, for an answer of known length
+// too (a slow one, or one cut off mid-way, reaches the client as far as
+// it came). It flushes with the write itself, so a small answer leaves in
+// one system call, headers and body together. Unwrap lets
+// http.ResponseController (the proxy's flushes) reach the connection's
+// own writer.
 type countingWriter struct {
 	http.ResponseWriter
+	flush  http.Flusher // nil: writes stay buffered until the handler ends
 	status int
 }
 
@@ -25,7 +31,11 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 	if c.status == 0 {
 		c.status = http.StatusOK
 	}
-	return c.ResponseWriter.Write(b)
+	n, err := c.ResponseWriter.Write(b)
+	if err == nil && c.flush != nil {
+		c.flush.Flush()
+	}
+	return n, err
 }
 
 func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
