@@ -87,10 +87,8 @@ func (d *Door) deferRequest(w http.ResponseWriter, r *http.Request) bool {
 	status := TasksPath + ticket
 	h := w.Header()
 	d.stampHeader(h)
-	h.Set("Content-Type", "application/json")
 	h.Set("Location", status)
-	w.WriteHeader(http.StatusAccepted)
-	_ = json.NewEncoder(w).Encode(struct {
+	writeJSON(w, http.StatusAccepted, struct {
 		Ticket    string `json:"ticket"`
 		StatusURL string `json:"status_url"`
 	}{ticket, status})

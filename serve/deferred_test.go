@@ -114,6 +114,9 @@ func TestDeferredRequest(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("deferred: %d %s", resp.StatusCode, body)
 	}
+	if resp.ContentLength != int64(len(body)) {
+		t.Errorf("the 202 has Content-Length %d for %d bytes (chunked?)", resp.ContentLength, len(body))
+	}
 	var got struct{ Ticket, StatusURL string }
 	var raw map[string]string
 	if err := json.Unmarshal(body, &raw); err != nil {

@@ -92,6 +92,9 @@ func checkUnavailable(t *testing.T, resp *http.Response, body string) {
 	if resp.Header.Get(HeaderProfile) == "" || resp.Header.Get(HeaderLevel) == "" {
 		t.Errorf("a 503 of the door lacks the profile headers: %v", resp.Header)
 	}
+	if resp.ContentLength != int64(len(body)) {
+		t.Errorf("a 503 of the door has Content-Length %d for %d bytes (chunked?)", resp.ContentLength, len(body))
+	}
 }
 
 // TestMaxHeld: with max_held waiting, one more gets 503 at once; the held

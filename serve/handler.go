@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -187,12 +188,27 @@ func (d *Door) answer(w http.ResponseWriter, code int, typ, msg string, retryAft
 	b.Error.Message, b.Error.Type, b.Error.Code = msg, typ, code
 	h := w.Header()
 	d.stampHeader(h)
-	h.Set("Content-Type", "application/json")
 	if retryAfter > 0 {
 		h.Set("Retry-After", strconvSeconds(retryAfter))
 	}
+	writeJSON(w, code, b)
+}
+
+// writeJSON answers v as JSON with its Content-Length: the client's
+// writer flushes each write, so without one the door's own small answers
+// would go out chunked.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "gpuguard: encoding the answer: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	body = append(body, '\n') // as json.Encoder wrote it
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(b)
+	_, _ = w.Write(body)
 }
 
 func (d *Door) stampHeader(h http.Header) {
