@@ -12,10 +12,9 @@ import (
 // onSample takes one probe result: it records it, then lets the state
 // decide (start a waiting child, or apply the watermark rules).
 func (l *loop) onSample(r sampleResult) {
-	hung := l.probeHung // already counted as a failure
-	l.probeHung = false
+	hung := l.pace.answered() // already counted as a failure
 	now := time.Now()
-	defer l.reschedule(r, now) // after the period this result sets
+	defer l.pace.reschedule(r, now) // after the period this result sets
 	if n := l.ledger.Expire(now); len(n) > 0 {
 		l.deps.Logf("%d admission lease(s) expired", len(n))
 		l.leasesChanged()
@@ -25,7 +24,7 @@ func (l *loop) onSample(r sampleResult) {
 	}
 	l.describe(r)
 	if r.err != nil {
-		l.setPeriod(0)
+		l.pace.setPeriod(0, l.pol.Watch.Interval)
 		l.probeFailed(now, now, r.err.Error(), !hung)
 		l.withoutReading(now, r)
 		return
@@ -44,7 +43,7 @@ func (l *loop) onSample(r sampleResult) {
 	} else {
 		l.ratio = deviceRatio(r.sample.Devices, l.pol)
 	}
-	l.forecast(now)
+	l.pace.forecast(now, l.ratio, l.pol)
 	if l.child != nil {
 		l.noteMinute(now, r.sample)
 	}
@@ -250,67 +249,4 @@ func (l *loop) manualStep(r request) {
 	if !l.changeProfile(to, api.ReasonManual, "manual step "+map[bool]string{true: "up", false: "down"}[r.up], r.reply) {
 		l.rules = saved
 	}
-}
-
-// emit fills in the common fields and hands ev to every observer.
-func (l *loop) emit(ev api.Event) {
-	if ev.Time.IsZero() {
-		ev.Time = time.Now()
-	}
-	ev.Name = l.cfg.Name
-	if ev.Profile == "" {
-		ev.Profile = l.pol.Profiles[l.level].Name
-		ev.Level = l.level
-	}
-	for _, o := range l.deps.Observers {
-		o.Observe(ev)
-	}
-	l.lastEvent = &ev
-}
-
-// updateStatusText tells the service manager what runs, when it changed.
-func (l *loop) updateStatusText() {
-	if l.deps.Notifier == nil {
-		return
-	}
-	t := fmt.Sprintf("%s: profile %s (%d/%d), watermark %.2f", l.state, l.pol.Profiles[l.level].Name,
-		l.level, len(l.pol.Profiles), l.ratio)
-	if t != l.statusText {
-		l.statusText = t
-		_ = l.deps.Notifier.Status(t)
-	}
-}
-
-// publishSnapshot copies the loop's state out for Status and metrics. It
-// runs after every event of the loop, every sample included, so it leaves
-// out what Status derives when it is read (the uptimes, the lease count).
-func (l *loop) publishSnapshot() {
-	st := api.Status{
-		Name: l.cfg.Name, PID: l.s.snap.Load().status.PID, State: l.state,
-		Profile: l.pol.Profiles[l.level].Name, Level: l.level, Levels: len(l.pol.Profiles),
-		Priority: l.pol.Priority, Watermark: l.ratio, IntervalSeconds: l.period.Seconds(), ETASeconds: l.etaSeconds(),
-		Restarts: l.restarts, Observe: l.cfg.Observe,
-		LastEvent: l.lastEvent, Fit: l.lastFit, GPUs: []api.GPU{}, SimDir: l.cfg.SimDir,
-	}
-	if l.child != nil {
-		st.ChildPID = l.child.PID()
-	}
-	if l.haveSample {
-		for _, d := range l.lastSample.Devices {
-			g := api.GPU{Index: d.Index, UUID: d.UUID, Name: d.Name, UsedBytes: d.Used, TotalBytes: d.Total}
-			for _, p := range l.lastSample.Processes {
-				if p.Device == d.Index {
-					g.Processes = append(g.Processes, api.GPUProcess{PID: p.PID, UsedBytes: p.Used})
-				}
-			}
-			st.GPUs = append(st.GPUs, g)
-		}
-	}
-	snap := &snapshot{status: st}
-	if l.child != nil {
-		snap.childStart = l.childStart
-	}
-	l.s.snap.Store(snap)
-	l.publishTenant()
-	l.doorSync()
 }

@@ -108,7 +108,7 @@ func (l *loop) noteFitAt(at time.Time, j fitJudgement, outcome string) {
 	ev := j.fitEvent(l.pol, l.startReason(), outcome)
 	ev.Time = at
 	l.emit(ev)
-	l.lastFit = l.lastEvent
+	l.lastFit = l.out.last
 	l.deps.Logf("fit for the %s: %s", l.startWhat(), ev.Detail)
 }
 
@@ -147,7 +147,7 @@ func neverFits(pol *policy.Policy, devs []gpu.Device) string {
 // reading, a probe down, no needs estimate).
 func (l *loop) stepFit(to int) string {
 	p := l.pol.Profiles[to]
-	if p.Needs == 0 || !l.haveSample || !l.probeDownSince.IsZero() {
+	if p.Needs == 0 || !l.haveSample || l.health.down() {
 		return ""
 	}
 	s := l.lastSample

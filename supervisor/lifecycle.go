@@ -11,7 +11,6 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/internal/exitcode"
 	"github.com/gpuguard/gpuguard/policy"
-	"github.com/gpuguard/gpuguard/trend"
 )
 
 var (
@@ -29,7 +28,7 @@ func (l *loop) enterWaiting(level int, release map[int]bool) {
 	l.release = release
 	l.waitSince = time.Now()
 	l.waitNoted = false
-	l.sampleNow()
+	l.pace.sampleNow()
 }
 
 // tryStart runs on every sample while waiting. Every start it makes, and
@@ -224,9 +223,8 @@ func (l *loop) launch(level int) {
 	l.childTree = map[int]bool{child.PID(): true}
 	l.state = api.StateStarting
 	l.rules.reset()
-	l.sense.Reset()
-	l.fc = trend.Forecast{}
-	l.setTarget()
+	l.pace.reset()
+	l.pace.setTarget(l.child, l.deps.Owned)
 	l.beganStarting(l.childStart)
 	ev := api.Event{Time: launched, Event: api.EventStart, PID: child.PID(), Restarts: l.restarts, Reason: l.lastExit}
 	if from != level {
@@ -249,7 +247,7 @@ func (l *loop) launch(level int) {
 		l.plan = nil
 	}
 	// The first sample of the new child is due now, not a period away.
-	l.sampleNow()
+	l.pace.sampleNow()
 }
 
 // onExit handles the child's end: finish, or plan the next start.
@@ -261,7 +259,7 @@ func (l *loop) onExit() {
 	l.notifiedAt = time.Time{}
 	release := l.childTree
 	l.child = nil
-	l.setTarget()
+	l.pace.setTarget(nil, l.deps.Owned)
 	l.shared.endStarting("") // the exit line says it; "start complete" would be wrong
 	l.stopWait.stop()
 	l.doorExited()
@@ -284,9 +282,9 @@ func (l *loop) onExit() {
 	l.deps.Logf("child exited with status %d after %s", e.Status(), ran.Round(time.Millisecond))
 
 	if l.stopping {
-		if l.lostErr != nil {
+		if l.health.lostErr != nil {
 			l.state = api.StateFatal
-			l.finish(exitcode.Failure, l.lostErr)
+			l.finish(exitcode.Failure, l.health.lostErr)
 			return
 		}
 		l.state = api.StateExited
@@ -397,10 +395,10 @@ func (l *loop) onStopSignal(sig syscall.Signal) {
 		l.finish(exitcode.Signaled(int(sig)), nil)
 		return
 	}
-	if l.stopping && l.lostErr != nil {
+	if l.stopping && l.health.lostErr != nil {
 		// gpuguard was stopping the child for a lost GPU; the operator's
 		// stop takes over: forwarded once, and the exit is the child's.
-		l.lostErr = nil
+		l.health.lostErr = nil
 		l.stopSig = sig
 		l.emit(api.Event{Event: api.EventStop, Detail: "signal " + sig.String()})
 		l.stopChild(sig)

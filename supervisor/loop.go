@@ -2,8 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"syscall"
 	"time"
@@ -11,9 +9,7 @@ import (
 	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
-	"github.com/gpuguard/gpuguard/internal/exitcode"
 	"github.com/gpuguard/gpuguard/policy"
-	"github.com/gpuguard/gpuguard/trend"
 )
 
 // loop is the state of one Run. Only the Run goroutine touches it.
@@ -58,30 +54,12 @@ type loop struct {
 	release   map[int]bool // dead child's processes whose memory must go
 	waitNoted bool
 
-	// Sampling (sense.go): the next call is due at next, then every
-	// period; hung fires when a call has not returned by ProbeTimeout
-	// after it was due. soon: the next sample is wanted at once.
-	smp        *sampler
-	next       time.Time
-	period     time.Duration
-	soon       bool
-	hung       *time.Timer
-	sense      sensor
-	fc         trend.Forecast // after the newest good sample
-	probeHung  bool           // the call in flight ran past ProbeTimeout (and was counted)
+	pace       pacer       // sampling and its adaptive period (sense.go)
+	health     probeHealth // a run of failed probe calls (probehealth.go)
+	out        reporter    // events and the status line, outward (reporter.go)
 	haveSample bool
 	lastSample gpu.Sample
 	ratio      float64
-	statusText string
-
-	// A run of failed probe calls: no GPU reading since probeDownSince.
-	probeDownSince time.Time // zero: the last call succeeded
-	probeErr       string    // the newest failure, "" when none
-	reportedErr    string    // the last failure journaled ...
-	reportedAt     time.Time // ... and when
-	unreported     int       // failed calls not journaled since then
-	streakReported bool      // this run of failures has a journal line
-	lostErr        error     // on_gpu_lost = "stop" is stopping the child
 
 	faults gpuFaults     // Xid events and the GPUs they left faulted
 	minute minuteSummary // the watermark samples of this minute, for its record
@@ -94,7 +72,6 @@ type loop struct {
 	acts   actionState // server actions (actions.go)
 	wake   wakeState   // waking on request, sleeping when idle (wake.go)
 
-	lastEvent   *api.Event
 	lastFit     *api.Event // the newest fit event, for status
 	startup     string     // the start-up line, told before the first fit
 	startupSaid bool
@@ -103,12 +80,6 @@ type loop struct {
 	code        int
 	err         error
 }
-
-// errProbeHung is the failure of a probe call that ran past ProbeTimeout.
-var errProbeHung = errors.New("GPU probe hung")
-
-// reasonGPULost is the giveup event's reason under on_gpu_lost = "stop".
-const reasonGPULost = "gpu_lost"
 
 // restartPlan is a restart that gpuguard itself started (a step into a
 // profile with live = false, a critical restart, a manual step).
@@ -147,8 +118,8 @@ func newLoop(s *Supervisor) *loop {
 		s: s, cfg: cfg, deps: s.deps, pol: s.pol.Load(),
 		state: api.StateStarting, level: s.cfg.StartLevel, target: s.cfg.StartLevel,
 		lastExit: "none", ledger: s.ledger, shared: newShared(s.deps.Coordinator, s.deps.Logf, &s.starting),
-		smp: newSampler(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval), hung: stoppedTimer(),
-		period: s.pol.Load().Watch.Interval, sense: new(trend.Tracker),
+		pace: newPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval),
+		out:  newReporter(s.cfg.Name, s.deps.Observers, s.deps.Notifier),
 	}
 }
 
@@ -161,10 +132,10 @@ func stoppedTimer() *time.Timer {
 
 func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	l.ctx = ctx
-	go l.smp.run(ctx, l.s.done)
-	defer l.smp.next.Stop()
-	defer l.hung.Stop()
-	l.armNow() // the first sample is due at once
+	go l.pace.smp.run(ctx, l.s.done)
+	defer l.pace.smp.next.Stop()
+	defer l.pace.hung.Stop()
+	l.pace.armNow() // the first sample is due at once
 	var watchdog <-chan time.Time
 	if n := l.deps.Notifier; n != nil && n.WatchdogInterval() > 0 {
 		t := time.NewTicker(n.WatchdogInterval() / 2)
@@ -193,10 +164,10 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	ctxDone := ctx.Done()
 	for !l.finished {
 		select {
-		case r := <-l.smp.out:
+		case r := <-l.pace.smp.out:
 			l.onSample(r)
 			l.s.tasks.poke() // a deferred task may fit now
-		case now := <-l.hung.C:
+		case now := <-l.pace.hung.C:
 			l.onHung(now)
 		case f := <-l.deps.Faults:
 			l.onFault(f)
@@ -250,75 +221,6 @@ func (l *loop) childDone() <-chan struct{} {
 	return l.child.Done()
 }
 
-// probeFailed records a failed probe call (counted) or one still hung
-// (not counted again). There is no reading from since on: the watermark
-// timers restart, so a step needs `sustain` of fresh data after the gap.
-// The journal gets a line when the failure changes and at most one a
-// minute otherwise (a lost GPU, or one that flaps, would write five a
-// second); that line counts the failures it stands for.
-func (l *loop) probeFailed(now, since time.Time, msg string, counted bool) {
-	l.rules.gap()
-	if l.probeDownSince.IsZero() {
-		l.probeDownSince = since
-	}
-	l.probeErr = msg
-	if counted {
-		l.unreported++
-	}
-	if msg == l.reportedErr && now.Sub(l.reportedAt) < time.Minute {
-		return
-	}
-	detail := msg
-	if n := l.unreported - 1; n > 0 {
-		detail = fmt.Sprintf("%s (%d more failed probe calls since the last report)", msg, n)
-	}
-	l.deps.Logf("GPU probe failed: %s (the child keeps running; no decisions without data)", detail)
-	l.emit(api.Event{Event: api.EventProbeError, Detail: detail})
-	l.reportedErr, l.reportedAt, l.unreported, l.streakReported = msg, now, 0, true
-}
-
-// probeRecovered ends a run of failures.
-func (l *loop) probeRecovered(now time.Time) {
-	if l.probeDownSince.IsZero() {
-		return
-	}
-	if l.streakReported {
-		l.deps.Logf("GPU probe recovered after %s without a reading", now.Sub(l.probeDownSince).Round(time.Millisecond))
-	}
-	l.probeDownSince, l.probeErr, l.streakReported = time.Time{}, "", false
-}
-
-// checkLost applies on_gpu_lost = "stop": once no reading has succeeded
-// for lost_after, stop the child as gpuguard's own stops do (stop_signal,
-// then SIGKILL to its group after stop_timeout) and exit 1. Not the
-// child's status: the child did not fail, and the status it leaves after
-// a stop signal (often 0) would tell the service manager that all is well.
-func (l *loop) checkLost(now time.Time) {
-	w := l.pol.Watch
-	if w.OnGPULost != policy.OnGPULostStop || l.probeDownSince.IsZero() || l.finished || l.stopping {
-		return
-	}
-	down := now.Sub(l.probeDownSince)
-	if down < w.LostAfter {
-		return
-	}
-	l.lostErr = fmt.Errorf("no GPU reading for %s (on_gpu_lost = \"stop\"): %s", down.Round(time.Millisecond), l.probeErr)
-	l.emit(api.Event{Event: api.EventGiveUp, Reason: reasonGPULost, Detail: l.lostErr.Error()})
-	if l.child == nil {
-		l.state = api.StateFatal
-		l.finish(exitcode.Failure, l.lostErr)
-		return
-	}
-	l.deps.Logf("GPU lost: stopping the child (%v)", l.lostErr)
-	l.stopping, l.stopSig = true, l.pol.Restart.StopSignal
-	l.state = api.StateStopping
-	l.notifyStopping()
-	if l.plan == nil { // else the stop signal is already on its way
-		l.stopChild(l.pol.Restart.StopSignal)
-	}
-	l.failPlan()
-}
-
 func (l *loop) onRequest(r request) {
 	switch r.op {
 	case opStep:
@@ -349,7 +251,7 @@ func (l *loop) reserve(r request) admission.Decision {
 	l.ledger.Expire(now)
 	var usage []admission.GPUUsage
 	// While the probe fails the last sample is stale: promise nothing.
-	if l.haveSample && l.probeDownSince.IsZero() {
+	if l.haveSample && !l.health.down() {
 		for _, d := range l.lastSample.Devices {
 			usage = append(usage, admission.GPUUsage{Used: d.Used, Limit: l.pol.Limit(d.Total), Leased: r.others[d.UUID]})
 		}

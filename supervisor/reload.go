@@ -134,7 +134,7 @@ func (l *loop) applyReload(r request) {
 	l.cfg.Command, l.cfg.CheckpointPath = rl.Command, rl.CheckpointPath
 	if l.s.probeAuto {
 		l.cfg.ProbeTimeout = defaultProbeTimeout(l.pol)
-		l.smp.timeout.Store(int64(l.cfg.ProbeTimeout))
+		l.pace.setTimeout(l.cfg.ProbeTimeout)
 	}
 	if rl.Commit != nil {
 		rl.Commit()
@@ -151,7 +151,7 @@ func (l *loop) applyReload(r request) {
 	if slices.ContainsFunc(changed, senses) {
 		// The next sample judges by the new thresholds and sets the
 		// period by the new intervals: take it now, not a period away.
-		l.sampleNow()
+		l.pace.sampleNow()
 	}
 	l.publishSnapshot()
 	r.reply <- response{changed: changed}

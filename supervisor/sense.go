@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/trend"
 )
@@ -24,35 +25,59 @@ func trendSettings(p *policy.Policy) trend.Settings {
 		MaxInterval: w.MaxInterval, High: wm.High, Critical: wm.Critical, Low: wm.Low, Lead: wm.Lead}
 }
 
-// The sampling schedule. The sampler re-arms its own timer as each call
-// begins; the loop corrects it when the period changed (or a sample is
-// wanted now), and keeps a deadline timer (hung) by which the next call
-// must have returned. Neither wakes the loop while things go well: each
-// result comes first and moves the deadline on. l.next is when the next
-// call is (or was) due: at or before now, a call is under way.
+// pacer keeps the sampling schedule. The sampler re-arms its own timer as
+// each call begins; the pacer corrects it when the period changed (or a
+// sample is wanted now), and keeps a deadline timer (hung) by which the
+// next call must have returned. Neither wakes the loop while things go
+// well: each result comes first and moves the deadline on. next is when
+// the next call is (or was) due: at or before now, a call is under way.
+// It also keeps the trend's newest forecast, which sets the period.
+type pacer struct {
+	smp     *sampler
+	next    time.Time
+	period  time.Duration
+	soon    bool          // the next sample is wanted at once
+	hung    *time.Timer   // fires when a call has not returned by timeout after it was due
+	timeout time.Duration // ProbeTimeout; a reload may change it
+	sense   sensor
+	fc      trend.Forecast // after the newest good sample
+	// probeHung: the call in flight ran past timeout (and was counted).
+	probeHung bool
+}
+
+func newPacer(probe gpu.Probe, timeout, interval time.Duration) pacer {
+	return pacer{smp: newSampler(probe, timeout, interval), hung: stoppedTimer(),
+		timeout: timeout, period: interval, sense: new(trend.Tracker)}
+}
+
+// setTimeout takes a new ProbeTimeout, for this call's deadline on.
+func (p *pacer) setTimeout(d time.Duration) {
+	p.timeout = d
+	p.smp.timeout.Store(int64(d))
+}
 
 // reschedule runs after every result: the next sample is due period after
 // this one was, or now when one is wanted at once.
-func (l *loop) reschedule(r sampleResult, now time.Time) {
-	l.smp.period.Store(int64(l.period))
-	want := r.due.Add(l.period)
-	if l.soon || want.Before(now) {
+func (p *pacer) reschedule(r sampleResult, now time.Time) {
+	p.smp.period.Store(int64(p.period))
+	want := r.due.Add(p.period)
+	if p.soon || want.Before(now) {
 		want = now
 	}
-	l.soon = false
-	l.next = r.next
+	p.soon = false
+	p.next = r.next
 	// Stop fails when the timer has fired: that call is under way, and
 	// its result comes next.
-	if !want.Equal(r.next) && l.smp.next.Stop() {
+	if !want.Equal(r.next) && p.smp.next.Stop() {
 		if want.Equal(now) {
-			l.kick()
+			p.kick()
 		} else {
-			l.smp.next.Reset(want.Sub(now))
+			p.smp.next.Reset(want.Sub(now))
 		}
-		l.next = want
+		p.next = want
 	}
-	l.next = later(l.next, now)
-	l.hung.Reset(l.next.Sub(now) + l.cfg.ProbeTimeout)
+	p.next = later(p.next, now)
+	p.hung.Reset(p.next.Sub(now) + p.timeout)
 }
 
 func later(a, b time.Time) time.Time {
@@ -65,37 +90,91 @@ func later(a, b time.Time) time.Time {
 // sampleNow asks for a sample at once (a start is waiting for one, or a
 // new child's first sample). When a call is already under way, its result
 // serves, and the one after it is due at once.
-func (l *loop) sampleNow() {
-	if time.Now().Before(l.next) && l.smp.next.Stop() { // the sampler waits
-		l.armNow()
+func (p *pacer) sampleNow() {
+	if time.Now().Before(p.next) && p.smp.next.Stop() { // the sampler waits
+		p.armNow()
 		return
 	}
-	l.soon = true
+	p.soon = true
 }
 
 // armNow starts a call now; the sampler is idle and its timer stopped.
-func (l *loop) armNow() {
-	l.kick()
-	l.next = time.Now()
-	l.hung.Reset(l.cfg.ProbeTimeout)
+func (p *pacer) armNow() {
+	p.kick()
+	p.next = time.Now()
+	p.hung.Reset(p.timeout)
 }
 
 // kick wakes the idle sampler for a call now, without a timer (a start
 // waits for that call). A kick already pending does the same.
-func (l *loop) kick() {
+func (p *pacer) kick() {
 	select {
-	case l.smp.kick <- struct{}{}:
+	case p.smp.kick <- struct{}{}:
 	default:
 	}
 }
 
 // setPeriod takes the period the trend asks for after a sample; failures
-// and samples without a trend fall back to the interval.
-func (l *loop) setPeriod(d time.Duration) {
+// and samples without a trend (d = 0) fall back to interval.
+func (p *pacer) setPeriod(d, interval time.Duration) {
 	if d <= 0 {
-		d = l.pol.Watch.Interval
+		d = interval
 	}
-	l.period = d
+	p.period = d
+}
+
+// hang marks the call in flight as hung; first reports whether it was
+// not yet (a hung call is counted once).
+func (p *pacer) hang() (first bool) {
+	first = !p.probeHung
+	p.probeHung = true
+	return first
+}
+
+// answered takes the hung mark off as a result comes; hung reports
+// whether that call had already been counted as a failure.
+func (p *pacer) answered() (hung bool) {
+	hung = p.probeHung
+	p.probeHung = false
+	return hung
+}
+
+// forecast feeds a good sample's ratio to the trend, keeps what it says
+// and takes the period it asks for.
+func (p *pacer) forecast(now time.Time, ratio float64, pol *policy.Policy) {
+	p.fc = p.sense.Observe(now, ratio, trendSettings(pol))
+	p.setPeriod(p.fc.Period, pol.Watch.Interval)
+}
+
+// reset forgets the trend: a new child's memory has no history.
+func (p *pacer) reset() {
+	p.sense.Reset()
+	p.fc = trend.Forecast{}
+}
+
+// setTarget tells the sampler whose processes to look for: child's (nil:
+// none), through its own Owner or else owned.
+func (p *pacer) setTarget(child Child, owned func(root int, pids []int) []int) {
+	if child == nil {
+		p.smp.target.Store(nil)
+		return
+	}
+	pid := child.PID()
+	t := &sampleTarget{pid: pid}
+	if o, ok := child.(Owner); ok {
+		t.owned = o.Owned
+	} else if owned != nil {
+		t.owned = func(pids []int) []int { return owned(pid, pids) }
+	}
+	p.smp.target.Store(t)
+}
+
+// etaSeconds is the status object's eta_seconds: nil when not rising.
+func (p *pacer) etaSeconds() *float64 {
+	if !p.fc.Rising {
+		return nil
+	}
+	return ptr(p.fc.ETA.Seconds())
 }
 
 // onHung runs when a probe call has not returned within ProbeTimeout, and
@@ -103,14 +182,13 @@ func (l *loop) setPeriod(d time.Duration) {
 // counted once; it stays in flight (a driver call cannot be interrupted)
 // and no other starts, but the loop goes on without data.
 func (l *loop) onHung(now time.Time) {
-	first := !l.probeHung
-	l.probeHung = true
+	first := l.pace.hang()
 	if first && l.deps.Meter != nil {
-		l.deps.Meter.ObserveProbe(now.Sub(l.next), errProbeHung)
+		l.deps.Meter.ObserveProbe(now.Sub(l.pace.next), errProbeHung)
 	}
-	l.probeFailed(now, l.next, fmt.Sprintf("%v: a call has not returned within %s", errProbeHung, l.cfg.ProbeTimeout), first)
+	l.probeFailed(now, l.pace.next, fmt.Sprintf("%v: a call has not returned within %s", errProbeHung, l.pace.timeout), first)
 	l.withoutReading(now, sampleResult{err: errProbeHung})
-	l.hung.Reset(l.pol.Watch.Interval)
+	l.pace.hung.Reset(l.pol.Watch.Interval)
 }
 
 // withoutReading moves the states on after a probe call that brought no
@@ -132,34 +210,4 @@ func (l *loop) withoutReading(now time.Time, r sampleResult) {
 	case l.state == api.StateStarting && l.child != nil:
 		l.state = api.StateRunning // up, though unmeasured
 	}
-}
-
-// setTarget tells the sampler whose processes to look for.
-func (l *loop) setTarget() {
-	if l.child == nil {
-		l.smp.target.Store(nil)
-		return
-	}
-	pid := l.child.PID()
-	t := &sampleTarget{pid: pid}
-	if o, ok := l.child.(Owner); ok {
-		t.owned = o.Owned
-	} else if owned := l.deps.Owned; owned != nil {
-		t.owned = func(pids []int) []int { return owned(pid, pids) }
-	}
-	l.smp.target.Store(t)
-}
-
-// forecast feeds a good sample to the trend and keeps what it says.
-func (l *loop) forecast(now time.Time) {
-	l.fc = l.sense.Observe(now, l.ratio, trendSettings(l.pol))
-	l.setPeriod(l.fc.Period)
-}
-
-// etaSeconds is the status object's eta_seconds: nil when not rising.
-func (l *loop) etaSeconds() *float64 {
-	if !l.fc.Rising {
-		return nil
-	}
-	return ptr(l.fc.ETA.Seconds())
 }

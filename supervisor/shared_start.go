@@ -46,7 +46,7 @@ func (l *loop) startClaimed(r sampleResult) bool {
 	case st.phase == startClaiming:
 		return false
 	case st.phase == startGranted && r.due.Before(st.granted):
-		l.sampleNow()
+		l.pace.sampleNow()
 		return false
 	case st.phase != startIdle:
 		return true
@@ -91,7 +91,7 @@ func (l *loop) onStartClaim(o api.StartOutcome) {
 		return
 	}
 	if l.shared.claimed(o) {
-		l.sampleNow()
+		l.pace.sampleNow()
 	}
 }
 

@@ -96,7 +96,7 @@ func (l *loop) criticalNobody(now time.Time, gpu string, shared bool) {
 // not toward an OOM: no predicted step until it has run for grace, the time
 // a step is given to take effect.
 func (l *loop) predicted(now time.Time) bool {
-	return l.fc.Predicted && now.Sub(l.childStart) >= l.pol.Watermark.Grace
+	return l.pace.fc.Predicted && now.Sub(l.childStart) >= l.pol.Watermark.Grace
 }
 
 // whyKind is the detail of a step decided by our own rules alone.
@@ -108,7 +108,7 @@ func (l *loop) whyKind(kind string) string {
 	case api.KindUp:
 		return fmt.Sprintf("watermark %.2f < %.2f for %s", l.ratio, wm.Low, wm.RecoverAfter)
 	case api.KindPredicted:
-		return fmt.Sprintf("watermark %.2f rising: critical %.2f in %.1fs (lead %s)", l.ratio, wm.Critical, l.fc.ETA.Seconds(), wm.Lead)
+		return fmt.Sprintf("watermark %.2f rising: critical %.2f in %.1fs (lead %s)", l.ratio, wm.Critical, l.pace.fc.ETA.Seconds(), wm.Lead)
 	}
 	return fmt.Sprintf("watermark %.2f > %.2f", l.ratio, wm.High)
 }

@@ -1,0 +1,129 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/exitcode"
+	"github.com/gpuguard/gpuguard/policy"
+)
+
+// errProbeHung is the failure of a probe call that ran past ProbeTimeout.
+var errProbeHung = errors.New("GPU probe hung")
+
+// reasonGPULost is the giveup event's reason under on_gpu_lost = "stop".
+const reasonGPULost = "gpu_lost"
+
+// probeHealth is the bookkeeping of a run of failed probe calls: since
+// when there has been no reading, and what the journal was last told, so
+// that a lost GPU, or one that flaps, writes a line when the failure
+// changes and at most one a minute otherwise (not five a second), each
+// counting the failures it stands for. It says what to journal; the loop
+// journals it.
+type probeHealth struct {
+	downSince      time.Time // zero: the last call succeeded
+	err            string    // the newest failure, "" when none
+	reportedErr    string    // the last failure journaled ...
+	reportedAt     time.Time // ... and when
+	unreported     int       // failed calls not journaled since then
+	streakReported bool      // this run of failures has a journal line
+	lostErr        error     // on_gpu_lost = "stop" is stopping the child
+}
+
+// down reports whether the last call failed: the last reading is stale.
+func (h *probeHealth) down() bool { return !h.downSince.IsZero() }
+
+// failed records a failed call at now (counted) or one still hung (not
+// counted again), in a run without a reading since since. report is
+// whether the journal gets a line, detail that line.
+func (h *probeHealth) failed(now, since time.Time, msg string, counted bool) (detail string, report bool) {
+	if h.downSince.IsZero() {
+		h.downSince = since
+	}
+	h.err = msg
+	if counted {
+		h.unreported++
+	}
+	if msg == h.reportedErr && now.Sub(h.reportedAt) < time.Minute {
+		return "", false
+	}
+	detail = msg
+	if n := h.unreported - 1; n > 0 {
+		detail = fmt.Sprintf("%s (%d more failed probe calls since the last report)", msg, n)
+	}
+	h.reportedErr, h.reportedAt, h.unreported, h.streakReported = msg, now, 0, true
+	return detail, true
+}
+
+// recovered ends a run of failures at now. told reports whether the run
+// had a journal line (so its end gets one), down how long it lasted.
+func (h *probeHealth) recovered(now time.Time) (down time.Duration, told bool) {
+	if h.downSince.IsZero() {
+		return 0, false
+	}
+	down, told = now.Sub(h.downSince), h.streakReported
+	h.downSince, h.err, h.streakReported = time.Time{}, "", false
+	return down, told
+}
+
+// lost reports, under on_gpu_lost = "stop", whether no reading has
+// succeeded for lost_after by now; then lostErr says why.
+func (h *probeHealth) lost(now time.Time, w policy.Watch) bool {
+	if w.OnGPULost != policy.OnGPULostStop || h.downSince.IsZero() {
+		return false
+	}
+	down := now.Sub(h.downSince)
+	if down < w.LostAfter {
+		return false
+	}
+	h.lostErr = fmt.Errorf("no GPU reading for %s (on_gpu_lost = \"stop\"): %s", down.Round(time.Millisecond), h.err)
+	return true
+}
+
+// probeFailed records a failed probe call (counted) or one still hung
+// (not counted again). There is no reading from since on: the watermark
+// timers restart, so a step needs `sustain` of fresh data after the gap.
+func (l *loop) probeFailed(now, since time.Time, msg string, counted bool) {
+	l.rules.gap()
+	detail, report := l.health.failed(now, since, msg, counted)
+	if !report {
+		return
+	}
+	l.deps.Logf("GPU probe failed: %s (the child keeps running; no decisions without data)", detail)
+	l.emit(api.Event{Event: api.EventProbeError, Detail: detail})
+}
+
+// probeRecovered ends a run of failures.
+func (l *loop) probeRecovered(now time.Time) {
+	if down, told := l.health.recovered(now); told {
+		l.deps.Logf("GPU probe recovered after %s without a reading", down.Round(time.Millisecond))
+	}
+}
+
+// checkLost applies on_gpu_lost = "stop": once no reading has succeeded
+// for lost_after, stop the child as gpuguard's own stops do (stop_signal,
+// then SIGKILL to its group after stop_timeout) and exit 1. Not the
+// child's status: the child did not fail, and the status it leaves after
+// a stop signal (often 0) would tell the service manager that all is well.
+func (l *loop) checkLost(now time.Time) {
+	if l.finished || l.stopping || !l.health.lost(now, l.pol.Watch) {
+		return
+	}
+	lostErr := l.health.lostErr
+	l.emit(api.Event{Event: api.EventGiveUp, Reason: reasonGPULost, Detail: lostErr.Error()})
+	if l.child == nil {
+		l.state = api.StateFatal
+		l.finish(exitcode.Failure, lostErr)
+		return
+	}
+	l.deps.Logf("GPU lost: stopping the child (%v)", lostErr)
+	l.stopping, l.stopSig = true, l.pol.Restart.StopSignal
+	l.state = api.StateStopping
+	l.notifyStopping()
+	if l.plan == nil { // else the stop signal is already on its way
+		l.stopChild(l.pol.Restart.StopSignal)
+	}
+	l.failPlan()
+}

@@ -1,0 +1,108 @@
+package supervisor
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/gpu"
+)
+
+// reporter is the loop's voice outward: every event goes through it to
+// the observers (the journal, metrics, the control socket's followers),
+// and the service manager hears the one-line status from it. It keeps
+// the newest event for the status object and the last status line, so
+// that an unchanged line is not sent again on every sample.
+type reporter struct {
+	name      string // the instance's name, stamped on every event
+	observers []Observer
+	notifier  Notifier   // nil: no service manager
+	last      *api.Event // the newest event, for status
+	text      string     // the status line last sent
+}
+
+func newReporter(name string, observers []Observer, n Notifier) reporter {
+	return reporter{name: name, observers: observers, notifier: n}
+}
+
+// emit stamps ev (its time when unset, the instance's name, and the
+// profile and level in force unless ev names its own) and hands it to
+// every observer.
+func (r *reporter) emit(ev api.Event, profile string, level int) {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
+	}
+	ev.Name = r.name
+	if ev.Profile == "" {
+		ev.Profile = profile
+		ev.Level = level
+	}
+	for _, o := range r.observers {
+		o.Observe(ev)
+	}
+	r.last = &ev
+}
+
+// status tells the service manager what runs, when it changed.
+func (r *reporter) status(state, profile string, level, levels int, ratio float64) {
+	if r.notifier == nil {
+		return
+	}
+	t := fmt.Sprintf("%s: profile %s (%d/%d), watermark %.2f", state, profile, level, levels, ratio)
+	if t != r.text {
+		r.text = t
+		_ = r.notifier.Status(t)
+	}
+}
+
+// emit journals ev in the profile in force.
+func (l *loop) emit(ev api.Event) {
+	l.out.emit(ev, l.pol.Profiles[l.level].Name, l.level)
+}
+
+// updateStatusText tells the service manager what runs, when it changed.
+func (l *loop) updateStatusText() {
+	l.out.status(l.state, l.pol.Profiles[l.level].Name, l.level, len(l.pol.Profiles), l.ratio)
+}
+
+// publishSnapshot copies the loop's state out for Status and metrics. It
+// runs after every event of the loop, every sample included, so it leaves
+// out what Status derives when it is read (the uptimes, the lease count).
+func (l *loop) publishSnapshot() {
+	st := api.Status{
+		Name: l.cfg.Name, PID: l.s.snap.Load().status.PID, State: l.state,
+		Profile: l.pol.Profiles[l.level].Name, Level: l.level, Levels: len(l.pol.Profiles),
+		Priority: l.pol.Priority, Watermark: l.ratio, IntervalSeconds: l.pace.period.Seconds(), ETASeconds: l.pace.etaSeconds(),
+		Restarts: l.restarts, Observe: l.cfg.Observe,
+		LastEvent: l.out.last, Fit: l.lastFit, GPUs: []api.GPU{}, SimDir: l.cfg.SimDir,
+	}
+	if l.child != nil {
+		st.ChildPID = l.child.PID()
+	}
+	if l.haveSample {
+		st.GPUs = statusGPUs(l.lastSample)
+	}
+	snap := &snapshot{status: st}
+	if l.child != nil {
+		snap.childStart = l.childStart
+	}
+	l.s.snap.Store(snap)
+	l.publishTenant()
+	l.doorSync()
+}
+
+// statusGPUs is the status object's gpus: each device of s with the
+// processes s found on it.
+func statusGPUs(s gpu.Sample) []api.GPU {
+	gpus := []api.GPU{}
+	for _, d := range s.Devices {
+		g := api.GPU{Index: d.Index, UUID: d.UUID, Name: d.Name, UsedBytes: d.Used, TotalBytes: d.Total}
+		for _, p := range s.Processes {
+			if p.Device == d.Index {
+				g.Processes = append(g.Processes, api.GPUProcess{PID: p.PID, UsedBytes: p.Used})
+			}
+		}
+		gpus = append(gpus, g)
+	}
+	return gpus
+}
