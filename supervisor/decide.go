@@ -30,7 +30,7 @@ func (l *loop) onSample(r sampleResult) {
 		return
 	}
 	l.probeRecovered(now)
-	l.gpuAnswered(r.sample)
+	l.faults.answered(r.sample, l)
 	l.lastSample, l.haveSample = r.sample, true
 	if l.child != nil && r.forPID == l.child.PID() && r.tree != nil {
 		l.childTree = make(map[int]bool, len(r.tree))
@@ -45,7 +45,7 @@ func (l *loop) onSample(r sampleResult) {
 	}
 	l.pace.forecast(now, l.ratio, l.pol)
 	if l.child != nil {
-		l.noteMinute(now, r.sample)
+		l.minute.note(now, l.ratio, worstGPU(r.sample.Devices, l.pol), l.pol.Watermark, l)
 	}
 	l.trackStart(now, r)
 	// Publish the sample before a start it may lead to, so that anyone who

@@ -31,50 +31,50 @@ type gpuFaults struct {
 	noted    bool // the wait was logged
 }
 
-// onFault journals and counts one fault event; a critical one marks its
+// observe journals and counts one fault event; a critical one marks its
 // GPU faulted. Nothing is done to the child: a fault that kills it shows
 // as its exit, and an application Xid leaves it alone.
-func (l *loop) onFault(f gpu.Fault) {
+func (g *gpuFaults) observe(f gpu.Fault, j journal) {
 	if f.Time.IsZero() {
 		f.Time = time.Now()
 	}
 	meaning := gpu.XidMeaning(f.Xid)
-	l.emit(api.Event{Event: api.EventGPUFault, GPU: f.UUID, GPUIndex: ptr(f.Index), Xid: int(f.Xid), Detail: meaning})
-	l.deps.Logf("GPU %d (%s): %s", f.Index, f.UUID, meaning)
+	j.emit(api.Event{Event: api.EventGPUFault, GPU: f.UUID, GPUIndex: ptr(f.Index), Xid: int(f.Xid), Detail: meaning})
+	j.logf("GPU %d (%s): %s", f.Index, f.UUID, meaning)
 	if gpu.ClassifyXid(f.Xid) != gpu.XidCritical {
 		return
 	}
-	if l.faults.faulted == nil {
-		l.faults.faulted = map[string]gpu.Fault{}
+	if g.faulted == nil {
+		g.faulted = map[string]gpu.Fault{}
 	}
-	l.faults.faulted[f.UUID] = f
-	l.faults.last = &f
+	g.faulted[f.UUID] = f
+	g.last = &f
 }
 
-// gpuAnswered clears the faulted mark of every GPU that s read after its
+// answered clears the faulted mark of every GPU that s read after its
 // fault: the GPU answers again.
-func (l *loop) gpuAnswered(s gpu.Sample) {
+func (g *gpuFaults) answered(s gpu.Sample, j journal) {
 	for _, d := range s.Devices {
-		if f, ok := l.faults.faulted[d.UUID]; ok && s.Time.After(f.Time) {
-			delete(l.faults.faulted, d.UUID)
-			l.deps.Logf("GPU %d (%s) answers again after Xid %d", d.Index, d.UUID, f.Xid)
+		if f, ok := g.faulted[d.UUID]; ok && s.Time.After(f.Time) {
+			delete(g.faulted, d.UUID)
+			j.logf("GPU %d (%s) answers again after Xid %d", d.Index, d.UUID, f.Xid)
 		}
 	}
 }
 
-// faultCause reports the fault the exit at now of a child started at
+// cause reports the fault the exit at now of a child started at
 // started is blamed on: a watched GPU still faulted, or a critical fault
 // within faultWindow that came while that child ran (a child started after
 // the GPU answered again did not meet the fault).
-func (l *loop) faultCause(now, started time.Time) (gpu.Fault, bool) {
+func (g *gpuFaults) cause(now, started time.Time) (gpu.Fault, bool) {
 	var cause *gpu.Fault
-	for _, f := range l.faults.faulted {
+	for _, f := range g.faulted {
 		if cause == nil || f.Time.After(cause.Time) {
 			cause = &f
 		}
 	}
-	if last := l.faults.last; cause == nil && last != nil && now.Sub(last.Time) <= faultWindow && !last.Time.Before(started) {
-		cause = l.faults.last
+	if last := g.last; cause == nil && last != nil && now.Sub(last.Time) <= faultWindow && !last.Time.Before(started) {
+		cause = g.last
 	}
 	if cause == nil {
 		return gpu.Fault{}, false
@@ -108,7 +108,7 @@ func (l *loop) onGPUFaultExit(e Exit, ran time.Duration, f gpu.Fault, release ma
 	l.emit(api.Event{Event: api.EventRestart, Reason: api.ReasonGPUFault, From: name, To: name,
 		FromLevel: ptr(l.level), ToLevel: ptr(l.level), Restarts: l.restarts, Status: ptr(e.Status()), Detail: detail})
 	l.deps.Logf("%s: restarting in profile %s once the GPU answers again", detail, name)
-	l.faults.awaiting, l.faults.noted = true, false
+	l.faults.await()
 	l.restartAfter(delay, l.level, release)
 }
 
@@ -118,20 +118,24 @@ func (l *loop) gpuFaultGiveUp(e Exit, detail string) {
 	l.finish(exitcode.Failure, fmt.Errorf("giving up: %s", detail))
 }
 
-// holdForGPU keeps a gpu_fault restart waiting while the sample failed or
-// a watched GPU is still faulted: without a GPU that answers there is
+// await makes the next start wait for the GPU to answer again (a
+// gpu_fault restart).
+func (g *gpuFaults) await() { g.awaiting, g.noted = true, false }
+
+// hold keeps a gpu_fault restart waiting while the sample r failed or a
+// watched GPU is still faulted: without a GPU that answers there is
 // nothing to start on.
-func (l *loop) holdForGPU(r sampleResult) bool {
-	if !l.faults.awaiting {
+func (g *gpuFaults) hold(r sampleResult, j journal) bool {
+	if !g.awaiting {
 		return false
 	}
-	if r.err == nil && len(l.faults.faulted) == 0 {
-		l.faults.awaiting = false
+	if r.err == nil && len(g.faulted) == 0 {
+		g.awaiting = false
 		return false
 	}
-	if !l.faults.noted {
-		l.faults.noted = true
-		l.deps.Logf("waiting for the faulted GPU to answer again before restarting")
+	if !g.noted {
+		g.noted = true
+		j.logf("waiting for the faulted GPU to answer again before restarting")
 	}
 	return true
 }

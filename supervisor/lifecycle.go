@@ -43,7 +43,7 @@ func (l *loop) tryStart(r sampleResult) {
 			return
 		}
 	}
-	if l.holdForGPU(r) {
+	if l.faults.hold(r, l) {
 		return
 	}
 	now := time.Now()
@@ -271,7 +271,7 @@ func (l *loop) onExit() {
 	if p := l.s.toldOOM.Swap(nil); p != nil {
 		told = *p
 	}
-	l.endMinute(now)
+	l.minute.end(now, l.pol.Watermark, l)
 	ev := api.Event{Event: api.EventExit, Status: ptr(e.Status()), Stderr: lastLines(e.Stderr, 20)}
 	if e.Signal != 0 {
 		ev.Signal = int(e.Signal)
@@ -315,7 +315,7 @@ func (l *loop) onExit() {
 		l.restartRequested(l.level, l.pol.Profiles[l.level].Name, exitRequested, e, release, detail)
 		return
 	}
-	if f, ok := l.faultCause(now, l.childStart); ok {
+	if f, ok := l.faults.cause(now, l.childStart); ok {
 		l.onGPUFaultExit(e, ran, f, release)
 		return
 	}

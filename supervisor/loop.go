@@ -170,7 +170,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 		case now := <-l.pace.hung.C:
 			l.onHung(now)
 		case f := <-l.deps.Faults:
-			l.onFault(f)
+			l.faults.observe(f, l)
 		case <-l.childDone():
 			l.onExit()
 		case <-l.backoff.C:

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/policy"
 )
 
 // minuteSummary gathers the watermark samples of one wall-clock minute
@@ -62,22 +62,23 @@ func (m *minuteSummary) take(end time.Time) (api.Event, bool) {
 // threshold, and a week of records stays small.
 func round4(x float64) float64 { return math.Round(x*1e4) / 1e4 }
 
-// noteMinute feeds a good sample while a child runs, and journals the
-// minute it closes. Its GPU is the worst one (worstGPU), as for a step.
-func (l *loop) noteMinute(now time.Time, s gpu.Sample) {
-	if rec, ok := l.minute.add(now, l.ratio, worstGPU(s.Devices, l.pol)); ok {
-		l.emitMinute(rec)
+// note feeds a good sample's ratio, taken at now while a child runs, and
+// journals the minute it closes. gpu is the worst GPU (worstGPU), as for
+// a step; wm the thresholds the record carries.
+func (m *minuteSummary) note(now time.Time, ratio float64, gpu string, wm policy.Watermark, j journal) {
+	if rec, ok := m.add(now, ratio, gpu); ok {
+		emitMinute(rec, wm, j)
 	}
 }
 
-// endMinute journals the part of the minute before the child's exit.
-func (l *loop) endMinute(now time.Time) {
-	if rec, ok := l.minute.flush(now); ok {
-		l.emitMinute(rec)
+// end journals the part of the minute before the child's exit.
+func (m *minuteSummary) end(now time.Time, wm policy.Watermark, j journal) {
+	if rec, ok := m.flush(now); ok {
+		emitMinute(rec, wm, j)
 	}
 }
 
-func (l *loop) emitMinute(rec api.Event) {
-	rec.High, rec.Critical = l.pol.Watermark.High, l.pol.Watermark.Critical
-	l.emit(rec)
+func emitMinute(rec api.Event, wm policy.Watermark, j journal) {
+	rec.High, rec.Critical = wm.High, wm.Critical
+	j.emit(rec)
 }

@@ -55,6 +55,16 @@ func (r *reporter) status(state, profile string, level, levels int, ratio float6
 	}
 }
 
+// journal is where the rooms around the loop send what they tell: the
+// loop, which stamps events with the profile in force, and its log.
+type journal interface {
+	emit(ev api.Event)
+	logf(format string, args ...any)
+}
+
+// logf writes a line to gpuguard's log.
+func (l *loop) logf(format string, args ...any) { l.deps.Logf(format, args...) }
+
 // emit journals ev in the profile in force.
 func (l *loop) emit(ev api.Event) {
 	l.out.emit(ev, l.pol.Profiles[l.level].Name, l.level)
