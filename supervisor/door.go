@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,8 +36,12 @@ type Door interface {
 	Held() int
 }
 
-// doorState is the loop's side of the front door.
-type doorState struct {
+// doorLink is the loop's side of the front door: it says what the
+// loop did to the child (launched, exited, stopping) and holds a drain
+// under way until the requests in flight finish. d is nil without a
+// front door, and then every stop signals at once.
+type doorLink struct {
+	d     Door
 	drain <-chan struct{} // non-nil while a drain runs before a stop
 	limit timer           // the drain's bound, stop_timeout
 	sig   syscall.Signal  // sent once the drain ends
@@ -72,76 +77,79 @@ func (l *loop) onHealthy(gen int) {
 
 // readyAtLaunch reports whether READY=1 goes out at the first launch:
 // without a front door; with one, at the first healthy answer.
-func (l *loop) readyAtLaunch() bool { return l.deps.Door == nil }
+func (k *doorLink) readyAtLaunch() bool { return k.d == nil }
 
-// doorLaunched follows a launch.
-func (l *loop) doorLaunched() {
-	l.door.healthy = false
-	if l.deps.Door != nil {
-		l.deps.Door.Launched(l.starts)
+// launched follows launch number gen.
+func (k *doorLink) launched(gen int) {
+	k.healthy = false
+	if k.d != nil {
+		k.d.Launched(gen)
 	}
 }
 
-// doorExited follows the child's exit: a drain under way has nothing left
-// to wait for.
-func (l *loop) doorExited() {
-	l.door.drain = nil
-	l.door.limit.stop()
-	l.door.healthy = false
-	if l.deps.Door != nil {
-		l.deps.Door.Unready()
+// exited follows the child's exit: a drain under way has nothing left to
+// wait for.
+func (k *doorLink) exited() {
+	k.drain = nil
+	k.limit.stop()
+	k.healthy = false
+	if k.d != nil {
+		k.d.Unready()
 	}
 }
 
-// stopChild sends sig to the child to stop it, as gpuguard's own stops do
-// (a planned restart, a stop, a lost GPU), then arms the SIGKILL timer.
-// With a front door it first drains: new requests are held and those in
-// flight finish, for up to stop_timeout. A stop asked for while a drain
-// runs changes the signal the drain ends with.
-func (l *loop) stopChild(sig syscall.Signal) {
-	if l.child == nil {
+// stop sends sig to child to stop it, as gpuguard's own stops do (a
+// planned restart, a stop, a lost GPU), then arms kill, the SIGKILL timer,
+// for timeout. With a front door it first drains: new requests are held
+// and those in flight finish, for up to timeout. A stop asked for while a
+// drain runs changes the signal the drain ends with.
+func (k *doorLink) stop(child Child, sig syscall.Signal, timeout time.Duration, kill *timer) {
+	if child == nil {
 		return
 	}
-	if l.deps.Door == nil {
-		_ = l.child.Signal(sig)
-		l.stopWait.arm(l.pol.Restart.StopTimeout)
+	if k.d == nil {
+		_ = child.Signal(sig)
+		kill.arm(timeout)
 		return
 	}
-	l.door.sig = sig
-	if l.door.drain != nil {
+	k.sig = sig
+	if k.drain != nil {
 		return
 	}
-	l.door.healthy = false
-	l.door.drain = l.deps.Door.Drain()
-	l.door.limit.arm(l.pol.Restart.StopTimeout)
+	k.healthy = false
+	k.drain = k.d.Drain()
+	k.limit.arm(timeout)
 }
 
-// drained ends a drain (all requests finished, or stop_timeout passed) by
-// sending the stop signal.
-func (l *loop) drained(timedOut bool) {
-	l.door.drain = nil
-	l.door.limit.stop()
+// drained ends a drain (all requests finished, or timeout passed:
+// timedOut) by sending child the stop signal and arming kill.
+func (k *doorLink) drained(timedOut bool, child Child, timeout time.Duration, kill *timer, j journal) {
+	k.drain = nil
+	k.limit.stop()
 	if timedOut {
-		l.deps.Logf("requests still in flight after stop_timeout (%s); stopping the child anyway", l.pol.Restart.StopTimeout)
+		j.logf("requests still in flight after stop_timeout (%s); stopping the child anyway", timeout)
 	}
-	if l.child == nil {
+	if child == nil {
 		return
 	}
-	_ = l.child.Signal(l.door.sig)
-	l.stopWait.arm(l.pol.Restart.StopTimeout)
+	_ = child.Signal(k.sig)
+	kill.arm(timeout)
 }
 
-// doorSync tells the door the profile and whether memory is short, after
-// every event of the loop.
-func (l *loop) doorSync() {
-	d := l.deps.Door
-	if d == nil {
+// sync tells the door the profile and whether memory is short, after
+// every event of the loop; short is also kept in told for the status.
+func (k *doorLink) sync(profile string, level, levels int, short bool, told *atomic.Bool) {
+	if k.d == nil {
 		return
 	}
-	d.Profile(l.pol.Profiles[l.level].Name, l.level, len(l.pol.Profiles))
-	short := l.rules.stepPending() || l.plan != nil || l.haveSample && l.ratio >= l.pol.Watermark.High
-	l.s.short.Store(short)
-	d.Short(short)
+	k.d.Profile(profile, level, levels)
+	told.Store(short)
+	k.d.Short(short)
+}
+
+// stopChild stops the child through the door (door.stop).
+func (l *loop) stopChild(sig syscall.Signal) {
+	l.door.stop(l.child, sig, l.pol.Restart.StopTimeout, &l.stopWait)
 }
 
 // doorStatus fills the status object's ready and held: the door's view,

@@ -232,8 +232,8 @@ func (l *loop) launch(level int) {
 	}
 	l.emit(ev)
 	l.deps.Logf("started %s (pid %d) in profile %s (%d/%d)", argv[0], child.PID(), l.pol.Profiles[level].Name, level, len(l.pol.Profiles))
-	l.doorLaunched()
-	if n := l.deps.Notifier; n != nil && l.starts == 1 && l.readyAtLaunch() { // READY=1 once, for the first child
+	l.door.launched(l.starts)
+	if n := l.deps.Notifier; n != nil && l.starts == 1 && l.door.readyAtLaunch() { // READY=1 once, for the first child
 		_ = n.Ready()
 	}
 	l.updateStatusText()
@@ -262,7 +262,7 @@ func (l *loop) onExit() {
 	l.pace.setTarget(nil, l.deps.Owned)
 	l.shared.endStarting("") // the exit line says it; "start complete" would be wrong
 	l.stopWait.stop()
-	l.doorExited()
+	l.door.exited()
 	l.actionsExited()
 	l.ledger.Clear()
 	l.leasesChanged()

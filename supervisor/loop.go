@@ -68,7 +68,7 @@ type loop struct {
 	stopWait timer
 
 	shared sharedState // agreeing with the other tenants of shared GPUs
-	door   doorState   // the front door (door.go)
+	door   doorLink    // the front door (door.go)
 	acts   actionState // server actions (actions.go)
 	wake   wakeState   // waking on request, sleeping when idle (wake.go)
 
@@ -117,7 +117,7 @@ func newLoop(s *Supervisor) *loop {
 	return &loop{
 		s: s, cfg: cfg, deps: s.deps, pol: s.pol.Load(),
 		state: api.StateStarting, level: s.cfg.StartLevel, target: s.cfg.StartLevel,
-		lastExit: "none", ledger: s.ledger, shared: newShared(s.deps.Coordinator, s.deps.Logf, &s.starting),
+		lastExit: "none", ledger: s.ledger, shared: newShared(s.deps.Coordinator, s.deps.Logf, &s.starting), door: doorLink{d: s.deps.Door},
 		pace: newPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval),
 		out:  newReporter(s.cfg.Name, s.deps.Observers, s.deps.Notifier),
 	}
@@ -183,9 +183,9 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 				_ = l.child.Kill()
 			}
 		case <-l.door.drain:
-			l.drained(false)
+			l.door.drained(false, l.child, l.pol.Restart.StopTimeout, &l.stopWait, l)
 		case <-l.door.limit.C:
-			l.drained(true)
+			l.door.drained(true, l.child, l.pol.Restart.StopTimeout, &l.stopWait, l)
 		case d := <-l.acts.out:
 			l.onActionsDone(d)
 		case <-l.s.wanted:

@@ -98,7 +98,8 @@ func (l *loop) publishSnapshot() {
 	}
 	l.s.snap.Store(snap)
 	l.publishTenant()
-	l.doorSync()
+	short := l.rules.stepPending() || l.plan != nil || l.haveSample && l.ratio >= l.pol.Watermark.High
+	l.door.sync(l.pol.Profiles[l.level].Name, l.level, len(l.pol.Profiles), short, &l.s.short)
 }
 
 // statusGPUs is the status object's gpus: each device of s with the
