@@ -87,39 +87,67 @@ func (l *loop) liveActions(event string, level int, reason, why string, reply ch
 	if !to.Live {
 		return false
 	}
-	var steps []actionStep
-	if l.acts.entered {
-		steps = l.actionSteps(l.pol.Profiles[l.level], l.pol.Profiles[l.level].Leave)
-	}
-	steps = append(steps, l.actionSteps(to, to.Enter)...)
+	from := l.pol.Profiles[l.level]
+	steps := l.acts.plan(from, to, l.pol.Serve.Upstream)
 	// Leaving a serving = false profile takes this path even with no call
 	// to make (Ollama reloads by itself): the door must open again.
-	if len(steps) == 0 && l.pol.Profiles[l.level].Serving() {
+	if len(steps) == 0 && from.Serving() {
 		return false
 	}
 	l.emitStep(event, level, reason, why)
-	l.acts.seq++
-	ctx, cancel := context.WithCancel(l.ctx)
-	l.acts.run = &actionRun{seq: l.acts.seq, to: to.Name, reason: reason, why: why, reply: reply, cancel: cancel}
-	if l.acts.out == nil {
-		l.acts.out = make(chan actionDone, 1)
-	}
 	l.state = api.StateStepping
 	var drain <-chan struct{}
 	if l.deps.Door != nil {
 		drain = l.deps.Door.Drain()
 	}
 	l.deps.Logf("live change to profile %s through %d server action(s) (%s)", to.Name, len(steps), reason)
-	go runActions(ctx, l.deps.Actions, steps, drain, l.pol.Restart.StopTimeout, l.acts.seq, l.acts.out, l.s.done)
+	l.acts.begin(l.ctx, l.deps.Actions, steps, drain, l.pol.Restart.StopTimeout, &actionRun{to: to.Name, reason: reason, why: why, reply: reply}, l.s.done)
 	return true
 }
 
-// actionSteps turns a profile's actions into calls to [serve] upstream.
-func (l *loop) actionSteps(prof policy.Profile, acts []policy.Action) []actionStep {
+// plan is the calls of a live change from one profile to another: from's
+// leave (only if it was entered live) and to's enter.
+func (a *actionState) plan(from, to policy.Profile, upstream string) []actionStep {
+	var steps []actionStep
+	if a.entered {
+		steps = actionSteps(from, from.Leave, upstream)
+	}
+	return append(steps, actionSteps(to, to.Enter, upstream)...)
+}
+
+// begin runs the calls of run from a goroutine of its own (Call blocks),
+// after drain (up to limit); the outcome comes back on out.
+func (a *actionState) begin(ctx context.Context, caller Actions, steps []actionStep, drain <-chan struct{}, limit time.Duration,
+	run *actionRun, runDone <-chan struct{}) {
+	a.seq++
+	ctx, run.cancel = context.WithCancel(ctx)
+	run.seq = a.seq
+	a.run = run
+	if a.out == nil {
+		a.out = make(chan actionDone, 1)
+	}
+	go runActions(ctx, caller, steps, drain, limit, a.seq, a.out, runDone)
+}
+
+// done takes the outcome d of the run under way, and returns that run;
+// nil when d is stale (the child exited or gpuguard is stopping: the
+// change was dropped).
+func (a *actionState) done(d actionDone) *actionRun {
+	run := a.run
+	if run == nil || d.seq != run.seq {
+		return nil
+	}
+	a.run = nil
+	run.cancel()
+	return run
+}
+
+// actionSteps turns a profile's actions into calls to upstream ([serve]).
+func actionSteps(prof policy.Profile, acts []policy.Action, upstream string) []actionStep {
 	steps := make([]actionStep, 0, len(acts))
 	for _, a := range acts {
 		steps = append(steps, actionStep{profile: prof.Name, path: a.Path, call: ActionCall{
-			Method: a.Method, URL: l.pol.Serve.Upstream + a.Path, Body: a.Body,
+			Method: a.Method, URL: upstream + a.Path, Body: a.Body,
 			ContentType: a.ContentType(), Headers: a.Headers, Timeout: a.Timeout,
 		}})
 	}
@@ -168,12 +196,10 @@ func runActions(ctx context.Context, caller Actions, steps []actionStep, drain <
 // unless the new profile serves nothing) or, after a failed call, fall
 // back to the change's non-live form, a graceful restart.
 func (l *loop) onActionsDone(d actionDone) {
-	run := l.acts.run
-	if run == nil || d.seq != run.seq {
+	run := l.acts.done(d)
+	if run == nil {
 		return // the child exited or gpuguard is stopping: the change was dropped
 	}
-	l.acts.run = nil
-	run.cancel()
 	if d.drainTimed {
 		l.deps.Logf("requests still in flight after stop_timeout (%s); running the actions anyway", l.pol.Restart.StopTimeout)
 	}
@@ -188,7 +214,7 @@ func (l *loop) onActionsDone(d actionDone) {
 			ev.Event, ev.Error = api.EventActionFailed, o.res.Err.Error()
 			l.deps.Logf("server action %s %s of profile %s failed: %v", o.call.Method, o.path, o.profile, o.res.Err)
 		}
-		ev.Profile, ev.Level = o.profile, l.levelOf(o.profile)
+		ev.Profile, ev.Level = o.profile, levelOf(l.pol, o.profile, l.level)
 		l.emit(ev)
 	}
 	level, ok := l.pol.ProfileIndex(run.to)
@@ -237,23 +263,23 @@ func (l *loop) onActionsDone(d actionDone) {
 	}
 }
 
-// levelOf is the level of the named profile, or the running one's.
-func (l *loop) levelOf(name string) int {
-	if i, ok := l.pol.ProfileIndex(name); ok {
+// levelOf is the level of the named profile in pol, or else running.
+func levelOf(pol *policy.Policy, name string, running int) int {
+	if i, ok := pol.ProfileIndex(name); ok {
 		return i
 	}
-	return l.level
+	return running
 }
 
-// actionsExited drops a run under way when the child exits (its exit is
-// handled as any other): no profile of the new child was entered live.
-func (l *loop) actionsExited() {
-	l.acts.entered = false
-	run := l.acts.run
+// exited drops a run under way when the child exits (its exit is handled
+// as any other): no profile of the new child was entered live.
+func (a *actionState) exited() {
+	a.entered = false
+	run := a.run
 	if run == nil {
 		return
 	}
-	l.acts.run = nil
+	a.run = nil
 	run.cancel()
 	if run.reply != nil {
 		run.reply <- response{err: fmt.Errorf("the child exited during the change to profile %s", run.to)}
@@ -262,4 +288,4 @@ func (l *loop) actionsExited() {
 
 // acting reports a live change with actions under way: no other step
 // begins until it ends.
-func (l *loop) acting() bool { return l.acts.run != nil }
+func (a *actionState) acting() bool { return a.run != nil }

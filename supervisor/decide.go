@@ -57,7 +57,7 @@ func (l *loop) onSample(r sampleResult) {
 	switch {
 	case l.state == api.StateWaiting:
 		l.tryStart(r)
-	case l.child != nil && !l.stopping && l.plan == nil && !l.acting():
+	case l.child != nil && !l.stopping && l.plan == nil && !l.acts.acting():
 		if l.state == api.StateStarting {
 			l.state = api.StateRunning
 		}
@@ -226,7 +226,7 @@ func (l *loop) manualStep(r request) {
 	case to >= len(l.pol.Profiles):
 		r.reply <- response{err: fmt.Errorf("already at the last profile %s", l.pol.Profiles[l.level].Name)}
 		return
-	case l.child == nil || l.stopping || l.plan != nil || l.acting():
+	case l.child == nil || l.stopping || l.plan != nil || l.acts.acting():
 		r.reply <- response{err: fmt.Errorf("instance is %s; try again once it runs", l.state)}
 		return
 	}

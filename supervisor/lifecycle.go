@@ -263,7 +263,7 @@ func (l *loop) onExit() {
 	l.shared.endStarting("") // the exit line says it; "start complete" would be wrong
 	l.stopWait.stop()
 	l.door.exited()
-	l.actionsExited()
+	l.acts.exited()
 	l.ledger.Clear()
 	l.leasesChanged()
 	l.s.tasks.childExited() // its lease ended with the child

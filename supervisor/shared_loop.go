@@ -55,7 +55,7 @@ func (l *loop) peerFacts(now time.Time) peerFacts {
 	}
 	return peerFacts{now: now, name: l.cfg.Name, coordinated: l.coordinated(), notes: l.notesDecisions(),
 		ratio: l.ratio, devices: l.lastSample.Devices,
-		canStep: l.child != nil && !l.stopping && l.plan == nil && !l.acting(), state: l.state,
+		canStep: l.child != nil && !l.stopping && l.plan == nil && !l.acts.acting(), state: l.state,
 		level: l.level, levels: names, grace: l.pol.Watermark.Grace, sustain: l.pol.Watermark.Sustain,
 		writable: l.stateWritable}
 }

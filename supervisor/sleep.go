@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/policy"
 )
 
 // A serving = false profile entered without live actions (live = false,
@@ -12,9 +13,9 @@ import (
 // profile. Any server, even one with no admin API (TGI), can share a GPU
 // on demand this way.
 
-// stopsToSleep reports whether entering level means stopping the child.
-func (l *loop) stopsToSleep(level int) bool {
-	p := l.pol.Profiles[level]
+// stopsToSleep reports whether entering profile p means stopping the
+// child.
+func stopsToSleep(p policy.Profile) bool {
 	return !p.Serving() && (!p.Live || len(p.Enter) == 0)
 }
 
@@ -23,7 +24,7 @@ func (l *loop) stopsToSleep(level int) bool {
 // serving = false profile without live actions; it journals the step
 // (event) first.
 func (l *loop) sleepByStop(event string, level int, reason, why string, reply chan response) bool {
-	if !l.stopsToSleep(level) {
+	if !stopsToSleep(l.pol.Profiles[level]) {
 		return false
 	}
 	l.emitStep(event, level, reason, why)

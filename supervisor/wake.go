@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/policy"
 )
 
 // Requested is the front door's report of a request's arrival; held says
@@ -47,7 +48,7 @@ func (l *loop) tryWake() {
 	if !l.wake.want {
 		return
 	}
-	to := l.nearestServing()
+	to := nearestServing(l.pol.Profiles, l.level)
 	if to < 0 || l.pol.Profiles[l.level].Serving() {
 		l.wake.want = false
 		return
@@ -57,7 +58,7 @@ func (l *loop) tryWake() {
 	case l.stoppedAsleep():
 		l.wake.want = false
 		l.wakeStopped(to, api.ReasonRequest, why, nil)
-	case l.child != nil && l.state == api.StateAsleep && !l.acting() && l.plan == nil && !l.stopping:
+	case l.child != nil && l.state == api.StateAsleep && !l.acts.acting() && l.plan == nil && !l.stopping:
 		if fit := l.stepFit(to); fit != "" {
 			return // not yet: the request waits, up to hold
 		}
@@ -67,20 +68,20 @@ func (l *loop) tryWake() {
 	}
 }
 
-// nearestServing is the serving profile closest above the running one
-// (every serving profile comes before every serving = false one), or -1.
-func (l *loop) nearestServing() int {
-	for i := l.level; i >= 0; i-- {
-		if l.pol.Profiles[i].Serving() {
+// nearestServing is the serving profile of ps closest above level (every
+// serving profile comes before every serving = false one), or -1.
+func nearestServing(ps []policy.Profile, level int) int {
+	for i := level; i >= 0; i-- {
+		if ps[i].Serving() {
 			return i
 		}
 	}
 	return -1
 }
 
-// firstAsleep is the first serving = false profile, or -1.
-func (l *loop) firstAsleep() int {
-	for i, p := range l.pol.Profiles {
+// firstAsleep is the first serving = false profile of ps, or -1.
+func firstAsleep(ps []policy.Profile) int {
+	for i, p := range ps {
 		if !p.Serving() {
 			return i
 		}
@@ -95,11 +96,11 @@ func (l *loop) firstAsleep() int {
 // been idle, it has not been able to answer.
 func (l *loop) checkIdle(now time.Time) {
 	idle := l.pol.Serve.Idle
-	if idle <= 0 || l.deps.Door == nil || l.child == nil || !l.door.healthy || l.stopping || l.plan != nil || l.acting() ||
+	if idle <= 0 || l.deps.Door == nil || l.child == nil || !l.door.healthy || l.stopping || l.plan != nil || l.acts.acting() ||
 		l.state != api.StateRunning || !l.pol.Profiles[l.level].Serving() {
 		return
 	}
-	to := l.firstAsleep()
+	to := firstAsleep(l.pol.Profiles)
 	if to < 0 {
 		return
 	}
