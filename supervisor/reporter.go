@@ -25,18 +25,13 @@ func newReporter(name string, observers []Observer, n Notifier) reporter {
 	return reporter{name: name, observers: observers, notifier: n}
 }
 
-// emit stamps ev (its time when unset, the instance's name, and the
-// profile and level in force unless ev names its own) and hands it to
-// every observer.
-func (r *reporter) emit(ev api.Event, profile string, level int) {
+// emit stamps ev (its time when unset, the instance's name) and hands it
+// to every observer.
+func (r *reporter) emit(ev api.Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
 	ev.Name = r.name
-	if ev.Profile == "" {
-		ev.Profile = profile
-		ev.Level = level
-	}
 	for _, o := range r.observers {
 		o.Observe(ev)
 	}
@@ -65,9 +60,14 @@ type journal interface {
 // logf writes a line to gpuguard's log.
 func (l *loop) logf(format string, args ...any) { l.deps.Logf(format, args...) }
 
-// emit journals ev in the profile in force.
+// emit journals ev in the profile in force, unless ev names its own (a
+// reload's event names the profile it left, which the new ladder may not
+// have at the old level).
 func (l *loop) emit(ev api.Event) {
-	l.out.emit(ev, l.pol.Profiles[l.level].Name, l.level)
+	if ev.Profile == "" {
+		ev.Profile, ev.Level = l.pol.Profiles[l.level].Name, l.level
+	}
+	l.out.emit(ev)
 }
 
 // updateStatusText tells the service manager what runs, when it changed.

@@ -1,0 +1,51 @@
+package supervisor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+)
+
+type eventList []api.Event
+
+func (e *eventList) Observe(ev api.Event) { *e = append(*e, ev) }
+
+// TestReporterStampsAndKeepsLast: every observer gets each event with the
+// instance's name and a time (its own when set), and the newest is kept
+// for status.
+func TestReporterStampsAndKeepsLast(t *testing.T) {
+	var a, b eventList
+	r := newReporter("inst", []Observer{&a, &b}, nil)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r.emit(api.Event{Event: api.EventStart, Time: at})
+	r.emit(api.Event{Event: api.EventStop})
+	if len(a) != 2 || len(b) != 2 {
+		t.Fatalf("observers got %d and %d events, want 2 each", len(a), len(b))
+	}
+	if a[0].Name != "inst" || !a[0].Time.Equal(at) || a[1].Time.IsZero() {
+		t.Fatalf("events %+v: want the name stamped, a set time kept, an unset one filled", a)
+	}
+	if r.last == nil || r.last.Event != api.EventStop {
+		t.Fatalf("last = %+v, want the stop", r.last)
+	}
+}
+
+// TestReporterStatusOnlyOnChange: the service manager hears the status
+// line when it changes, not again on every sample; without a notifier
+// nothing is sent.
+func TestReporterStatusOnlyOnChange(t *testing.T) {
+	n := &fakeNotifier{}
+	r := newReporter("inst", nil, n)
+	r.status(api.StateRunning, "full", 0, 2, 0.5)
+	r.status(api.StateRunning, "full", 0, 2, 0.5)
+	r.status(api.StateRunning, "full", 0, 2, 0.7)
+	if got := n.count("STATUS"); got != 2 {
+		t.Fatalf("STATUS sent %d times, want 2", got)
+	}
+	if want := "running: profile full (0/2), watermark 0.70"; r.text != want {
+		t.Fatalf("text %q, want %q", r.text, want)
+	}
+	quiet := newReporter("inst", nil, nil)
+	quiet.status(api.StateRunning, "full", 0, 2, 0.5) // must not panic
+}
