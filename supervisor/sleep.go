@@ -93,7 +93,7 @@ func (l *loop) startAsleep() bool {
 // fault, its death by the notify signal): it is not restarted there,
 // where it would serve against the profile; the instance stays asleep
 // with no child, and the next wake starts one. The server that entered
-// the sleep is gone, so no leave runs (actionsExited cleared entered). An
+// the sleep is gone, so no leave runs (acts.exited cleared entered). An
 // exit that ends the run anyway (clean, or a crash without on_crash)
 // reports false and ends it as always.
 func (l *loop) exitedAsleep(kind exitKind, notifyDeath bool) bool {
