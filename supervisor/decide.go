@@ -63,7 +63,7 @@ func (l *loop) onSample(r sampleResult) {
 		}
 		l.applyWatermark(now)
 	}
-	l.wakeSample(now)
+	l.wakeSample(now, r)
 	l.updateStatusText()
 }
 

@@ -86,7 +86,8 @@ func (l *loop) onStartClaim(o api.StartOutcome) {
 	if l.shared.start.phase != startClaiming {
 		return
 	}
-	if l.state != api.StateWaiting || l.stopping || l.finished {
+	waking := l.state == api.StateAsleep && l.wake.want // a live wake claims as a start does (wake.go)
+	if (l.state != api.StateWaiting && !waking) || l.stopping || l.finished {
 		l.shared.endStarting("")
 		return
 	}

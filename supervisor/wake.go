@@ -37,20 +37,25 @@ func (l *loop) onWanted() {
 		return
 	}
 	l.wake.want = true
-	l.tryWake()
+	l.tryWake(nil)
 }
 
 // tryWake steps up to the nearest serving profile for a held request, as
 // soon as it can: a stopped child is started again (the start waits for
 // that profile to fit, in the shared-GPU start order); a sleeping one is
-// woken live once the profile fits. It runs at every sample until then.
-func (l *loop) tryWake() {
+// woken live once the profile fits and, on a shared GPU, once it holds the
+// one-start-at-a-time claim (wakeClaimed). It runs at every sample until
+// then; r is that sample, nil when a request asks between samples.
+func (l *loop) tryWake(r *sampleResult) {
 	if !l.wake.want {
 		return
 	}
 	to := nearestServing(l.pol.Profiles, l.level)
 	if to < 0 || l.pol.Profiles[l.level].Serving() {
 		l.wake.want = false
+		if l.state != api.StateWaiting && l.shared.start.phase == startGranted {
+			l.shared.endStarting("") // a wake's claim, no longer needed
+		}
 		return
 	}
 	const why = "a request arrived while asleep"
@@ -60,12 +65,53 @@ func (l *loop) tryWake() {
 		l.wakeStopped(to, api.ReasonRequest, why, nil)
 	case l.child != nil && l.state == api.StateAsleep && !l.acts.acting() && l.plan == nil && !l.stopping:
 		if fit := l.stepFit(to); fit != "" {
+			if l.shared.start.phase == startGranted {
+				l.shared.endStarting("") // the claim's fresh sample says it does not fit
+			}
 			return // not yet: the request waits, up to hold
 		}
+		if !l.wakeClaimed(r) {
+			return
+		}
 		l.wake.want = false
-		l.rules.stepped(time.Now())
-		l.changeProfile(to, api.ReasonRequest, why, nil)
+		now := time.Now()
+		l.rules.stepped(now)
+		if l.changeProfile(to, api.ReasonRequest, why, nil) {
+			l.beganStarting(now) // the claim lasts until the woken server's memory settles
+		} else if l.shared.start.phase == startGranted {
+			l.shared.endStarting("")
+		}
 	}
+}
+
+// wakeClaimed reports whether a live wake may go ahead. A server that wakes
+// takes back the memory it freed, as a start takes memory, so on a shared
+// GPU it goes in the start order: it claims the one start at a time first
+// (its peers see it starting), and its fit is judged again on a sample
+// taken after the grant, as a start's is. Without a coordinator, or with
+// no GPU known yet, there is nothing to agree on.
+func (l *loop) wakeClaimed(r *sampleResult) bool {
+	st := &l.shared.start
+	switch {
+	case l.shared.c == nil:
+		return true
+	case st.phase == startClaiming:
+		return false
+	case st.phase == startGranted:
+		if r == nil || r.due.Before(st.granted) {
+			l.pace.sampleNow()
+			return false
+		}
+		return true
+	case st.phase != startIdle:
+		return true
+	}
+	gpus := l.watchedUUIDs()
+	if len(gpus) == 0 {
+		return true
+	}
+	l.shared.claimStart(l.ctx, l.s.done, gpus, l.pol.Watch.Settle)
+	return false
 }
 
 // nearestServing is the serving profile of ps closest above level (every
@@ -118,8 +164,8 @@ func (l *loop) checkIdle(now time.Time) {
 	l.changeProfile(to, api.ReasonIdle, fmt.Sprintf("no request for %s", idle), nil)
 }
 
-// wakeSample runs the wake and idle rules after each sample.
-func (l *loop) wakeSample(now time.Time) {
-	l.tryWake()
+// wakeSample runs the wake and idle rules after each sample r.
+func (l *loop) wakeSample(now time.Time, r sampleResult) {
+	l.tryWake(&r)
 	l.checkIdle(now)
 }

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -151,6 +152,74 @@ func TestIdleCountsFromReady(t *testing.T) {
 		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
 			t.Fatalf("actions %v 11 s after the child was ready", got)
 		}
+		c.end(Exit{})
+		h.wait()
+	})
+}
+
+// TestLiveWakeTakesTheStartClaim: on a shared GPU a server woken live
+// takes back the memory it freed, as a start does, so it waits for the
+// one-start-at-a-time claim: no wake while another tenant starts (and no
+// "starting" flag left up after a refused claim), then the wake once the
+// claim is granted, with this instance starting until it settles.
+func TestLiveWakeTakesTheStartClaim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fc := &fakeCoord{}
+		var llmStarting atomic.Bool
+		fc.claim = func(gpus []string) api.StartOutcome {
+			if llmStarting.Load() {
+				return api.StartOutcome{Holder: "llm", GPU: fakeGPU}
+			}
+			return api.StartOutcome{Granted: true}
+		}
+		door, acts := newFakeDoor(), &fakeActions{}
+		close(door.drain)
+		pol := sleepPolicy()
+		pol.Serve.Wake = true
+		pol.Watch.Settle = 2 * time.Second
+		h := startHarness(t, pol, withCoord(fc, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts }))
+		c := h.child()
+		c.setHandler(true)
+		time.Sleep(time.Minute) // the start settles; its claim ends
+		synctest.Wait()
+		if h.sup.TenantInfo().Starting {
+			t.Fatal("still starting a minute after the start")
+		}
+		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
+			t.Fatalf("step down = %q, %v", p, err)
+		}
+		llmStarting.Store(true)
+		before := fc.claimed()
+		h.sup.Requested(true)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+			t.Fatalf("actions %v while another tenant starts: want the sleep only, no wake", got)
+		}
+		if fc.claimed() <= before {
+			t.Fatal("the wake claimed nothing")
+		}
+		if h.sup.TenantInfo().Starting {
+			t.Fatal("starting after a refused claim: the other tenant would wait on us")
+		}
+		llmStarting.Store(false)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait", "POST " + upstream + "/wake_up"}) {
+			t.Fatalf("actions %v once the claim is granted", got)
+		}
+		if st := h.sup.Status(); st.Profile != "int8" || st.State != api.StateRunning {
+			t.Errorf("after the wake: %s %s", st.Profile, st.State)
+		}
+		if !h.sup.TenantInfo().Starting {
+			t.Error("not starting right after the wake: the woken server's memory has not settled")
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if h.sup.TenantInfo().Starting {
+			t.Error("still starting a minute after the wake")
+		}
+		h.noLaunch()
 		c.end(Exit{})
 		h.wait()
 	})
