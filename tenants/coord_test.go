@@ -263,7 +263,7 @@ func TestClaimStart(t *testing.T) {
 		t.Fatalf("while a starts: %+v, want a wait on a", o)
 	}
 	// gpuB comes after gpuA in UUID order, so b claimed nothing there.
-	if starts, _ := readStarts(filepath.Join(w.dir, "gpus", gpuB)); len(starts) != 0 {
+	if starts, _ := readStarts(filepath.Join(w.dir, "gpus", gpuB), time.Now()); len(starts) != 0 {
 		t.Errorf("b claimed %s while waiting for %s: %+v", gpuB, gpuA, starts)
 	}
 	a.set(func(i *api.TenantInfo) { i.Starting = false }) // settled

@@ -38,11 +38,11 @@ func (c *Coordinator) claimStart(ctx context.Context, gpu string, settle time.Du
 	}
 	c.maybeSweep(dir)
 	for range maxAttempts {
-		claims, err := readStarts(dir)
+		now := c.o.Now()
+		claims, err := readStarts(dir, now)
 		if err != nil {
 			return StartOutcome{GPU: gpu, Err: err}
 		}
-		now := c.o.Now()
 		blocker, next := Blocking(claims, c.o.Name, now)
 		if blocker != nil {
 			if info, err := c.ask(ctx, c.socket(blocker.By)); err == nil && info.Starting {
