@@ -142,9 +142,7 @@ func (c *Child) run(l launch, started chan<- error) {
 		removed = make(chan struct{})
 		go func() {
 			defer close(removed)
-			if err := c.cg.remove(l.drain); err != nil {
-				l.cgroups.logf("%v (left for a later sweep)", err)
-			}
+			l.cgroups.retire(c.cg, l.drain)
 		}()
 	}
 	c.reaped()
@@ -174,7 +172,9 @@ func (c *Child) fork(l launch) (*exec.Cmd, *cgroup, error) {
 	if err == nil || l.cg == nil {
 		return cmd, l.cg, err
 	}
-	l.cg.remove(0)
+	if l.cg.remove(0) != nil {
+		l.cgroups.leftBehind()
+	}
 	cmd, err2 := c.forkOnce(l, nil)
 	if err2 != nil {
 		return nil, nil, err2 // not the cgroup's fault
