@@ -135,6 +135,9 @@ func runRun(o *RunOptions) error {
 	defer closeLauncher()
 
 	ckpt := r.pol.Checkpoint.Resolve(r.stateDir)
+	// It prepares each state file write after the last one (statefile.Writer).
+	stateWriter := statefile.NewWriter()
+	defer stateWriter.Close()
 	notifier := sdnotify.New(o.IO.Getenv)
 	cfg := supervisor.Config{
 		Name: r.name, Policy: r.pol, Command: r.command, Observe: o.Observe, StartLevel: r.startLevel,
@@ -161,7 +164,7 @@ func runRun(o *RunOptions) error {
 	defer taskStore.Close()
 	sup, err = supervisor.New(cfg, supervisor.Deps{
 		Probe: probe, Launcher: launcher, Owned: proc.Descendants,
-		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
+		WriteState: stateWriter.Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
 		Faults: faults, Coordinator: coord, Door: door.dep(), Tasks: taskStore, Replayer: door.replayer(),
 		Actions:  newActionCaller(),

@@ -38,6 +38,7 @@ type Cgroups struct {
 
 	mu       sync.Mutex
 	seq      int
+	left     bool  // a leaf could not be removed: the next create sweeps
 	disabled error // why children are no longer put in cgroups, or nil
 }
 
@@ -86,7 +87,7 @@ func OpenCgroups(parent, key string, logf func(format string, args ...any)) (*Cg
 		os.Remove(dir)
 		return nil, fmt.Errorf("%w: %s has no cgroup.kill (Linux 5.14 or later is needed)", errNoCgroups, dir)
 	}
-	if n := cg.sweep(""); n > 0 {
+	if n, _ := cg.sweep(""); n > 0 {
 		logf("killed %d process(es) left in cgroups by an earlier instance", n)
 	}
 	removeAbandoned(base, dir)
@@ -145,7 +146,10 @@ func (cg *Cgroups) Close() error {
 // create makes a leaf for the next child and opens it for CLONE_INTO_CGROUP.
 // It returns nil once cgroups are disabled. Leaves that an earlier child
 // left populated (a process stuck in the kernel past cgroupWait) are
-// retried here.
+// retried here; when none was left, as after every child whose leaf went
+// with it, the instance's directory is not listed: a crash loop starts a
+// child per restart, and each listing is a few system calls more before
+// the fork.
 func (cg *Cgroups) create() *cgroup {
 	cg.mu.Lock()
 	if cg.disabled != nil {
@@ -154,19 +158,26 @@ func (cg *Cgroups) create() *cgroup {
 	}
 	cg.seq++
 	name := strconv.Itoa(cg.owner) + "." + strconv.Itoa(cg.seq)
+	left := cg.left
+	cg.left = false
 	cg.mu.Unlock()
-	cg.sweep(name)
+	if left {
+		if _, removed := cg.sweep(name); !removed {
+			cg.leftBehind() // still there: the next child's start tries again
+		}
+	}
 	path := filepath.Join(cg.dir, name)
 	// Another instance may remove our directory while it has no leaf
 	// (removeAbandoned): make it again.
-	var err error
+	err := os.Mkdir(path, 0o755)
 	for range 3 {
+		if !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
 		if err = os.Mkdir(cg.dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			break
 		}
-		if err = os.Mkdir(path, 0o755); !errors.Is(err, fs.ErrNotExist) {
-			break
-		}
+		err = os.Mkdir(path, 0o755)
 	}
 	if err != nil {
 		cg.disable(fmt.Errorf("creating %s: %w", path, err))
@@ -179,6 +190,23 @@ func (cg *Cgroups) create() *cgroup {
 		return nil
 	}
 	return &cgroup{path: path, dirf: f}
+}
+
+// retire removes a child's leaf once its main process is gone (waiting at
+// most d for the leaf to empty). A leaf it cannot remove is left for the
+// next child's start to retry.
+func (cg *Cgroups) retire(leaf *cgroup, d time.Duration) {
+	if err := leaf.remove(d); err != nil {
+		cg.leftBehind()
+		cg.logf("%v (left for a later sweep)", err)
+	}
+}
+
+// leftBehind notes that a leaf is still there: the next create sweeps.
+func (cg *Cgroups) leftBehind() {
+	cg.mu.Lock()
+	cg.left = true
+	cg.mu.Unlock()
 }
 
 // disable stops putting children in cgroups, once, saying why.
@@ -195,13 +223,13 @@ func (cg *Cgroups) disable(err error) {
 }
 
 // sweep kills and removes every leaf but keep and returns how many
-// processes it found in them.
-func (cg *Cgroups) sweep(keep string) int {
+// processes it found in them, and whether every leaf went.
+func (cg *Cgroups) sweep(keep string) (procs int, removed bool) {
 	entries, err := os.ReadDir(cg.dir)
 	if err != nil {
-		return 0
+		return 0, true
 	}
-	n := 0
+	n, removed := 0, true
 	for _, e := range entries {
 		if !e.IsDir() || e.Name() == keep {
 			continue
@@ -210,10 +238,11 @@ func (cg *Cgroups) sweep(keep string) int {
 		n += len(leaf.procs())
 		leaf.kill()
 		if err := leaf.remove(cgroupWait); err != nil {
+			removed = false
 			cg.logf("%v", err)
 		}
 	}
-	return n
+	return n, removed
 }
 
 // cgroup is one child's leaf cgroup.

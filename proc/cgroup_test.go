@@ -276,3 +276,56 @@ func TestCgroupRemovesAbandoned(t *testing.T) {
 		t.Error("a process in another instance's cgroup was killed")
 	}
 }
+
+// TestCgroupCreateSweepsOnlyWhatWasLeft: a child's start lists the
+// instance's cgroups only after a leaf could not be removed; then it kills
+// and removes what is there, and the start after it lists nothing again.
+func TestCgroupCreateSweepsOnlyWhatWasLeft(t *testing.T) {
+	t.Parallel()
+	cgs := openCgroups(t)
+	planted := filepath.Join(cgs.Dir(), "planted.1")
+	mkdirCgroup(t, planted)
+	first := cgs.create()
+	if first == nil {
+		t.Fatalf("no leaf: %v", cgs.Err())
+	}
+	first.closeDir()
+	if _, err := os.Stat(planted); err != nil {
+		t.Fatalf("a start with nothing left behind swept the instance's cgroups: %v", err)
+	}
+	stray := exec.Command("sleep", "1000")
+	if err := stray.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- stray.Wait() }()
+	t.Cleanup(func() { stray.Process.Kill() })
+	if err := os.WriteFile(filepath.Join(first.path, "cgroup.procs"), []byte(strconv.Itoa(stray.Process.Pid)), 0); err != nil {
+		t.Skipf("cannot move a process into a cgroup here: %v", err)
+	}
+	cgs.retire(first, 0) // populated: it stays
+	if _, err := os.Stat(first.path); err != nil {
+		t.Fatalf("a populated leaf was removed: %v", err)
+	}
+	second := cgs.create()
+	if second == nil {
+		t.Fatalf("no leaf: %v", cgs.Err())
+	}
+	second.closeDir()
+	if err := <-exited; err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("process left in the old leaf: %v, want killed", err)
+	}
+	for _, p := range []string{first.path, planted} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still there after the sweep: %v", p, err)
+		}
+	}
+	cgs.retire(second, cgroupWait)
+	mkdirCgroup(t, planted)
+	third := cgs.create()
+	third.closeDir()
+	if _, err := os.Stat(planted); err != nil {
+		t.Errorf("the start after a successful sweep swept again: %v", err)
+	}
+	cgs.retire(third, cgroupWait)
+}

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"os/exec"
@@ -117,4 +118,22 @@ func TestReaperNeverStealsStatuses(t *testing.T) {
 		}
 	}
 	waitFor(t, "orphans are reaped", func() bool { return r.Reaped() > 0 })
+}
+
+// TestReadSmall reads a file whole, past the first buffer's size, and
+// says a missing one does not exist (children() tells an exited thread by
+// that).
+func TestReadSmall(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	want := bytes.Repeat([]byte("1234 "), 1000)
+	if err := os.WriteFile(p, want, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readSmall(p, make([]byte, 0, 16))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("readSmall = %d bytes, %v; want %d bytes", len(got), err, len(want))
+	}
+	if _, err := readSmall(filepath.Join(t.TempDir(), "none"), nil); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v, want ErrNotExist", err)
+	}
 }

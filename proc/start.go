@@ -142,9 +142,7 @@ func (c *Child) run(l launch, started chan<- error) {
 		removed = make(chan struct{})
 		go func() {
 			defer close(removed)
-			if err := c.cg.remove(l.drain); err != nil {
-				l.cgroups.logf("%v (left for a later sweep)", err)
-			}
+			l.cgroups.retire(c.cg, l.drain)
 		}()
 	}
 	c.reaped()
@@ -174,7 +172,9 @@ func (c *Child) fork(l launch) (*exec.Cmd, *cgroup, error) {
 	if err == nil || l.cg == nil {
 		return cmd, l.cg, err
 	}
-	l.cg.remove(0)
+	if l.cg.remove(0) != nil {
+		l.cgroups.leftBehind()
+	}
 	cmd, err2 := c.forkOnce(l, nil)
 	if err2 != nil {
 		return nil, nil, err2 // not the cgroup's fault
@@ -205,7 +205,19 @@ func (c *Child) forkOnce(l launch, cg *cgroup) (*exec.Cmd, error) {
 }
 
 // waitExited blocks until process pid has exited, leaving it unreaped.
+//
+// It waits in the runtime's poller on a pidfd, which turns readable when
+// the process exits, rather than in a blocking waitid(2): the goroutine
+// that waits is locked to its thread (see run), and a thread blocked in a
+// system call keeps its P, with whatever that goroutine readied just
+// before queued behind it (the launching loop, woken by started), until
+// sysmon takes the P back, up to 10 ms later. Parked in the poller, the
+// goroutine gives its P up at once. Without pidfds (Linux before 5.3, or
+// a pidfd the poller does not take) it falls back on waitid.
 func waitExited(pid int) {
+	if waitExitedPolled(pid) == nil {
+		return
+	}
 	var info unix.Siginfo
 	for {
 		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
@@ -213,4 +225,38 @@ func waitExited(pid int) {
 			return // done, or not our child any more: Wait reports it
 		}
 	}
+}
+
+// waitExitedPolled waits for pid's exit on a pidfd in the poller. An error
+// means it could not wait that way (and did not).
+func waitExitedPolled(pid int) error {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var werr error
+	err = rc.Read(func(fd uintptr) bool {
+		var info unix.Siginfo
+		for {
+			werr = unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+			if !errors.Is(werr, unix.EINTR) {
+				break
+			}
+		}
+		// Not exited yet (WNOHANG found nothing): wait for readable.
+		return werr != nil || info.Signo != 0
+	})
+	if err != nil {
+		return err
+	}
+	if werr != nil && !errors.Is(werr, unix.ECHILD) {
+		return werr // let waitid say it the usual way
+	}
+	return nil
 }

@@ -437,3 +437,23 @@ func pfx(b []byte) string {
 	}
 	return string(b)
 }
+
+// TestWaitExitedPolled: the wait for a child's exit in the poller returns
+// once it has exited and leaves it unreaped (a zombie, whose pid, and so
+// group id, cannot be reused), for Wait to take its status.
+func TestWaitExitedPolled(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "exit 3")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitExitedPolled(cmd.Process.Pid); err != nil {
+		t.Skipf("no pidfd in the poller here (waitid is used instead): %v", err)
+	}
+	state, _, err := readStatePgrp("/proc/"+strconv.Itoa(cmd.Process.Pid)+"/stat", make([]byte, 512))
+	if err != nil || state != 'Z' {
+		t.Errorf("after the wait: state %c, %v; want an unreaped zombie", state, err)
+	}
+	if err := cmd.Wait(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 3 {
+		t.Errorf("Wait after the polled wait: %v, want exit status 3", err)
+	}
+}

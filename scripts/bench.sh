@@ -13,6 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
+# shellcheck source=scripts/benchlib.sh
+. scripts/benchlib.sh
 
 out=${1:-$(mktemp -d)}
 mkdir -p "$out"
@@ -51,31 +53,8 @@ run "front door throughput, 64 clients" ./serve -run '^$' -benchtime 1x -bench '
 run "front door (real binary)" ./bench -run '^$' -benchtime 1x -timeout 10m -bench '^BenchmarkDoor(Held|Restart)$'
 run "journal, admissions summarised or one line each" ./journal -run '^$' -bench '^BenchmarkAdmissions$' -benchtime 200000x
 
-# metric BENCH UNIT: the value of UNIT on the first line of BENCH (the name
-# without the -GOMAXPROCS suffix).
-metric() {
-  awk -v b="$1" -v u="$2" '
-    { name = $1; sub(/-[0-9]+$/, "", name) }
-    name == b { for (i = 3; i < NF; i++) if ($(i + 1) == u) { print $i; exit } }' "$raw"
-}
-
-# row WHAT VALUE UNIT TARGET(<=, empty for none) [SCALE]
-row() {
-  local what=$1 v=$2 unit=$3 target=$4 scale=${5:-1} verdict=""
-  if [ -z "$v" ]; then
-    printf '%-52s %12s %-6s %10s  %s\n' "$what" "n/a" "$unit" "${target:--}" "missing"
-    return
-  fi
-  v=$(awk -v v="$v" -v s="$scale" 'BEGIN { printf "%.3g", v * s }')
-  if [ -n "$target" ]; then
-    verdict=$(awk -v v="$v" -v t="$target" 'BEGIN { print (v <= t) ? "within" : "OVER" }')
-  fi
-  printf '%-52s %12s %-6s %10s  %s\n' "$what" "$v" "$unit" "${target:+<= $target}" "$verdict"
-}
-
 echo
-echo "== summary (raw output: $raw)"
-printf '%-52s %12s %-6s %10s  %s\n' "figure" "value" "unit" "target" ""
+header
 B=BenchmarkDetectionLatency
 row "1 detection (high -> SIGUSR1), 100ms: median" "$(metric $B median-ms)" ms 55
 row "  max" "$(metric $B max-ms)" ms 110

@@ -38,7 +38,7 @@ type Options struct {
 // its loop, except Confirm, which only creates one local file.
 type Coordinator struct {
 	o  Options
-	wg sync.WaitGroup // announcements in flight
+	wg sync.WaitGroup // announcements, sweeps and collections in flight
 
 	liveMu sync.Mutex
 	live   *os.File // the flock that says this instance runs (see admit.go)

@@ -263,7 +263,7 @@ func TestClaimStart(t *testing.T) {
 		t.Fatalf("while a starts: %+v, want a wait on a", o)
 	}
 	// gpuB comes after gpuA in UUID order, so b claimed nothing there.
-	if starts, _ := readStarts(filepath.Join(w.dir, "gpus", gpuB)); len(starts) != 0 {
+	if starts, _ := readStarts(filepath.Join(w.dir, "gpus", gpuB), time.Now()); len(starts) != 0 {
 		t.Errorf("b claimed %s while waiting for %s: %+v", gpuB, gpuA, starts)
 	}
 	a.set(func(i *api.TenantInfo) { i.Starting = false }) // settled
@@ -536,4 +536,32 @@ func TestPublishWakesOnlyForAChange(t *testing.T) {
 			t.Fatal("a new level did not wake the writer")
 		}
 	})
+}
+
+// TestStartClaimsCollected: a tenant that restarts over and over (a crash
+// loop) keeps between Keep and 2 x Keep start claims on disk, the newest
+// among them; the collection runs off the start, and Close waits for it.
+func TestStartClaimsCollected(t *testing.T) {
+	w := newWorld(t)
+	c := w.coordinator("a")
+	const starts = 5*Keep + 3
+	for i := range starts {
+		if o := c.ClaimStart(context.Background(), []string{gpuA}, time.Second); !o.Granted {
+			t.Fatalf("start %d: %+v", i, o)
+		}
+		w.clock.add(time.Millisecond)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	ents, _ := os.ReadDir(filepath.Join(w.dir, "gpus", gpuA))
+	for _, de := range ents {
+		if p, seq, _, ok := parseName(de.Name()); ok && p == startPrefix {
+			seqs = append(seqs, seq)
+		}
+	}
+	if len(seqs) < Keep || len(seqs) > 2*Keep || !slices.Contains(seqs, starts) {
+		t.Errorf("start claims on disk: %v; want %d to %d of them, %d among them", seqs, Keep, 2*Keep, starts)
+	}
 }

@@ -222,24 +222,38 @@ func readDecisions(dir string) ([]Entry, error) {
 	return out, nil
 }
 
-// readStarts reads the start claims in seq order. One that cannot be read
-// or parsed is kept with Void set: it blocks nobody, but its seq is taken.
-func readStarts(dir string) ([]StartClaim, error) {
+// readStarts reads what Blocking needs of the start claims at now, in seq
+// order: the newest valid claim and the void or invalid ones above it.
+// Older claims cannot matter (only the newest valid one may block, and the
+// next seq is above the newest name), so they are not read: a claim costs
+// one small read however many claims are kept (between Keep and 2 x Keep),
+// where reading them all cost a read each on every start. One that cannot
+// be read or parsed is kept with Void set: it blocks nobody, but its seq is
+// taken.
+func readStarts(dir string, now time.Time) ([]StartClaim, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	var out []StartClaim
+	var seqs []int64
 	for _, de := range ents {
 		if p, seq, _, ok := parseName(de.Name()); ok && p == startPrefix {
-			var c StartClaim
-			if !readJSON(filepath.Join(dir, de.Name()), &c) || c.Seq != seq {
-				c = StartClaim{Seq: seq, Void: true}
-			}
-			out = append(out, c)
+			seqs = append(seqs, seq)
 		}
 	}
-	slices.SortFunc(out, func(a, b StartClaim) int { return cmp.Compare(a.Seq, b.Seq) })
+	slices.Sort(seqs)
+	var out []StartClaim
+	for _, seq := range slices.Backward(seqs) {
+		var c StartClaim
+		if !readJSON(filepath.Join(dir, startName(seq)), &c) || c.Seq != seq {
+			c = StartClaim{Seq: seq, Void: true}
+		}
+		out = append(out, c)
+		if c.valid(now) {
+			break
+		}
+	}
+	slices.Reverse(out)
 	return out, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,12 +182,12 @@ func TestReadDecisionsAndCollect(t *testing.T) {
 	if got, want := decisionNames(t, dir), "d.10 d.10.ok d.11 d.12 d.12.ok d.13 d.5 d.6 d.6.ok d.7 d.8 d.8.ok d.9"; got != want {
 		t.Errorf("after collect(12): %s, want the newest %d seqs: %s", got, Keep, want)
 	}
-	starts, _ := readStarts(dir)
+	starts, _ := readStarts(dir, time.Now())
 	if len(starts) != 12 {
 		t.Errorf("collecting decisions removed start claims: %d left", len(starts))
 	}
 	collect(dir, startPrefix, 12)
-	if starts, _ = readStarts(dir); len(starts) != Keep || starts[0].Seq != 5 {
+	if starts, _ = readStarts(dir, time.Now()); len(starts) != Keep || starts[0].Seq != 5 {
 		t.Errorf("start claims after collect: %+v", starts)
 	}
 	if _, err := os.Stat(old); !os.IsNotExist(err) {
@@ -197,5 +198,53 @@ func TestReadDecisionsAndCollect(t *testing.T) {
 	}
 	if n := newest(dir, decisionPrefix); n != 13 {
 		t.Errorf("newest = %d, want 13 (names count even when unreadable)", n)
+	}
+}
+
+// TestReadStartsReadsFromTheNewest: a start reads the newest valid claim
+// and whatever lies above it (void, torn, from the future), never the
+// older claims, which cannot matter; and Blocking decides on that as it
+// would on every claim.
+func TestReadStartsReadsFromTheNewest(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	claim := func(seq int64, by string, at time.Time) {
+		t.Helper()
+		if err := create(dir, startName(seq), StartClaim{Seq: seq, By: by, At: at.UnixNano(), SettleSeconds: 5}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for seq := int64(1); seq <= 9; seq++ {
+		claim(seq, "other", now.Add(-time.Duration(10-seq)*time.Millisecond))
+	}
+	// An older claim that cannot be read at all: reading every claim
+	// would report it as void.
+	if err := os.Mkdir(filepath.Join(dir, startName(10)), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	claim(11, "me", now)
+	os.WriteFile(filepath.Join(dir, startName(12)), []byte("torn"), 0o600)
+	claim(13, "future", now.Add(time.Hour))
+
+	got, err := readStarts(dir, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, c := range got {
+		seqs = append(seqs, c.Seq)
+	}
+	if !slices.Equal(seqs, []int64{11, 12, 13}) || got[0].By != "me" || !got[1].Void || got[2].Void {
+		t.Fatalf("readStarts = %+v, want the newest valid claim (11) and the two above it", got)
+	}
+	if b, next := Blocking(got, "me", now); b != nil || next != 14 {
+		t.Errorf("Blocking = %+v, %d; want nothing (our own claim is the newest valid), next 14", b, next)
+	}
+	// With our claim gone, the newest valid one is another tenant's, young:
+	// it blocks, as it would among all claims.
+	os.Remove(filepath.Join(dir, startName(11)))
+	got, _ = readStarts(dir, now)
+	if b, next := Blocking(got, "me", now); b == nil || b.Seq != 9 || next != 14 {
+		t.Errorf("Blocking = %+v, %d; want claim 9 of other, next 14", b, next)
 	}
 }

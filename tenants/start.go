@@ -38,11 +38,11 @@ func (c *Coordinator) claimStart(ctx context.Context, gpu string, settle time.Du
 	}
 	c.maybeSweep(dir)
 	for range maxAttempts {
-		claims, err := readStarts(dir)
+		now := c.o.Now()
+		claims, err := readStarts(dir, now)
 		if err != nil {
 			return StartOutcome{GPU: gpu, Err: err}
 		}
-		now := c.o.Now()
 		blocker, next := Blocking(claims, c.o.Name, now)
 		if blocker != nil {
 			if info, err := c.ask(ctx, c.socket(blocker.By)); err == nil && info.Starting {
@@ -59,7 +59,11 @@ func (c *Coordinator) claimStart(ctx context.Context, gpu string, settle time.Du
 			continue // a stale view re-created a collected seq: look again
 		}
 		if next%Keep == 0 {
-			collect(dir, startPrefix, next)
+			// Off the start's path: every Keep-th start would otherwise
+			// wait for Keep removals (each frees an inode: 0.2 ms or more
+			// on ext4). A claim read meanwhile is void, and readStarts
+			// reads none of those old ones anyway.
+			c.wg.Go(func() { collect(dir, startPrefix, next) })
 		}
 		return StartOutcome{GPU: gpu, Granted: true}
 	}
