@@ -14,9 +14,10 @@ import (
 // frontDoor is the run's [serve] front door, or nothing (every method is
 // safe on a nil *frontDoor).
 type frontDoor struct {
-	door *serve.Door
-	ln   net.Listener
-	done chan error
+	door    *serve.Door
+	ln      net.Listener
+	stopped chan struct{} // closed by close: serve returns
+	logf    func(string, ...any)
 }
 
 // doorShutdown bounds the door's own shutdown after the child has stopped:
@@ -38,7 +39,7 @@ func openDoor(s policy.Serve, status func() api.Status, healthy func(gen int), r
 	}
 	d := serve.New(doorConfig(s), serve.Options{Status: status, OnHealthy: healthy, OnRequest: requested, Meter: meter, Queue: queue,
 		Logf: func(format string, args ...any) { logf("front door: "+format, args...) }})
-	return &frontDoor{door: d, ln: ln}, nil
+	return &frontDoor{door: d, ln: ln, stopped: make(chan struct{}), logf: logf}, nil
 }
 
 // doorConfig is [serve] as the door takes it.
@@ -65,32 +66,27 @@ func (f *frontDoor) replayer() supervisor.Replayer {
 	return f.door
 }
 
-// serve answers clients until close.
-func (f *frontDoor) serve() {
-	if f == nil {
-		return
+// serve answers clients until close, as the door's part in the run's
+// lifetime group: an error of its own is logged, and the run goes on
+// without the door, as it always did.
+func (f *frontDoor) serve() error {
+	if err := f.door.Serve(f.ln); err != nil {
+		f.logf("front door: %v", err)
 	}
-	f.done = make(chan error, 1)
-	go func() { f.done <- f.door.Serve(f.ln) }()
+	<-f.stopped
+	return nil
 }
 
-// close ends the door once the supervisor has returned.
-func (f *frontDoor) close(logf func(string, ...any)) {
-	if f == nil {
-		return
-	}
+// close ends the door once the supervisor has returned (or when a later
+// part fails to open, before it ever served).
+func (f *frontDoor) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), doorShutdown)
 	defer cancel()
 	if err := f.door.Close(ctx); err != nil {
-		logf("front door: %v", err)
+		f.logf("front door: %v", err)
 	}
-	if f.done == nil {
-		_ = f.ln.Close()
-		return
-	}
-	if err := <-f.done; err != nil {
-		logf("front door: %v", err)
-	}
+	_ = f.ln.Close() // Serve has closed it, unless it never ran
+	close(f.stopped)
 }
 
 // configure applies a reloaded [serve] (listen cannot change: a reload

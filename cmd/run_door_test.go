@@ -23,7 +23,7 @@ func TestReloadServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { door.close(t.Logf) })
+	t.Cleanup(func() { door.close() })
 	rr.door = door
 
 	rewrite(t, path, strings.Replace(doorBase, `hold     = "30s"`, `hold     = "5s"`+"\nmax_held = 7", 1))

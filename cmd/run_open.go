@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/internal/exitcode"
 	"github.com/gpuguard/gpuguard/policy"
 )
 
@@ -36,7 +37,7 @@ func awaitOpen(open func() (gpu.Probe, error), signals <-chan os.Signal, logf fu
 		case sig := <-signals:
 			if s, ok := sig.(syscall.Signal); ok { // only the three stop signals are notified
 				logf("stopped by %s while opening the GPU backend", policy.SignalName(s))
-				return nil, &ExitError{Code: 128 + int(s)}
+				return nil, &ExitError{Code: exitcode.Signaled(int(s))}
 			}
 		}
 	}

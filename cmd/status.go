@@ -18,10 +18,10 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/backends"
+	probeopen "github.com/gpuguard/gpuguard/backends/open"
 	"github.com/gpuguard/gpuguard/control"
 	"github.com/gpuguard/gpuguard/control/statusview"
 	"github.com/gpuguard/gpuguard/gpu"
-	"github.com/gpuguard/gpuguard/nvml"
 	"github.com/gpuguard/gpuguard/paths"
 	"github.com/gpuguard/gpuguard/policy"
 )
@@ -34,7 +34,7 @@ type StatusOptions struct {
 	Watch      time.Duration // 0 = once; else refresh at this interval
 	RuntimeDir string
 	// Probe is the backend to show GPUs with when no instance answers.
-	Probe probeOptions
+	Probe probeopen.Options
 	// Timeout bounds each instance's status request: one hung instance
 	// must not hang the command.
 	Timeout time.Duration
@@ -96,7 +96,7 @@ each refresh is one line of JSON.`,
 	f.Lookup("watch").NoOptDefVal = statusDefaultWatch.String()
 	f.StringVar(&opts.RuntimeDir, "runtime-dir", "", "directory of control sockets")
 	f.StringVar(&opts.Probe.Backend, "backend", backends.Auto, "GPU backend when no instance answers: "+backends.List())
-	f.StringVar(&devices, "devices", "", "GPUs to show when no instance answers "+devicesDefaultHelp())
+	f.StringVar(&devices, "devices", "", "GPUs to show when no instance answers "+probeopen.DevicesDefaultHelp())
 	f.StringVar(&opts.Probe.SimDir, "sim-dir", "", "sim backend: directory of usage files (default $GPUGUARD_SIM_DIR, else the only instance's)")
 	f.StringVar(&opts.Probe.SimDir, "dir", "", "the same as --sim-dir (as sim set spells it)")
 	f.IntVar(&opts.Probe.SimDevices, "sim-devices", 1, "sim backend: number of GPUs")
@@ -127,7 +127,7 @@ func statusWatchArg(c *cobra.Command, o *StatusOptions, args []string) ([]string
 
 // statusResolveProbe checks the backend flags; their errors are usage
 // errors even though the backend is only opened if no instance answers.
-func statusResolveProbe(p *probeOptions, devicesSet bool, devices, simMemory string, getenv func(string) string) error {
+func statusResolveProbe(p *probeopen.Options, devicesSet bool, devices, simMemory string, getenv func(string) string) error {
 	if err := checkBackend(p.Backend); err != nil {
 		return err
 	}
@@ -136,10 +136,10 @@ func statusResolveProbe(p *probeOptions, devicesSet bool, devices, simMemory str
 		flag = &devices
 	}
 	var err error
-	if p.Devices, p.DRMDevices, err = selectDevices(p.Backend, flag, getenv); err != nil {
+	if p.Devices, p.DRMDevices, err = probeopen.SelectDevices(p.Backend, flag, getenv); err != nil {
 		return withCode(ExitUsage, err)
 	}
-	p.NVMLLib, p.Sysfs, p.Procfs = getenv(nvml.EnvLibrary), getenv(envSysfs), getenv(envProcfs)
+	p.FromEnv(getenv)
 	if p.SimMemory, err = policy.ParseSize(simMemory); err != nil || p.SimMemory == 0 {
 		return exitf(ExitUsage, "--sim-memory %q: want a size such as 16GiB", simMemory)
 	}
@@ -167,7 +167,7 @@ func runStatus(ctx context.Context, o *StatusOptions) error {
 	if err != nil {
 		return err
 	}
-	g := &statusGatherer{o: o, dirs: dirs, open: openProbe, warned: map[string]bool{}}
+	g := &statusGatherer{o: o, dirs: dirs, open: probeopen.Probe, warned: map[string]bool{}}
 	defer g.closeProbe()
 	term := statusIsTerminal(o.IO.Out)
 	view := statusview.Options{Color: term && o.IO.Getenv("NO_COLOR") == ""}
@@ -244,10 +244,10 @@ type statusGatherer struct {
 	o        *StatusOptions
 	dirs     []string
 	probe    gpu.Probe
-	probeErr error                                 // opening failed: not retried
-	open     func(probeOptions) (gpu.Probe, error) // openProbe; tests pass their own
-	opening  <-chan backendCall[gpu.Probe]         // an opening still under way at its time limit
-	reading  <-chan backendCall[gpu.Sample]        // a reading abandoned at its timeout, until it ends
+	probeErr error                                      // opening failed: not retried
+	open     func(probeopen.Options) (gpu.Probe, error) // probeopen.Probe; tests pass their own
+	opening  <-chan backendCall[gpu.Probe]              // an opening still under way at its time limit
+	reading  <-chan backendCall[gpu.Sample]             // a reading abandoned at its timeout, until it ends
 	warned   map[string]bool
 }
 

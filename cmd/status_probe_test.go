@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	probeopen "github.com/gpuguard/gpuguard/backends/open"
 	"github.com/gpuguard/gpuguard/gpu"
 )
 
@@ -104,7 +105,7 @@ func TestStatusWatchSlowOpen(t *testing.T) {
 		close(p.release) // its readings answer at once
 		opens := 0
 		g := &statusGatherer{o: &StatusOptions{IO: &IO{ErrOut: &stderr}}, warned: map[string]bool{},
-			open: func(probeOptions) (gpu.Probe, error) { opens++; <-opened; return p, nil }}
+			open: func(probeopen.Options) (gpu.Probe, error) { opens++; <-opened; return p, nil }}
 		for range 2 {
 			t0 := time.Now()
 			if gpus := g.probeGPUs(context.Background()); len(gpus) != 0 || time.Since(t0) != statusProbeTimeout {
