@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/internal/exitcode"
+	"github.com/gpuguard/gpuguard/internal/offcall"
 	"github.com/gpuguard/gpuguard/policy"
 )
 
@@ -24,14 +25,14 @@ const openNotice = 10 * time.Second
 // exit. Before, the opening ran on the command's goroutine: a hung driver
 // hung `run` silently, and a stop killed it without clean-up.
 func awaitOpen(open func() (gpu.Probe, error), signals <-chan os.Signal, logf func(string, ...any)) (gpu.Probe, error) {
-	opened := goCall(open)
+	opened := offcall.Go(open)
 	tick := time.NewTicker(openNotice)
 	defer tick.Stop()
 	start := time.Now()
 	for {
 		select {
 		case r := <-opened:
-			return r.v, r.err
+			return r.V, r.Err
 		case <-tick.C:
 			logf("still opening the GPU backend after %s (is the driver hung?)", time.Since(start).Round(time.Second))
 		case sig := <-signals:
