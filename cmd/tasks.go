@@ -19,6 +19,7 @@ import (
 	"github.com/gpuguard/gpuguard/journal"
 	"github.com/gpuguard/gpuguard/paths"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/report/instances"
 	"github.com/gpuguard/gpuguard/tasks"
 	"github.com/gpuguard/gpuguard/tasks/redis"
 	"github.com/gpuguard/gpuguard/tasks/sqlite"
@@ -104,17 +105,17 @@ func runTasks(o *TasksOptions) error {
 	defer out.Flush()
 	lw := newTaskLister(out, o.JSON, len(targets) > 1, now)
 	for _, t := range targets {
-		s, err := openStoreAt(t.dir, t.name)
+		s, err := openStoreAt(t.Dir, t.Name)
 		if err != nil {
-			return exitf(ExitFailure, "%s: %v", t.name, err)
+			return exitf(ExitFailure, "%s: %v", t.Name, err)
 		}
 		if s == nil {
 			continue
 		}
-		err = eachTask(s, func(tk api.Task) error { lw.add(t.name, tk); return nil })
+		err = eachTask(s, func(tk api.Task) error { lw.add(t.Name, tk); return nil })
 		s.Close()
 		if err != nil {
-			return exitf(ExitFailure, "%s: %v", t.name, err)
+			return exitf(ExitFailure, "%s: %v", t.Name, err)
 		}
 	}
 	return lw.close()
@@ -141,7 +142,7 @@ func eachTask(s tasks.Store, fn func(api.Task) error) error {
 
 // taskTargets are the instances to list: --state-dir, else NAME under
 // the state root, else every instance there with a queue.
-func taskTargets(o *TasksOptions, env paths.Env) ([]reportTarget, error) {
+func taskTargets(o *TasksOptions, env paths.Env) ([]instances.Target, error) {
 	targets, _, err := instanceTargets(env, o.StateDir, o.Name, hasQueue)
 	return targets, err
 }
