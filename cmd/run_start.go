@@ -28,6 +28,7 @@ import (
 	"github.com/gpuguard/gpuguard/serve"
 	"github.com/gpuguard/gpuguard/statefile"
 	"github.com/gpuguard/gpuguard/supervisor"
+	"github.com/gpuguard/gpuguard/tasks/store"
 	"github.com/gpuguard/gpuguard/tenants"
 )
 
@@ -154,7 +155,7 @@ func runRun(o *RunOptions) error {
 	if dw, ok := o.IO.ErrOut.(*droppingWriter); ok {
 		m.CountOutputLosses(dw.Dropped)
 	}
-	taskStore, err := openTaskStore(r, logf)
+	taskStore, err := store.Open(r.pol.Defer.Store, r.stateDir, r.name, logf)
 	if err != nil {
 		return g.Abort(withCode(ExitConfig, err))
 	}
