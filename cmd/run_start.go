@@ -15,6 +15,7 @@ import (
 	probeopen "github.com/gpuguard/gpuguard/backends/open"
 	"github.com/gpuguard/gpuguard/checkpoint"
 	"github.com/gpuguard/gpuguard/control"
+	"github.com/gpuguard/gpuguard/frontdoor"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/internal/lifetime"
 	"github.com/gpuguard/gpuguard/journal"
@@ -83,14 +84,15 @@ func runRun(o *RunOptions) error {
 		m.EnableServe()
 		meter = m
 	}
-	queue := &doorQueue{} // bound to the supervisor and the store below, before the door serves
-	door, err := openDoor(r.pol.Serve, func() api.Status { return sup.Status() },
-		func(gen int) { sup.Healthy(gen) }, func(held bool) { sup.Requested(held) }, meter, queue, logf)
+	queue := &frontdoor.Queue{} // bound to the supervisor and the store below, before the door serves
+	door, err := frontdoor.Open(r.pol.Serve, frontdoor.Options{Status: func() api.Status { return sup.Status() },
+		Healthy: func(gen int) { sup.Healthy(gen) }, Requested: func(held bool) { sup.Requested(held) },
+		Meter: meter, Queue: queue, Logf: logf})
 	if err != nil {
 		return g.Abort(&ExitError{Code: ExitFailure, Err: err})
 	}
 	if door != nil {
-		g.Add(door.serve, func(error) { door.close() })
+		g.Add(door.Serve, func(error) { door.Close() })
 	}
 
 	simDir := ""
@@ -164,7 +166,7 @@ func runRun(o *RunOptions) error {
 		Probe: probe, Launcher: launch, Owned: proc.Descendants,
 		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
-		Faults: faults, Coordinator: coord, Door: door.dep(), Tasks: taskStore, Replayer: door.replayer(),
+		Faults: faults, Coordinator: coord, Door: door.Dep(), Tasks: taskStore, Replayer: door.Replayer(),
 		Actions:  newActionCaller(),
 		Reloader: &runReloader{opts: o, start: r, metrics: endpoint, journal: jr, door: door},
 	})
@@ -172,7 +174,7 @@ func runRun(o *RunOptions) error {
 		return g.Abort(err)
 	}
 	m.CountTasks(sup.TaskCounts)
-	queue.sup, queue.store = sup, taskStore
+	queue.Sup, queue.Store = sup, taskStore
 
 	// The control socket answers until the supervisor has returned.
 	ctx, cancel := context.WithCancel(context.Background())
