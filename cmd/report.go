@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -177,10 +176,6 @@ func reportTargets(o *ReportOptions, env paths.Env) ([]instances.Target, error) 
 // state dir is a usage error, a state root that cannot be listed exit 1.
 func instanceTargets(env paths.Env, stateDir, name string, has func(dir string) bool) ([]instances.Target, string, error) {
 	targets, root, err := instances.Targets(env, stateDir, name, has)
-	var ue *instances.UsageError
-	if errors.As(err, &ue) {
-		return nil, "", withCode(ExitUsage, ue.Err)
-	}
 	return targets, root, withCode(ExitFailure, err)
 }
 

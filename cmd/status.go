@@ -22,6 +22,7 @@ import (
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/paths"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/simdir"
 	"github.com/gpuguard/gpuguard/status"
 )
 
@@ -234,7 +235,7 @@ func statusOpenProbe(o *StatusOptions) (gpu.Probe, error) {
 	po := o.Probe
 	if po.Backend == backends.Sim && po.SimDir == "" {
 		var err error
-		if po.SimDir, err = simDir(o.IO, simDirQuery{}); err != nil {
+		if po.SimDir, err = simdir.Find(simdir.Query{Getenv: o.IO.Getenv, Warn: o.IO.ErrOut}); err != nil {
 			return nil, err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gpuguard/gpuguard/internal/usage"
 	"github.com/gpuguard/gpuguard/paths"
 )
 
@@ -16,23 +17,16 @@ type Target struct {
 	Named     bool // the name came from the user, not guessed from the dir
 }
 
-// UsageError is an error in what the user asked for (a bad name or state
-// dir), as opposed to a failure to read what exists.
-type UsageError struct{ Err error }
-
-func (e *UsageError) Error() string { return e.Err.Error() }
-func (e *UsageError) Unwrap() error { return e.Err }
-
 // Targets is the one state dir that stateDir or name gives (named when
 // the name came from the user), else every instance dir under the state
 // root for which has is true, with that root: the instances that `report`
 // and `tasks` read when none is named. Errors in stateDir or name, or in
-// finding the root, are *UsageError.
+// finding the root, are usage errors (package usage).
 func Targets(env paths.Env, stateDir, name string, has func(dir string) bool) ([]Target, string, error) {
 	if stateDir != "" || name != "" {
 		dir, err := env.StateDir(stateDir, name)
 		if err != nil {
-			return nil, "", &UsageError{err}
+			return nil, "", usage.Wrap(err)
 		}
 		named := name != ""
 		if name == "" {
@@ -42,7 +36,7 @@ func Targets(env paths.Env, stateDir, name string, has func(dir string) bool) ([
 	}
 	root, err := env.StateRoot()
 	if err != nil {
-		return nil, "", &UsageError{err}
+		return nil, "", usage.Wrap(err)
 	}
 	ents, err := os.ReadDir(root)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/usage"
 	"github.com/gpuguard/gpuguard/paths"
 )
 
@@ -59,9 +60,9 @@ func TestTargets(t *testing.T) {
 		t.Errorf("Targets under a missing root = %+v %v, want none", got, err)
 	}
 	_, _, err = Targets(paths.Env{UID: 1000, Getenv: func(string) string { return "" }}, "", "", HasJournal)
-	var ue *UsageError
+	var ue *usage.Error
 	if !errors.As(err, &ue) {
-		t.Errorf("Targets without any root = %v, want a *UsageError", err)
+		t.Errorf("Targets without any root = %v, want a usage error", err)
 	}
 }
 
