@@ -150,3 +150,19 @@ func unwrapUnavailable(err error) string {
 func drmVisible(vars []string, getenv func(string) string) ([]string, error) {
 	return drm.VisibleDevices(getenv(vars[0]), getenv(vars[1]))
 }
+
+// Opened names the backend that runs, for run's start-up line: auto's
+// choice, and the sim dir of the simulated GPU. asked is the backend
+// asked for, probe what Probe opened.
+func Opened(asked string, probe gpu.Probe, simDir string) string {
+	switch asked {
+	case "", backends.Auto:
+		if _, ok := probe.(*drm.Probe); ok {
+			return "drm (auto)"
+		}
+		return "nvml (auto)"
+	case backends.Sim:
+		return "sim (sim dir " + simDir + ")"
+	}
+	return asked
+}

@@ -163,3 +163,26 @@ func TestEveryBackendOpens(t *testing.T) {
 		}
 	}
 }
+
+// TestOpened: the start-up line names auto's choice and the sim dir.
+func TestOpened(t *testing.T) {
+	p, err := Probe(Options{Backend: "drm", Sysfs: "../../drm/testdata/sysfs", Procfs: t.TempDir(), Devices: []string{"1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, tt := range []struct {
+		asked string
+		probe gpu.Probe
+		want  string
+	}{
+		{"auto", p, "drm (auto)"},
+		{"", nil, "nvml (auto)"},
+		{"sim", nil, "sim (sim dir /s)"},
+		{"npu-smi", nil, "npu-smi"},
+	} {
+		if got := Opened(tt.asked, tt.probe, "/s"); got != tt.want {
+			t.Errorf("Opened(%q) = %q, want %q", tt.asked, got, tt.want)
+		}
+	}
+}
