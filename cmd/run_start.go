@@ -102,19 +102,16 @@ func runRun(o *RunOptions) error {
 		}
 	}
 	// From here a stop signal is the supervisor's to handle (it queues
-	// until the loop runs), or awaitOpen's while the backend opens.
+	// until the loop runs), or probeopen.Await's while the backend opens.
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	g.Hold(func() { signal.Stop(signals) })
 	po := probeopen.Options{Backend: r.pol.Watch.Backend, Devices: r.devices, DRMDevices: r.drmDevices,
 		SimDir: simDir, SimDevices: o.SimDevices, SimMemory: r.simMemory, Logf: logf}
 	po.FromEnv(o.IO.Getenv)
-	probe, err := awaitOpen(func() (gpu.Probe, error) { return probeopen.Probe(po) }, signals, logf)
-	if err != nil { // a stop (awaitOpen's ExitError) passes through withCode as it is
-		if errors.Is(err, gpu.ErrUnavailable) {
-			return g.Abort(&ExitError{Code: ExitUnavailable, Err: err})
-		}
-		return g.Abort(withCode(ExitUsage, err))
+	probe, err := probeopen.Await(func() (gpu.Probe, error) { return probeopen.Probe(po) }, signals, logf)
+	if err != nil {
+		return g.Abort(openExit(err))
 	}
 	g.Hold(func() {
 		// It never holds gpuguard's exit on a hung driver: it gives up
