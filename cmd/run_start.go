@@ -173,10 +173,13 @@ func runRun(o *RunOptions) error {
 	m.CountTasks(sup.TaskCounts)
 	queue.Sup, queue.Store = sup, taskStore
 
-	// The control socket answers until the supervisor has returned.
+	// The control socket answers until the supervisor has returned. Its
+	// Serve waits for every connection's handler, so it runs on a goroutine
+	// of its own, as it always did: gpuguard's exit never waits on a
+	// client's connection (srv.Close, the group's last close, ends them).
 	ctx, cancel := context.WithCancel(context.Background())
 	g.Add(func() error {
-		_ = srv.Serve(ctx, sup)
+		go srv.Serve(ctx, sup)
 		<-ctx.Done()
 		return nil
 	}, func(error) { cancel() })
