@@ -6,8 +6,8 @@
 // flag help and errors.
 //
 // How to open a backend is not here: that takes the backend's own package
-// (nvml needs cgo), so the openers are registered in the composition root,
-// cmd/backend.go, one per row, and a test there fails for a row without
-// one. Adding a backend is a package of its own, a row in Table, and its
-// opener.
+// (nvml needs cgo), so the openers live beside this table in backends/open,
+// keyed by its names, which only the composition root imports; a test
+// there fails for a row without an opener. Adding a backend is a package
+// of its own, a row in Table, and its opener.
 package backends

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gpuguard/gpuguard/internal/exitcode"
+	"github.com/gpuguard/gpuguard/internal/usage"
 	"github.com/gpuguard/gpuguard/proc"
 )
 
@@ -42,7 +43,9 @@ func exitf(code int, format string, args ...any) error {
 	return &ExitError{Code: code, Err: fmt.Errorf(format, args...)}
 }
 
-// withCode wraps err (if non-nil) with an exit code.
+// withCode wraps err (if non-nil) with an exit code: an error that has
+// one keeps it, and a usage error (package usage, from the packages below
+// cmd) is always a usage error.
 func withCode(code int, err error) error {
 	if err == nil {
 		return nil
@@ -50,6 +53,10 @@ func withCode(code int, err error) error {
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		return err
+	}
+	var ue *usage.Error
+	if errors.As(err, &ue) {
+		code = ExitUsage
 	}
 	return &ExitError{Code: code, Err: err}
 }
@@ -67,8 +74,9 @@ func commandExit(err error, code int) int {
 }
 
 // exitCode maps an error returned by a command to the process exit code.
-// Errors without an ExitError are gpuguard's own failures (1); cobra's flag
-// and argument errors are marked as usage errors by the root command.
+// Errors without an ExitError are gpuguard's own failures (1), usage
+// errors 64; cobra's flag and argument errors are marked as usage
+// errors by the root command.
 func exitCode(err error) int {
 	if err == nil {
 		return ExitOK
@@ -76,6 +84,10 @@ func exitCode(err error) int {
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		return ee.Code
+	}
+	var ue *usage.Error
+	if errors.As(err, &ue) {
+		return ExitUsage
 	}
 	return ExitFailure
 }

@@ -2,23 +2,15 @@ package cmd
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"net"
-	"os"
-	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/journal"
 	"github.com/gpuguard/gpuguard/paths"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/report"
+	"github.com/gpuguard/gpuguard/report/instances"
 	"github.com/gpuguard/gpuguard/review"
 )
 
@@ -106,12 +98,6 @@ func (d *daysDuration) Set(s string) error {
 	return nil
 }
 
-// reportTarget is one instance to summarise.
-type reportTarget struct {
-	name, dir string
-	named     bool // the name came from the user, not guessed from the dir
-}
-
 func runReport(o *ReportOptions) error {
 	if o.Since < 0 {
 		return exitf(ExitUsage, "--since must be positive, got %s", o.Since)
@@ -150,9 +136,9 @@ func runReport(o *ReportOptions) error {
 		pages []review.Instance
 	)
 	for _, t := range targets {
-		s, events, err := summarizeInstance(t, runDirs, since, now, o.IO.ErrOut)
+		s, events, err := instances.Summarize(t, runDirs, since, now, o.IO.ErrOut)
 		if err != nil {
-			return err
+			return withCode(ExitFailure, err)
 		}
 		s.SetBudget(o.Budget)
 		// The text report notes skipped lines in its body; JSON and the
@@ -175,8 +161,8 @@ func runReport(o *ReportOptions) error {
 // reportTargets resolves which journals to read: --state-dir, else NAME
 // under the state root, else every instance under the state root that has a
 // journal.
-func reportTargets(o *ReportOptions, env paths.Env) ([]reportTarget, error) {
-	targets, root, err := instanceTargets(env, o.StateDir, o.Name, hasJournal)
+func reportTargets(o *ReportOptions, env paths.Env) ([]instances.Target, error) {
+	targets, root, err := instanceTargets(env, o.StateDir, o.Name, instances.HasJournal)
 	if err != nil {
 		return nil, err
 	}
@@ -186,101 +172,11 @@ func reportTargets(o *ReportOptions, env paths.Env) ([]reportTarget, error) {
 	return targets, nil
 }
 
-// instanceTargets is the one state dir that stateDir or name gives (named
-// when the name came from the user), else every instance dir under the
-// state root for which has is true, with that root: the instances that
-// `report` and `tasks` read when none is named.
-func instanceTargets(env paths.Env, stateDir, name string, has func(dir string) bool) ([]reportTarget, string, error) {
-	if stateDir != "" || name != "" {
-		dir, err := env.StateDir(stateDir, name)
-		if err != nil {
-			return nil, "", withCode(ExitUsage, err)
-		}
-		named := name != ""
-		if name == "" {
-			name = filepath.Base(dir)
-		}
-		return []reportTarget{{name: name, dir: dir, named: named}}, "", nil
-	}
-	root, err := env.StateRoot()
-	if err != nil {
-		return nil, "", withCode(ExitUsage, err)
-	}
-	ents, err := os.ReadDir(root)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, "", exitf(ExitFailure, "listing instances: %v", err)
-	}
-	var targets []reportTarget
-	for _, e := range ents {
-		dir := filepath.Join(root, e.Name())
-		if e.IsDir() && has(dir) {
-			targets = append(targets, reportTarget{name: e.Name(), dir: dir})
-		}
-	}
-	return targets, root, nil
-}
-
-func hasJournal(dir string) bool {
-	matches, _ := filepath.Glob(filepath.Join(dir, paths.JournalFile+"*"))
-	return len(matches) > 0
-}
-
-// journalName is want if any event of the journal carries it (or none
-// carries a name), else the name of its newest event that has one.
-func journalName(events []api.Event, want string) string {
-	newest := ""
-	for _, ev := range slices.Backward(events) {
-		if ev.Name == want {
-			return want
-		}
-		if newest == "" {
-			newest = ev.Name
-		}
-	}
-	if newest == "" {
-		return want
-	}
-	return newest
-}
-
-// summarizeInstance reads one instance's journal and summarises the
-// window; the events read come back too, for the review page.
-func summarizeInstance(t reportTarget, runDirs []string, since, now time.Time, errOut io.Writer) (report.Summary, []api.Event, error) {
-	path := filepath.Join(t.dir, paths.JournalFile)
-	events, skipped, err := journal.Read(path, time.Time{})
-	if errors.Is(err, fs.ErrNotExist) {
-		return report.Summary{}, nil, exitf(ExitFailure, "no such instance: no journal at %s", path)
-	}
-	if err != nil {
-		return report.Summary{}, nil, withCode(ExitFailure, err)
-	}
-	// --state-dir can be any directory; the journal knows the name. A name
-	// the user gave that the journal never carries is a mix-up (another
-	// instance's --state-dir): the report says whose journal it is.
-	name := t.name
-	if journaled := journalName(events, t.name); journaled != t.name {
-		if t.named {
-			fmt.Fprintf(errOut, "gpuguard: the journal at %s is instance %s's, not %s's: reporting it as %s\n", path, journaled, t.name, journaled)
-		}
-		name = journaled
-	}
-	s := report.SummarizeSince(events, since, now, isLive(runDirs, name))
-	s.Name, s.SkippedLines = name, skipped
-	return s, events, nil
-}
-
-// isLive says whether the instance's control socket accepts connections.
-// A socket file alone is not enough: a gpuguard killed with -9 leaves it
-// behind. Package control is not needed for a connect.
-func isLive(runDirs []string, name string) bool {
-	for _, d := range runDirs {
-		conn, err := net.DialTimeout("unix", paths.Socket(d, name), 500*time.Millisecond)
-		if err == nil {
-			conn.Close()
-			return true
-		}
-	}
-	return false
+// instanceTargets is instances.Targets with exit codes: a bad name or
+// state dir is a usage error, a state root that cannot be listed exit 1.
+func instanceTargets(env paths.Env, stateDir, name string, has func(dir string) bool) ([]instances.Target, string, error) {
+	targets, root, err := instances.Targets(env, stateDir, name, has)
+	return targets, root, withCode(ExitFailure, err)
 }
 
 func writeReports(o *ReportOptions, sums []report.Summary) error {

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuguard/gpuguard/backends"
+	probeopen "github.com/gpuguard/gpuguard/backends/open"
 	"github.com/gpuguard/gpuguard/paths"
 	"github.com/gpuguard/gpuguard/policy"
 )
@@ -80,7 +81,7 @@ replaced from the current profile's env and the GPUGUARD_* variables.`,
 	f.StringVar(&opts.PolicyFile, "policy", "", "policy file (default ./policy.toml if it exists, else built-in defaults)")
 	f.StringVar(&opts.Name, "name", "", "instance name (default: the policy's name, else CMD's base name)")
 	f.StringVar(&backend, "backend", backends.Auto, "GPU backend: "+backends.List())
-	f.StringVar(&devices, "devices", "", "watched GPUs: indices, UUIDs (GPU-..., MIG-...) or, for drm, PCI addresses, comma-separated\n"+devicesDefaultHelp())
+	f.StringVar(&devices, "devices", "", "watched GPUs: indices, UUIDs (GPU-..., MIG-...) or, for drm, PCI addresses, comma-separated\n"+probeopen.DevicesDefaultHelp())
 	f.DurationVar(&interval, "interval", 200*time.Millisecond, "GPU polling interval")
 	f.StringVar(&opts.StateDir, "state-dir", "", "this instance's state dir (checkpoint, state file, journal, sim dir)")
 	f.StringVar(&opts.RuntimeDir, "runtime-dir", "", "directory of control sockets")
@@ -199,7 +200,7 @@ func resolvePolicy(o *RunOptions, pol *policy.Policy) (*resolvedRun, error) {
 	// that changes only a key a flag fixes changes nothing.
 	pol.Name, pol.Command = r.name, r.command
 	var err error
-	if r.devices, r.drmDevices, err = selectDevices(pol.Watch.Backend, o.Devices, o.IO.Getenv); err != nil {
+	if r.devices, r.drmDevices, err = probeopen.SelectDevices(pol.Watch.Backend, o.Devices, o.IO.Getenv); err != nil {
 		return nil, withCode(ExitUsage, err)
 	}
 	return r, nil

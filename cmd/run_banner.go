@@ -3,8 +3,7 @@ package cmd
 import (
 	"fmt"
 
-	"github.com/gpuguard/gpuguard/backends"
-	"github.com/gpuguard/gpuguard/drm"
+	probeopen "github.com/gpuguard/gpuguard/backends/open"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
 )
@@ -19,20 +18,5 @@ func describeRun(pol *policy.Policy, asked string, probe gpu.Probe, simDir strin
 	if pol.Source != "" {
 		src = pol.Source
 	}
-	return fmt.Sprintf("policy %s, backend %s", src, backendOpened(asked, probe, simDir))
-}
-
-// backendOpened names the backend that runs: auto's choice, and the sim
-// dir of the simulated GPU.
-func backendOpened(asked string, probe gpu.Probe, simDir string) string {
-	switch asked {
-	case "", backends.Auto:
-		if _, ok := probe.(*drm.Probe); ok {
-			return "drm (auto)"
-		}
-		return "nvml (auto)"
-	case backends.Sim:
-		return "sim (sim dir " + simDir + ")"
-	}
-	return asked
+	return fmt.Sprintf("policy %s, backend %s", src, probeopen.Opened(asked, probe, simDir))
 }

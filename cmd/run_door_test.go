@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/frontdoor"
 	"github.com/gpuguard/gpuguard/policy"
 )
 
@@ -19,11 +20,11 @@ hold     = "30s"
 // refuses a new listen address like a new name, naming the line and key.
 func TestReloadServe(t *testing.T) {
 	rr, path, cur, _ := reloadRun(t, doorBase, RunOptions{})
-	door, err := openDoor(cur.Serve, func() api.Status { return api.Status{} }, func(int) {}, nil, nil, nil, t.Logf)
+	door, err := frontdoor.Open(cur.Serve, frontdoor.Options{Status: func() api.Status { return api.Status{} }, Healthy: func(int) {}, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { door.close(t.Logf) })
+	t.Cleanup(func() { door.Close() })
 	rr.door = door
 
 	rewrite(t, path, strings.Replace(doorBase, `hold     = "30s"`, `hold     = "5s"`+"\nmax_held = 7", 1))

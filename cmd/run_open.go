@@ -1,43 +1,24 @@
 package cmd
 
 import (
-	"os"
-	"syscall"
-	"time"
+	"errors"
 
+	probeopen "github.com/gpuguard/gpuguard/backends/open"
 	"github.com/gpuguard/gpuguard/gpu"
-	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/internal/exitcode"
 )
 
-// openNotice is how often `run` says that it is still opening the backend.
-const openNotice = 10 * time.Second
-
-// awaitOpen waits for open, a backend's opening, which runs off the
-// command's goroutine. nvmlInit can take seconds on a large host without
-// persistence mode, and for ever in a hung driver, as can a DRM counter's
-// read; no such call can be interrupted. Giving up would turn a slow host
-// into a failed start, so run keeps waiting, but says so every openNotice,
-// and a SIGTERM, SIGINT or SIGHUP ends the wait with 128+signal, as any
-// stop while no child runs does (the deferred clean-up then runs: the
-// socket goes, the lock is let go). The abandoned call is left to the
-// exit. Before, the opening ran on the command's goroutine: a hung driver
-// hung `run` silently, and a stop killed it without clean-up.
-func awaitOpen(open func() (gpu.Probe, error), signals <-chan os.Signal, logf func(string, ...any)) (gpu.Probe, error) {
-	opened := goCall(open)
-	tick := time.NewTicker(openNotice)
-	defer tick.Stop()
-	start := time.Now()
-	for {
-		select {
-		case r := <-opened:
-			return r.v, r.err
-		case <-tick.C:
-			logf("still opening the GPU backend after %s (is the driver hung?)", time.Since(start).Round(time.Second))
-		case sig := <-signals:
-			if s, ok := sig.(syscall.Signal); ok { // only the three stop signals are notified
-				logf("stopped by %s while opening the GPU backend", policy.SignalName(s))
-				return nil, &ExitError{Code: 128 + int(s)}
-			}
-		}
+// openExit is the exit for a backend that did not open: a stop while it
+// opened (probeopen.Await) exits 128+signal silently, as any stop while
+// no child runs does; a backend that cannot run here 69; anything else (an
+// unknown backend, a bad device selection) is a usage error.
+func openExit(err error) error {
+	var st *probeopen.Stopped
+	switch {
+	case errors.As(err, &st):
+		return &ExitError{Code: exitcode.Signaled(int(st.Signal))}
+	case errors.Is(err, gpu.ErrUnavailable):
+		return &ExitError{Code: ExitUnavailable, Err: err}
 	}
+	return withCode(ExitUsage, err)
 }

@@ -3,59 +3,26 @@ package cmd
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"syscall"
 	"testing"
-	"testing/synctest"
-	"time"
 
+	probeopen "github.com/gpuguard/gpuguard/backends/open"
 	"github.com/gpuguard/gpuguard/gpu"
 )
 
-// TestAwaitOpen: an opening that never returns is waited for, with a
-// notice every 10 s, until a stop signal ends the wait with 128+signal;
-// one that returns is returned, error included.
-func TestAwaitOpen(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var logged []string
-		logf := func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }
-		hung := make(chan struct{})
-		defer close(hung) // lets the abandoned opening end with the bubble
-		signals := make(chan os.Signal, 1)
-		type result struct {
-			p   gpu.Probe
-			err error
-		}
-		done := make(chan result, 1)
-		go func() {
-			p, err := awaitOpen(func() (gpu.Probe, error) { <-hung; return nil, errors.New("late") }, signals, logf)
-			done <- result{p, err}
-		}()
-		time.Sleep(25 * time.Second)
-		synctest.Wait()
-		want := []string{
-			"still opening the GPU backend after 10s (is the driver hung?)",
-			"still opening the GPU backend after 20s (is the driver hung?)",
-		}
-		if strings.Join(logged, "\n") != strings.Join(want, "\n") {
-			t.Errorf("after 25 s, logged %q, want %q", logged, want)
-		}
-		signals <- syscall.SIGTERM
-		r := <-done
-		var ee *ExitError
-		if !errors.As(r.err, &ee) || ee.Code != 143 || ee.Err != nil || r.p != nil {
-			t.Errorf("after SIGTERM: %v, %v; want a silent exit 143", r.p, r.err)
-		}
-		if last := logged[len(logged)-1]; last != "stopped by SIGTERM while opening the GPU backend" {
-			t.Errorf("last line %q", last)
-		}
-	})
-	synctest.Test(t, func(t *testing.T) {
-		want := errors.New("no NVML")
-		_, err := awaitOpen(func() (gpu.Probe, error) { return nil, want }, nil, t.Logf)
-		if err != want {
-			t.Errorf("err %v, want %v", err, want)
-		}
-	})
+// TestStoppedOpenExits: a stop while the backend opens
+// (probeopen.Await's *Stopped) is a silent exit 128+signal; the backend's
+// other errors keep their codes.
+func TestStoppedOpenExits(t *testing.T) {
+	err := openExit(&probeopen.Stopped{Signal: syscall.SIGTERM})
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != 143 || ee.Err != nil {
+		t.Errorf("after SIGTERM: %v; want a silent exit 143", err)
+	}
+	if got := exitCode(openExit(fmt.Errorf("%w: no NVML", gpu.ErrUnavailable))); got != ExitUnavailable {
+		t.Errorf("an unavailable backend exits %d, want %d", got, ExitUnavailable)
+	}
+	if got := exitCode(openExit(errors.New("--devices with the sim backend: bad"))); got != ExitUsage {
+		t.Errorf("a bad selection exits %d, want %d", got, ExitUsage)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/gpuguard/gpuguard/frontdoor"
 	"github.com/gpuguard/gpuguard/journal"
 	"github.com/gpuguard/gpuguard/metrics"
 	"github.com/gpuguard/gpuguard/policy"
@@ -24,7 +25,7 @@ type runReloader struct {
 	start   *resolvedRun
 	metrics *metrics.Endpoint
 	journal interface{ SetLimits(journal.Limits) }
-	door    *frontDoor // nil without [serve] listen
+	door    *frontdoor.Door // nil without [serve] listen
 }
 
 var _ supervisor.Reloader = (*runReloader)(nil)
@@ -68,7 +69,7 @@ func (rr *runReloader) Load(cur *policy.Policy) (*supervisor.Reload, error) {
 	}
 	if r.pol.Serve != cur.Serve {
 		s := r.pol.Serve
-		commits = append(commits, func() { rr.door.configure(s) })
+		commits = append(commits, func() { rr.door.Configure(s) })
 	}
 	if r.pol.Journal != cur.Journal {
 		limits := journalLimits(r.pol.Journal)

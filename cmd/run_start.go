@@ -2,8 +2,6 @@ package cmd
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -13,12 +11,16 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/backends"
+	probeopen "github.com/gpuguard/gpuguard/backends/open"
 	"github.com/gpuguard/gpuguard/checkpoint"
 	"github.com/gpuguard/gpuguard/control"
+	"github.com/gpuguard/gpuguard/frontdoor"
 	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/internal/lifetime"
 	"github.com/gpuguard/gpuguard/journal"
+	"github.com/gpuguard/gpuguard/launcher"
 	"github.com/gpuguard/gpuguard/metrics"
-	"github.com/gpuguard/gpuguard/nvml"
 	"github.com/gpuguard/gpuguard/paths"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/proc"
@@ -27,6 +29,7 @@ import (
 	"github.com/gpuguard/gpuguard/serve"
 	"github.com/gpuguard/gpuguard/statefile"
 	"github.com/gpuguard/gpuguard/supervisor"
+	"github.com/gpuguard/gpuguard/tasks/store"
 	"github.com/gpuguard/gpuguard/tenants"
 )
 
@@ -38,7 +41,11 @@ var (
 )
 
 // runRun is `gpuguard run`: resolve, claim the name, open everything, and
-// supervise until the child ends for good.
+// supervise until the child ends for good. It is the composition root of
+// a run: each part, once open, joins one lifetime group (an (execute,
+// interrupt) pair), and the group closes them in the reverse of their
+// opening once the supervisor has returned, or at once if a later part
+// fails to open.
 func runRun(o *RunOptions) error {
 	r, err := resolveRun(o)
 	if err != nil {
@@ -48,6 +55,7 @@ func runRun(o *RunOptions) error {
 		fmt.Fprintf(o.IO.ErrOut, "gpuguard[%s]: %s\n", r.name, fmt.Sprintf(format, args...))
 	}
 	schedulerForIdle(o.IO.Getenv)
+	var g lifetime.Group
 
 	// Claim the name first: a second instance must not touch the state dir.
 	srv, err := control.Listen(r.runtimeDir, r.name)
@@ -57,92 +65,84 @@ func runRun(o *RunOptions) error {
 		}
 		return fmt.Errorf("opening the control socket: %w", err)
 	}
-	defer srv.Close()
+	g.Hold(func() { _ = srv.Close() }) // the socket goes last
 
 	// The metrics address is bound before anything else starts, so a port
 	// in use is a configuration error; a reload may move it (Endpoint).
 	var sup *supervisor.Supervisor
 	m := metrics.New(r.name, func() api.Status { return sup.Status() })
 	endpoint := metrics.NewEndpoint(m.Handler())
-	defer endpoint.Close()
+	g.Hold(endpoint.Close)
 	move, err := endpoint.Prepare(r.pol.Metrics.Listen)
 	if err != nil {
-		return &ExitError{Code: ExitConfig, Err: fmt.Errorf("metrics listen address %q: %w", r.pol.Metrics.Listen, err)}
+		return g.Abort(&ExitError{Code: ExitConfig, Err: fmt.Errorf("metrics listen address %q: %w", r.pol.Metrics.Listen, err)})
 	}
-	defer move.Abort() // unless committed
+	g.Hold(move.Abort) // unless committed
 	// So is the front door's ([serve] listen): in use, exit 1 naming it.
 	var meter serve.Meter
 	if r.pol.Serve.Enabled() {
 		m.EnableServe()
 		meter = m
 	}
-	queue := &doorQueue{} // bound to the supervisor and the store below, before the door serves
-	door, err := openDoor(r.pol.Serve, func() api.Status { return sup.Status() },
-		func(gen int) { sup.Healthy(gen) }, func(held bool) { sup.Requested(held) }, meter, queue, logf)
+	queue := &frontdoor.Queue{} // bound to the supervisor and the store below, before the door serves
+	door, err := frontdoor.Open(r.pol.Serve, frontdoor.Options{Status: func() api.Status { return sup.Status() },
+		Healthy: func(gen int) { sup.Healthy(gen) }, Requested: func(held bool) { sup.Requested(held) },
+		Meter: meter, Queue: queue, Logf: logf})
 	if err != nil {
-		return &ExitError{Code: ExitFailure, Err: err}
+		return g.Abort(&ExitError{Code: ExitFailure, Err: err})
 	}
-	defer door.close(logf)
+	if door != nil {
+		g.Add(door.Serve, func(error) { door.Close() })
+	}
 
 	simDir := ""
-	if r.pol.Watch.Backend == "sim" {
-		simDir = o.SimDir
-		if simDir == "" {
-			simDir = filepath.Join(r.stateDir, paths.SimDir)
-		}
-		if simDir, err = filepath.Abs(simDir); err != nil {
-			return err
-		}
-		// The sim dir lives in the state dir by default: create that first
-		// with its own mode, or MkdirAll would give it the sim dir's.
-		if err := paths.PrepareStateDir(r.stateDir, os.Geteuid()); err != nil {
-			return &ExitError{Code: ExitFailure, Err: err}
+	if r.pol.Watch.Backend == backends.Sim {
+		if simDir, err = runSimDir(o.SimDir, r.stateDir); err != nil {
+			return g.Abort(err)
 		}
 	}
 	// From here a stop signal is the supervisor's to handle (it queues
-	// until the loop runs), or awaitOpen's while the backend opens.
+	// until the loop runs), or probeopen.Await's while the backend opens.
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(signals)
-	po := probeOptions{Backend: r.pol.Watch.Backend, Devices: r.devices, DRMDevices: r.drmDevices,
-		SimDir: simDir, SimDevices: o.SimDevices, SimMemory: r.simMemory, NVMLLib: o.IO.Getenv(nvml.EnvLibrary),
-		Sysfs: o.IO.Getenv(envSysfs), Procfs: o.IO.Getenv(envProcfs), Logf: logf}
-	probe, err := awaitOpen(func() (gpu.Probe, error) { return openProbe(po) }, signals, logf)
-	if err != nil { // a stop (awaitOpen's ExitError) passes through withCode as it is
-		if errors.Is(err, gpu.ErrUnavailable) {
-			return &ExitError{Code: ExitUnavailable, Err: err}
-		}
-		return withCode(ExitUsage, err)
+	g.Hold(func() { signal.Stop(signals) })
+	po := probeopen.Options{Backend: r.pol.Watch.Backend, Devices: r.devices, DRMDevices: r.drmDevices,
+		SimDir: simDir, SimDevices: o.SimDevices, SimMemory: r.simMemory, Logf: logf}
+	po.FromEnv(o.IO.Getenv)
+	probe, err := probeopen.Await(func() (gpu.Probe, error) { return probeopen.Probe(po) }, signals, logf)
+	if err != nil {
+		return g.Abort(openExit(err))
 	}
-	defer func() {
+	g.Hold(func() {
 		// It never holds gpuguard's exit on a hung driver: it gives up
 		// after a second, and says so.
 		if err := probe.Close(); err != nil {
 			logf("%v", err)
 		}
-	}()
+	})
 	if err := paths.PrepareStateDir(r.stateDir, os.Geteuid()); err != nil {
-		return &ExitError{Code: ExitFailure, Err: err}
+		return g.Abort(&ExitError{Code: ExitFailure, Err: err})
 	}
 
 	jr, err := journal.Open(filepath.Join(r.stateDir, paths.JournalFile), journalOptions(r.pol.Journal, r.name, time.Now(), logf))
 	if err != nil {
-		return fmt.Errorf("opening the event journal: %w", err)
+		return g.Abort(fmt.Errorf("opening the event journal: %w", err))
 	}
-	defer jr.Close()
+	g.Hold(func() { _ = jr.Close() })
 
-	launcher, closeLauncher := newProcLauncher(r, o.IO.Getenv("GPUGUARD_CGROUP"), logf)
-	defer closeLauncher()
+	socket := paths.Socket(r.runtimeDir, r.name)
+	launch := launcher.New(launcher.Options{Name: r.name, Socket: socket, CgroupParent: o.IO.Getenv("GPUGUARD_CGROUP"), Logf: logf})
+	g.Hold(launch.Close)
 
 	ckpt := r.pol.Checkpoint.Resolve(r.stateDir)
 	// It prepares each state file write after the last one (statefile.Writer).
 	stateWriter := statefile.NewWriter()
-	defer stateWriter.Close()
+	g.Hold(func() { _ = stateWriter.Close() })
 	notifier := sdnotify.New(o.IO.Getenv)
 	cfg := supervisor.Config{
 		Name: r.name, Policy: r.pol, Command: r.command, Observe: o.Observe, StartLevel: r.startLevel,
 		CheckpointPath: ckpt, StatePath: filepath.Join(r.stateDir, paths.StateFile),
-		SocketPath: paths.Socket(r.runtimeDir, r.name), SimDir: simDir,
+		SocketPath: socket, SimDir: simDir,
 		BaseEnv:  sdnotify.CleanEnv(os.Environ()),
 		Describe: describeRun(r.pol, r.pol.Watch.Backend, probe, simDir),
 	}
@@ -152,45 +152,72 @@ func runRun(o *RunOptions) error {
 	}
 	// The tenants of a shared GPU agree through the runtime dir (docs/sharing.md).
 	coord := tenants.New(tenants.Options{RuntimeDir: r.runtimeDir, Name: r.name, Logf: logf})
-	defer coord.Close()
+	g.Hold(func() { _ = coord.Close() })
 	m.CountJournalLosses(jr.Dropped)
 	if dw, ok := o.IO.ErrOut.(*droppingWriter); ok {
 		m.CountOutputLosses(dw.Dropped)
 	}
-	taskStore, err := openTaskStore(r, logf)
+	taskStore, err := store.Open(r.pol.Defer.Store, r.stateDir, r.name, logf)
 	if err != nil {
-		return withCode(ExitConfig, err)
+		return g.Abort(withCode(ExitConfig, err))
 	}
-	defer taskStore.Close()
+	g.Hold(func() { _ = taskStore.Close() })
 	sup, err = supervisor.New(cfg, supervisor.Deps{
-		Probe: probe, Launcher: launcher, Owned: proc.Descendants,
+		Probe: probe, Launcher: launch, Owned: proc.Descendants,
 		WriteState: stateWriter.Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
-		Faults: faults, Coordinator: coord, Door: door.dep(), Tasks: taskStore, Replayer: door.replayer(),
+		Faults: faults, Coordinator: coord, Door: door.Dep(), Tasks: taskStore, Replayer: door.Replayer(),
 		Actions:  newActionCaller(),
 		Reloader: &runReloader{opts: o, start: r, metrics: endpoint, journal: jr, door: door},
 	})
 	if err != nil {
-		return err
+		return g.Abort(err)
 	}
 	m.CountTasks(sup.TaskCounts)
-	queue.sup, queue.store = sup, taskStore
+	queue.Sup, queue.Store = sup, taskStore
 
+	// The control socket answers until the supervisor has returned. Its
+	// Serve waits for every connection's handler, so it runs on a goroutine
+	// of its own, as it always did: gpuguard's exit never waits on a
+	// client's connection (srv.Close, the group's last close, ends them).
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go srv.Serve(ctx, sup)
+	g.Add(func() error {
+		go srv.Serve(ctx, sup)
+		<-ctx.Done()
+		return nil
+	}, func(error) { cancel() })
 	move.Commit()
-	door.serve()
 
-	code, runErr := sup.Run(ctx, signals)
-	signal.Stop(signals) // a signal during the clean-up below ends gpuguard, as it always did
-	if runErr != nil {
-		return &ExitError{Code: commandExit(runErr, code), Err: runErr}
+	return g.Run(func() error {
+		code, runErr := sup.Run(ctx, signals)
+		signal.Stop(signals) // a signal during the clean-up ends gpuguard, as it always did
+		if runErr != nil {
+			return &ExitError{Code: commandExit(runErr, code), Err: runErr}
+		}
+		if code != 0 {
+			return &ExitError{Code: code}
+		}
+		return nil
+	}, func(error) { cancel() })
+}
+
+// runSimDir is the sim backend's directory of usage files: --sim-dir,
+// else <state-dir>/sim, made absolute. The sim dir lives in the state dir
+// by default: that is created first with its own mode, or MkdirAll would
+// give it the sim dir's.
+func runSimDir(flag, stateDir string) (string, error) {
+	dir := flag
+	if dir == "" {
+		dir = filepath.Join(stateDir, paths.SimDir)
 	}
-	if code != 0 {
-		return &ExitError{Code: code}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
 	}
-	return nil
+	if err := paths.PrepareStateDir(stateDir, os.Geteuid()); err != nil {
+		return "", &ExitError{Code: ExitFailure, Err: err}
+	}
+	return dir, nil
 }
 
 // journalOptions turns the policy's [journal] keys into the journal's
@@ -210,60 +237,3 @@ func journalLimits(pol policy.Journal) journal.Limits {
 	}
 	return journal.Limits{MaxBytes: int64(pol.MaxSize), MaxFiles: files, MaxAge: pol.MaxAge}
 }
-
-// procLauncher starts children with package proc. Both fields may be nil.
-type procLauncher struct {
-	reaper  *proc.Reaper
-	cgroups *proc.Cgroups
-}
-
-// newProcLauncher sets up the cleanup that goes beyond the child's process
-// group (docs/reliability.md): gpuguard becomes a child subreaper that reaps
-// orphans, and, where cgroup v2 is writable, each child gets a cgroup of its
-// own. cgroupParent is $GPUGUARD_CGROUP ("" = gpuguard's own cgroup, "off").
-// Call it while holding the instance lock: it kills what an earlier,
-// SIGKILLed instance of the same name left in its cgroups.
-func newProcLauncher(r *resolvedRun, cgroupParent string, logf func(string, ...any)) (procLauncher, func()) {
-	var l procLauncher
-	var err error
-	if l.reaper, err = proc.NewReaper(); err != nil {
-		logf("%v: orphaned grandchildren are left to init", err)
-	}
-	sock, _ := filepath.Abs(paths.Socket(r.runtimeDir, r.name))
-	sum := sha256.Sum256([]byte(sock)) // the instance is (runtime dir, name), as its lock
-	key := r.name + "-" + hex.EncodeToString(sum[:4])
-	if l.cgroups, err = proc.OpenCgroups(cgroupParent, key, logf); err != nil && cgroupParent != proc.CgroupsOff {
-		logf("no cgroup per child (%v): a process that leaves the child's process group is not cleaned up", err)
-	}
-	return l, func() {
-		if l.cgroups != nil {
-			if err := l.cgroups.Close(); err != nil {
-				logf("%v", err)
-			}
-		}
-		if l.reaper != nil {
-			_ = l.reaper.Close()
-		}
-	}
-}
-
-func (l procLauncher) Launch(spec supervisor.LaunchSpec) (supervisor.Child, error) {
-	c, err := proc.Start(proc.Spec{Argv: spec.Argv, Env: spec.Env, ScanStderr: spec.ScanStderr,
-		Cgroups: l.cgroups, Reaper: l.reaper})
-	if err != nil {
-		return nil, err
-	}
-	return procChild{c}, nil
-}
-
-// Check finds out, before the supervisor writes anything for a start,
-// whether spec's command can run (proc.Check: a *proc.RunError if not).
-func (l procLauncher) Check(spec supervisor.LaunchSpec) error {
-	return proc.Check(proc.Spec{Argv: spec.Argv, Env: spec.Env})
-}
-
-// procChild adapts *proc.Child to supervisor.Child (the Exit types match)
-// and to supervisor.SignalChecker (Catches reads /proc/<pid>/status).
-type procChild struct{ *proc.Child }
-
-func (c procChild) Exit() supervisor.Exit { return supervisor.Exit(c.Child.Exit()) }

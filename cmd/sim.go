@@ -12,6 +12,7 @@ import (
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/paths"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/simdir"
 )
 
 // NewCmdSim is the `sim` command group: driving the simulated GPU.
@@ -59,7 +60,7 @@ func (t *simTarget) resolve(stdio *IO) error {
 		}
 	}
 	var err error
-	t.Dir, err = simDir(stdio, simDirQuery{Flag: t.Dir, Name: t.Name, RuntimeDir: t.RuntimeDir, AskRunning: true})
+	t.Dir, err = simdir.Find(simdir.Query{Flag: t.Dir, Name: t.Name, RuntimeDir: t.RuntimeDir, AskRunning: true, Getenv: stdio.Getenv, Warn: stdio.ErrOut})
 	return err
 }
 

@@ -3,13 +3,12 @@ package cmd
 import (
 	"bytes"
 	"context"
-	"fmt"
+	"errors"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -18,12 +17,13 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/backends"
-	"github.com/gpuguard/gpuguard/control"
+	probeopen "github.com/gpuguard/gpuguard/backends/open"
 	"github.com/gpuguard/gpuguard/control/statusview"
 	"github.com/gpuguard/gpuguard/gpu"
-	"github.com/gpuguard/gpuguard/nvml"
 	"github.com/gpuguard/gpuguard/paths"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/simdir"
+	"github.com/gpuguard/gpuguard/status"
 )
 
 // StatusOptions is what `gpuguard status` was asked to do.
@@ -34,7 +34,7 @@ type StatusOptions struct {
 	Watch      time.Duration // 0 = once; else refresh at this interval
 	RuntimeDir string
 	// Probe is the backend to show GPUs with when no instance answers.
-	Probe probeOptions
+	Probe probeopen.Options
 	// Timeout bounds each instance's status request: one hung instance
 	// must not hang the command.
 	Timeout time.Duration
@@ -96,7 +96,7 @@ each refresh is one line of JSON.`,
 	f.Lookup("watch").NoOptDefVal = statusDefaultWatch.String()
 	f.StringVar(&opts.RuntimeDir, "runtime-dir", "", "directory of control sockets")
 	f.StringVar(&opts.Probe.Backend, "backend", backends.Auto, "GPU backend when no instance answers: "+backends.List())
-	f.StringVar(&devices, "devices", "", "GPUs to show when no instance answers "+devicesDefaultHelp())
+	f.StringVar(&devices, "devices", "", "GPUs to show when no instance answers "+probeopen.DevicesDefaultHelp())
 	f.StringVar(&opts.Probe.SimDir, "sim-dir", "", "sim backend: directory of usage files (default $GPUGUARD_SIM_DIR, else the only instance's)")
 	f.StringVar(&opts.Probe.SimDir, "dir", "", "the same as --sim-dir (as sim set spells it)")
 	f.IntVar(&opts.Probe.SimDevices, "sim-devices", 1, "sim backend: number of GPUs")
@@ -127,7 +127,7 @@ func statusWatchArg(c *cobra.Command, o *StatusOptions, args []string) ([]string
 
 // statusResolveProbe checks the backend flags; their errors are usage
 // errors even though the backend is only opened if no instance answers.
-func statusResolveProbe(p *probeOptions, devicesSet bool, devices, simMemory string, getenv func(string) string) error {
+func statusResolveProbe(p *probeopen.Options, devicesSet bool, devices, simMemory string, getenv func(string) string) error {
 	if err := checkBackend(p.Backend); err != nil {
 		return err
 	}
@@ -136,10 +136,10 @@ func statusResolveProbe(p *probeOptions, devicesSet bool, devices, simMemory str
 		flag = &devices
 	}
 	var err error
-	if p.Devices, p.DRMDevices, err = selectDevices(p.Backend, flag, getenv); err != nil {
+	if p.Devices, p.DRMDevices, err = probeopen.SelectDevices(p.Backend, flag, getenv); err != nil {
 		return withCode(ExitUsage, err)
 	}
-	p.NVMLLib, p.Sysfs, p.Procfs = getenv(nvml.EnvLibrary), getenv(envSysfs), getenv(envProcfs)
+	p.FromEnv(getenv)
 	if p.SimMemory, err = policy.ParseSize(simMemory); err != nil || p.SimMemory == 0 {
 		return exitf(ExitUsage, "--sim-memory %q: want a size such as 16GiB", simMemory)
 	}
@@ -167,13 +167,14 @@ func runStatus(ctx context.Context, o *StatusOptions) error {
 	if err != nil {
 		return err
 	}
-	g := &statusGatherer{o: o, dirs: dirs, open: openProbe, warned: map[string]bool{}}
-	defer g.closeProbe()
+	g := status.New(status.Options{Name: o.Name, Dirs: dirs, Timeout: o.Timeout, Backend: o.Probe.Backend,
+		Open: func() (gpu.Probe, error) { return statusOpenProbe(o) }, ErrOut: o.IO.ErrOut})
+	defer g.Close()
 	term := statusIsTerminal(o.IO.Out)
 	view := statusview.Options{Color: term && o.IO.Getenv("NO_COLOR") == ""}
 
 	if o.Watch == 0 {
-		r, err := g.gather(ctx)
+		r, err := statusGather(ctx, g)
 		if err != nil {
 			return err
 		}
@@ -192,7 +193,7 @@ func runStatus(ctx context.Context, o *StatusOptions) error {
 	t := time.NewTicker(o.Watch)
 	defer t.Stop()
 	for {
-		r, err := g.gather(ctx)
+		r, err := statusGather(ctx, g)
 		if err != nil && !statusIsNoSuchInstance(err) {
 			return err
 		}
@@ -222,86 +223,28 @@ func statusRender(w io.Writer, r statusview.Report, asJSON, watching bool, view 
 	return statusview.WriteTable(w, r, view)
 }
 
-// statusNoSuchInstance is the error for a NAME with no socket.
-type statusNoSuchInstance struct{ name, dirs string }
+// statusGather is one report; a NAME with no socket exits 1.
+func statusGather(ctx context.Context, g *status.Gatherer) (statusview.Report, error) {
+	r, err := g.Gather(ctx)
+	return r, withCode(ExitFailure, err)
+}
 
-func (e *statusNoSuchInstance) Error() string {
-	return fmt.Sprintf("no such instance %q (no socket in %s)", e.name, e.dirs)
+// statusOpenProbe opens the backend of --backend and its flags; the sim
+// backend without --sim-dir reads the one instance's sim dir (sim.go).
+func statusOpenProbe(o *StatusOptions) (gpu.Probe, error) {
+	po := o.Probe
+	if po.Backend == backends.Sim && po.SimDir == "" {
+		var err error
+		if po.SimDir, err = simdir.Find(simdir.Query{Getenv: o.IO.Getenv, Warn: o.IO.ErrOut}); err != nil {
+			return nil, err
+		}
+	}
+	return probeopen.Probe(po)
 }
 
 func statusIsNoSuchInstance(err error) bool {
-	var e *ExitError
-	if !asExit(err, &e) {
-		return false
-	}
-	_, ok := e.Err.(*statusNoSuchInstance)
-	return ok
-}
-
-// statusGatherer collects one report per call; across --watch refreshes it
-// keeps the GPU backend open and prints each warning once.
-type statusGatherer struct {
-	o        *StatusOptions
-	dirs     []string
-	probe    gpu.Probe
-	probeErr error                                 // opening failed: not retried
-	open     func(probeOptions) (gpu.Probe, error) // openProbe; tests pass their own
-	opening  <-chan backendCall[gpu.Probe]         // an opening still under way at its time limit
-	reading  <-chan backendCall[gpu.Sample]        // a reading abandoned at its timeout, until it ends
-	warned   map[string]bool
-}
-
-func (g *statusGatherer) gather(ctx context.Context) (statusview.Report, error) {
-	r := statusview.Report{Instances: []api.Status{}, GPUs: []api.GPU{}}
-	ins, err := control.Discover(g.dirs)
-	if err != nil {
-		g.warn(err.Error())
-	}
-	if g.o.Name != "" {
-		ins = slices.DeleteFunc(ins, func(in control.Instance) bool { return in.Name != g.o.Name })
-		if len(ins) == 0 {
-			return r, &ExitError{Code: ExitFailure, Err: &statusNoSuchInstance{g.o.Name, strings.Join(g.dirs, ", ")}}
-		}
-		ins = ins[:1] // as root, the user's own dir comes before /run/gpuguard
-	}
-	r.Instances = control.QueryAll(ctx, ins, g.o.Timeout)
-	r.Instances = g.sweep(ins, r.Instances)
-	r.GPUs = statusview.UnionGPUs(r.Instances)
-	answered := slices.ContainsFunc(r.Instances, func(st api.Status) bool { return st.State != api.StateUnreachable })
-	if !answered && g.o.Name == "" {
-		r.GPUs = g.probeGPUs(ctx)
-	}
-	r.GPUs = statusview.WithTenants(r.GPUs, r.Instances)
-	describeProcesses(ctx, r.GPUs)
-	return r, nil
-}
-
-// sweep removes the sockets of unreachable instances that are gone (their
-// lock is free) and drops them from sts, ins' answers in order; a named
-// instance stays, to be reported as not running.
-func (g *statusGatherer) sweep(ins []control.Instance, sts []api.Status) []api.Status {
-	out := sts[:0]
-	for i, st := range sts {
-		if st.State == api.StateUnreachable {
-			swept, err := control.SweepStale(ins[i])
-			if err != nil {
-				g.warn(err.Error())
-			}
-			if swept && g.o.Name == "" {
-				fmt.Fprintf(g.o.IO.ErrOut, "gpuguard: removed the stale socket %s: instance %q is not running\n", ins[i].Socket, ins[i].Name)
-				continue
-			}
-		}
-		out = append(out, st)
-	}
-	return out
-}
-
-func (g *statusGatherer) warn(msg string) {
-	if !g.warned[msg] {
-		g.warned[msg] = true
-		fmt.Fprintf(g.o.IO.ErrOut, "gpuguard: warning: %s\n", msg)
-	}
+	var e *status.NoSuchInstance
+	return errors.As(err, &e)
 }
 
 // statusIsTerminal reports whether w is a terminal (TCGETS succeeds), the

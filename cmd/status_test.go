@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
+	probeopen "github.com/gpuguard/gpuguard/backends/open"
 	"github.com/gpuguard/gpuguard/control"
 )
 
@@ -259,7 +260,7 @@ func TestStatusWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	o := &StatusOptions{IO: &IO{Out: frames, ErrOut: os.Stderr, Getenv: func(string) string { return "" }},
-		JSON: true, Watch: time.Millisecond, RuntimeDir: dir, Timeout: time.Second, Probe: probeOptions{Backend: "auto"}}
+		JSON: true, Watch: time.Millisecond, RuntimeDir: dir, Timeout: time.Second, Probe: probeopen.Options{Backend: "auto"}}
 	go func() { done <- runStatus(ctx, o) }()
 
 	first := <-frames

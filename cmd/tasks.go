@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -19,9 +18,9 @@ import (
 	"github.com/gpuguard/gpuguard/journal"
 	"github.com/gpuguard/gpuguard/paths"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/report/instances"
 	"github.com/gpuguard/gpuguard/tasks"
-	"github.com/gpuguard/gpuguard/tasks/redis"
-	"github.com/gpuguard/gpuguard/tasks/sqlite"
+	"github.com/gpuguard/gpuguard/tasks/store"
 )
 
 // TasksOptions is what `gpuguard tasks` was asked to do.
@@ -104,17 +103,17 @@ func runTasks(o *TasksOptions) error {
 	defer out.Flush()
 	lw := newTaskLister(out, o.JSON, len(targets) > 1, now)
 	for _, t := range targets {
-		s, err := openStoreAt(t.dir, t.name)
+		s, err := store.OpenAt(t.Dir, t.Name)
 		if err != nil {
-			return exitf(ExitFailure, "%s: %v", t.name, err)
+			return exitf(ExitFailure, "%s: %v", t.Name, err)
 		}
 		if s == nil {
 			continue
 		}
-		err = eachTask(s, func(tk api.Task) error { lw.add(t.name, tk); return nil })
+		err = eachTask(s, func(tk api.Task) error { lw.add(t.Name, tk); return nil })
 		s.Close()
 		if err != nil {
-			return exitf(ExitFailure, "%s: %v", t.name, err)
+			return exitf(ExitFailure, "%s: %v", t.Name, err)
 		}
 	}
 	return lw.close()
@@ -141,29 +140,9 @@ func eachTask(s tasks.Store, fn func(api.Task) error) error {
 
 // taskTargets are the instances to list: --state-dir, else NAME under
 // the state root, else every instance there with a queue.
-func taskTargets(o *TasksOptions, env paths.Env) ([]reportTarget, error) {
-	targets, _, err := instanceTargets(env, o.StateDir, o.Name, hasQueue)
+func taskTargets(o *TasksOptions, env paths.Env) ([]instances.Target, error) {
+	targets, _, err := instanceTargets(env, o.StateDir, o.Name, store.HasQueue)
 	return targets, err
-}
-
-func hasQueue(dir string) bool {
-	if sqlite.Exists(dir) {
-		return true
-	}
-	_, err := os.Lstat(filepath.Join(dir, sqlite.Dir, redisURLFile))
-	return err == nil
-}
-
-// openStoreAt opens the queue of the instance name in dir: the Redis
-// store its run recorded, else the embedded one; nil when it has none.
-func openStoreAt(dir, name string) (tasks.Store, error) {
-	if b, err := os.ReadFile(filepath.Join(dir, sqlite.Dir, redisURLFile)); err == nil {
-		return redis.Open(strings.TrimSpace(string(b)), name, "gpuguard-tasks")
-	}
-	if !sqlite.Exists(dir) {
-		return nil, nil
-	}
-	return sqlite.Open(dir)
 }
 
 // taskRow is one task as `tasks --json` prints it.
@@ -262,7 +241,7 @@ func changeTask(o *TasksOptions, env paths.Env) error {
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
-	s, err := openStoreAt(dir, o.Name)
+	s, err := store.OpenAt(dir, o.Name)
 	if err != nil {
 		return exitf(ExitFailure, "%s: %v", o.Name, err)
 	}

@@ -5,7 +5,7 @@
 //
 // It is pure: events in, Summary out, so every accounting rule is a row in
 // a table test. Reading the journal and deciding whether the instance is
-// live belong to the caller (cmd/report.go).
+// live belong to the caller (report/instances).
 //
 // Time accounting counts supervised time only: the time a child was
 // running, from its `start` event to its `exit` event. Backoff, waiting for

@@ -4,7 +4,7 @@
 //
 // It is built on package report's Summary of each instance and on the
 // journal that summary was made from, read by the caller through the same
-// code `report` uses (cmd/report.go); it reads no file itself. The page is
+// code `report` uses (report/instances); it reads no file itself. The page is
 // html/template with inline SVG drawn here: no script, no font, no image
 // and no style sheet is fetched, so the page opens from disk, in a mail
 // attachment or on an air-gapped host, and prints. A charting library was

@@ -1,4 +1,4 @@
-package cmd
+package status
 
 import (
 	"context"
@@ -8,34 +8,12 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/backends"
 	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/internal/offcall"
 )
 
-// status reads the GPUs itself only when no instance answers, which is
-// when the host is most likely sick. A backend call stuck in a driver (an
-// NVML call on a GPU falling off the bus, a sysfs read that blocks) cannot
-// be interrupted, so each runs on a goroutine of its own and status stops
-// waiting for it after statusProbeTimeout: it answers with a warning, as
-// for any other failed reading, and never hangs as nvidia-smi does.
-
-// noAnswer says a backend call was given up at statusProbeTimeout.
+// noAnswer says a backend call was given up at ProbeTimeout.
 func noAnswer() string {
-	return fmt.Sprintf("no answer within %s (is the driver hung?)", statusProbeTimeout)
-}
-
-// backendCall is the result of one call made off the command's goroutine.
-type backendCall[T any] struct {
-	v   T
-	err error
-}
-
-// goCall starts f and returns where its result will be.
-func goCall[T any](f func() (T, error)) <-chan backendCall[T] {
-	c := make(chan backendCall[T], 1)
-	go func() {
-		v, err := f()
-		c <- backendCall[T]{v, err}
-	}()
-	return c
+	return fmt.Sprintf("no answer within %s (is the driver hung?)", ProbeTimeout)
 }
 
 // probeGPUs reads the GPUs with the command's own backend. Failing to is
@@ -43,29 +21,23 @@ func goCall[T any](f func() (T, error)) <-chan backendCall[T] {
 // still opening at the time limit, or a reading still in the driver, is
 // kept for the next refresh (--watch), never joined by a second call: a
 // slow nvmlInit shows its GPUs once it is done.
-func (g *statusGatherer) probeGPUs(ctx context.Context) []api.GPU {
-	ctx, cancel := context.WithTimeout(ctx, statusProbeTimeout)
+func (g *Gatherer) probeGPUs(ctx context.Context) []api.GPU {
+	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
 	if g.probe == nil && g.probeErr == nil && g.opening == nil {
-		po := g.o.Probe
-		if po.Backend == "sim" && po.SimDir == "" {
-			po.SimDir, g.probeErr = simDir(g.o.IO, simDirQuery{})
-		}
-		if g.probeErr == nil {
-			g.opening = goCall(func() (gpu.Probe, error) { return g.open(po) })
-		}
+		g.opening = offcall.Go(g.o.Open)
 	}
 	if g.opening != nil {
 		select {
 		case r := <-g.opening:
-			g.opening, g.probe, g.probeErr = nil, r.v, r.err
+			g.opening, g.probe, g.probeErr = nil, r.V, r.Err
 		case <-ctx.Done():
 			g.warn("no GPU information: opening the GPU backend: " + noAnswer())
 			return []api.GPU{}
 		}
 	}
 	if g.probeErr != nil {
-		g.warn(noGPUWarning(g.o.Probe.Backend, g.probeErr))
+		g.warn(noGPUWarning(g.o.Backend, g.probeErr))
 		return []api.GPU{}
 	}
 	if g.reading != nil {
@@ -77,14 +49,14 @@ func (g *statusGatherer) probeGPUs(ctx context.Context) []api.GPU {
 			return []api.GPU{}
 		}
 	}
-	reading := goCall(func() (gpu.Sample, error) { return g.probe.Sample(ctx) })
+	reading := offcall.Go(func() (gpu.Sample, error) { return g.probe.Sample(ctx) })
 	select {
 	case r := <-reading:
-		if r.err != nil {
-			g.warn(fmt.Sprintf("reading GPUs: %v", r.err))
+		if r.Err != nil {
+			g.warn(fmt.Sprintf("reading GPUs: %v", r.Err))
 			return []api.GPU{}
 		}
-		return statusGPUs(r.v)
+		return GPUs(r.V)
 	case <-ctx.Done():
 		g.reading = reading
 		g.warn("reading GPUs: " + noAnswer())
@@ -92,8 +64,8 @@ func (g *statusGatherer) probeGPUs(ctx context.Context) []api.GPU {
 	}
 }
 
-// statusGPUs converts a probe sample to the status object's GPUs.
-func statusGPUs(s gpu.Sample) []api.GPU {
+// GPUs converts a probe sample to the status object's GPUs.
+func GPUs(s gpu.Sample) []api.GPU {
 	out := make([]api.GPU, 0, len(s.Devices))
 	for _, d := range s.Devices {
 		g := api.GPU{Index: d.Index, UUID: d.UUID, Name: d.Name, UsedBytes: d.Used, TotalBytes: d.Total}
@@ -107,10 +79,10 @@ func statusGPUs(s gpu.Sample) []api.GPU {
 	return out
 }
 
-// closeProbe closes the backend unless a reading is still inside it:
+// Close closes the backend unless a reading is still inside it:
 // probes need not be safe for a Close during a Sample, and the process is
 // about to exit anyway.
-func (g *statusGatherer) closeProbe() {
+func (g *Gatherer) Close() {
 	if g.probe == nil {
 		return
 	}

@@ -1,9 +1,10 @@
-package cmd
+package simdir
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,45 +13,48 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/control"
+	"github.com/gpuguard/gpuguard/internal/usage"
 	"github.com/gpuguard/gpuguard/paths"
 )
 
-// simDirQuery is what finds a sim dir for `sim set`, `sim xid` and
+// Query is what finds a sim dir for `sim set`, `sim xid` and
 // `status --backend sim`.
-type simDirQuery struct {
+type Query struct {
 	Flag       string // --dir / --sim-dir
 	Name       string // --name: that instance's sim dir
 	RuntimeDir string
 	// AskRunning asks the running instances for their sim dirs; status
 	// asks none, since it looks only when none answered.
 	AskRunning bool
+	Getenv     func(string) string // the command's environment
+	Warn       io.Writer           // gets what asking the instances could not learn
 }
 
-// simDirTimeout bounds asking the running instances for their sim dirs.
-const simDirTimeout = time.Second
+// queryTimeout bounds asking the running instances for their sim dirs.
+const queryTimeout = time.Second
 
-// simDir resolves the sim dir: the flag; $GPUGUARD_SIM_DIR; the named
+// Find resolves the sim dir: the flag; $GPUGUARD_SIM_DIR; the named
 // instance's (its status says, else <state-root>/NAME/sim); the one that
 // the running instances on the sim backend share; else the only one under
 // the default state root. An instance that ever ran (and left its sim
 // dir) no longer makes `sim set` ambiguous while another one runs.
-func simDir(stdio *IO, q simDirQuery) (string, error) {
+func Find(q Query) (string, error) {
 	flag := q.Flag
 	if flag == "" {
-		flag = stdio.Getenv("GPUGUARD_SIM_DIR")
+		flag = q.Getenv("GPUGUARD_SIM_DIR")
 	}
 	if flag != "" {
 		return filepath.Abs(flag)
 	}
 	env := paths.System()
-	env.Getenv = stdio.Getenv
+	env.Getenv = q.Getenv
 	var running map[string]string // instance -> sim dir
 	if q.AskRunning || q.Name != "" {
 		var err error
 		if running, err = runningSimDirs(env, q.RuntimeDir, q.Name); err != nil {
 			// What the running instances say is lost; what they left
 			// under the state root may still tell.
-			fmt.Fprintf(stdio.ErrOut, "gpuguard: warning: asking the running instances for their sim dirs: %v\n", err)
+			fmt.Fprintf(q.Warn, "gpuguard: warning: asking the running instances for their sim dirs: %v\n", err)
 		}
 	}
 	root, rootErr := env.StateRoot()
@@ -63,7 +67,7 @@ func simDir(stdio *IO, q simDirQuery) (string, error) {
 				return d, nil
 			}
 		}
-		return "", exitf(ExitUsage, "no sim dir for instance %q: it is not running on the sim backend, and has none under the state root; pass --dir", q.Name)
+		return "", usage.Errorf("no sim dir for instance %q: it is not running on the sim backend, and has none under the state root; pass --dir", q.Name)
 	}
 	var dirs, names []string
 	for name, d := range running {
@@ -78,10 +82,10 @@ func simDir(stdio *IO, q simDirQuery) (string, error) {
 	case 0:
 	default:
 		slices.Sort(names)
-		return "", exitf(ExitUsage, "several running instances use the sim backend with their own sim dirs (%s); pass --name NAME or --dir DIR", strings.Join(names, ", "))
+		return "", usage.Errorf("several running instances use the sim backend with their own sim dirs (%s); pass --name NAME or --dir DIR", strings.Join(names, ", "))
 	}
 	if rootErr != nil {
-		return "", &ExitError{Code: ExitUsage, Err: fmt.Errorf("no sim dir: pass --dir (%w)", rootErr)}
+		return "", usage.Errorf("no sim dir: pass --dir (%w)", rootErr)
 	}
 	found, err := stateRootSimDirs(root)
 	if err != nil {
@@ -91,9 +95,9 @@ func simDir(stdio *IO, q simDirQuery) (string, error) {
 	case 1:
 		return found[0], nil
 	case 0:
-		return "", exitf(ExitUsage, "no sim dir: no instance runs on the sim backend and none under %s has one; pass --dir or set GPUGUARD_SIM_DIR", root)
+		return "", usage.Errorf("no sim dir: no instance runs on the sim backend and none under %s has one; pass --dir or set GPUGUARD_SIM_DIR", root)
 	}
-	return "", exitf(ExitUsage, "no instance runs on the sim backend, and several under %s have a sim dir (%s); pass --name NAME or --dir DIR", root, strings.Join(found, ", "))
+	return "", usage.Errorf("no instance runs on the sim backend, and several under %s have a sim dir (%s); pass --name NAME or --dir DIR", root, strings.Join(found, ", "))
 }
 
 // runningSimDirs asks the running instances (only name, when given) for
@@ -110,7 +114,7 @@ func runningSimDirs(env paths.Env, runtimeDir, name string) (map[string]string, 
 		ins = slices.DeleteFunc(ins, func(in control.Instance) bool { return in.Name != name })
 	}
 	out := map[string]string{}
-	for _, st := range control.QueryAll(context.Background(), ins, simDirTimeout) {
+	for _, st := range control.QueryAll(context.Background(), ins, queryTimeout) {
 		if st.SimDir != "" {
 			if _, seen := out[st.Name]; !seen { // the first runtime dir wins, as for status
 				out[st.Name] = st.SimDir

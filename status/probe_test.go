@@ -1,4 +1,4 @@
-package cmd
+package status
 
 import (
 	"bytes"
@@ -50,13 +50,13 @@ func TestStatusWatchHungReading(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var stderr bytes.Buffer
 		p := &stuckProbe{release: make(chan struct{})}
-		g := &statusGatherer{o: &StatusOptions{IO: &IO{ErrOut: &stderr}}, probe: p, warned: map[string]bool{}}
+		g := &Gatherer{o: Options{ErrOut: &stderr}, probe: p, warned: map[string]bool{}}
 		t0 := time.Now()
 		if gpus := g.probeGPUs(context.Background()); len(gpus) != 0 {
 			t.Errorf("a hung reading gave %v", gpus)
 		}
-		if d := time.Since(t0); d != statusProbeTimeout {
-			t.Errorf("the hung reading was given up after %s, want %s", d, statusProbeTimeout)
+		if d := time.Since(t0); d != ProbeTimeout {
+			t.Errorf("the hung reading was given up after %s, want %s", d, ProbeTimeout)
 		}
 		for range 3 { // refreshes while it is stuck
 			t0 = time.Now()
@@ -72,7 +72,7 @@ func TestStatusWatchHungReading(t *testing.T) {
 				t.Errorf("stderr %q, want %q once", stderr.String(), want)
 			}
 		}
-		g.closeProbe()
+		g.Close()
 		if _, closes := p.counts(); closes != 0 {
 			t.Error("closed under a reading still inside the driver")
 		}
@@ -85,7 +85,7 @@ func TestStatusWatchHungReading(t *testing.T) {
 		if n, _ := p.counts(); n != 2 {
 			t.Errorf("%d readings, want 2", n)
 		}
-		g.closeProbe()
+		g.Close()
 		if _, closes := p.counts(); closes != 1 {
 			t.Errorf("closed %d times once nothing was inside, want 1", closes)
 		}
@@ -103,12 +103,12 @@ func TestStatusWatchSlowOpen(t *testing.T) {
 		p := &stuckProbe{release: make(chan struct{})}
 		close(p.release) // its readings answer at once
 		opens := 0
-		g := &statusGatherer{o: &StatusOptions{IO: &IO{ErrOut: &stderr}}, warned: map[string]bool{},
-			open: func(probeOptions) (gpu.Probe, error) { opens++; <-opened; return p, nil }}
+		g := &Gatherer{o: Options{ErrOut: &stderr, Open: func() (gpu.Probe, error) { opens++; <-opened; return p, nil }},
+			warned: map[string]bool{}}
 		for range 2 {
 			t0 := time.Now()
-			if gpus := g.probeGPUs(context.Background()); len(gpus) != 0 || time.Since(t0) != statusProbeTimeout {
-				t.Errorf("while opening: %v after %s, want none after %s", gpus, time.Since(t0), statusProbeTimeout)
+			if gpus := g.probeGPUs(context.Background()); len(gpus) != 0 || time.Since(t0) != ProbeTimeout {
+				t.Errorf("while opening: %v after %s, want none after %s", gpus, time.Since(t0), ProbeTimeout)
 			}
 		}
 		close(opened)
@@ -121,7 +121,7 @@ func TestStatusWatchSlowOpen(t *testing.T) {
 		if want := "no GPU information: opening the GPU backend: no answer within 2s"; strings.Count(stderr.String(), want) != 1 {
 			t.Errorf("stderr %q, want %q once", stderr.String(), want)
 		}
-		g.closeProbe()
+		g.Close()
 		if _, closes := p.counts(); closes != 1 {
 			t.Errorf("the late-opened backend was closed %d times, want 1", closes)
 		}
