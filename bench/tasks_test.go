@@ -140,8 +140,9 @@ func BenchmarkTasks(b *testing.B) {
 		// share of that ceiling reached, a figure that means something on a
 		// loaded machine whose absolute rates do not.
 		fsyncs := fsyncRate(b, s.dir, 500*time.Millisecond)
-		run := runThroughput(b, s, *tasksRun)
+		run, cpu := runThroughput(b, s, *tasksRun)
 		b.ReportMetric(run, "run-per-s")
+		b.ReportMetric(cpu.Seconds()*1e6, "run-cpu-us-per-task")
 		b.ReportMetric(fsyncs, "disk-fsync-per-s")
 		b.ReportMetric(run/fsyncs, "run-per-fsync")
 		wall, rss := listTasks(b, s, *tasksList)
@@ -176,8 +177,11 @@ func fsyncRate(b *testing.B, dir string, d time.Duration) float64 {
 }
 
 // runThroughput queues n tasks, then frees the GPU and answers done to
-// each delivery: tasks per second from the first delivery to the last done.
-func runThroughput(b *testing.B, s *sandbox, n int) float64 {
+// each delivery: tasks per second from the first delivery to the last done,
+// and the instance's CPU time per task over the same span (schedstat's,
+// summed over its threads), which its neighbours' load changes far less
+// than its wall time.
+func runThroughput(b *testing.B, s *sandbox, n int) (float64, time.Duration) {
 	name := "trun"
 	dir := filepath.Join(s.dir, name)
 	os.MkdirAll(dir, 0o700)
@@ -202,6 +206,7 @@ func runThroughput(b *testing.B, s *sandbox, n int) float64 {
 	c := dialLines(b, g.socket)
 	c.send(map[string]any{"type": "subscribe", "tasks": true})
 	var first time.Time
+	var cpu0 time.Duration
 	for done := 0; done < n; {
 		m := c.next()
 		if m["type"] != "task" {
@@ -209,13 +214,15 @@ func runThroughput(b *testing.B, s *sandbox, n int) float64 {
 		}
 		if first.IsZero() {
 			first = time.Now()
+			_, cpu0, _ = cpuTime(b, g.cmd.Process.Pid)
 		}
 		c.send(map[string]any{"type": "done", "ticket": m["ticket"]})
 		done++
 	}
 	elapsed := time.Since(first)
+	_, cpu1, _ := cpuTime(b, g.cmd.Process.Pid)
 	g.stop()
-	return float64(n-1) / elapsed.Seconds()
+	return float64(n-1) / elapsed.Seconds(), (cpu1 - cpu0) / time.Duration(n-1)
 }
 
 // listTasks queues n tasks and times `gpuguard tasks NAME --json`.
