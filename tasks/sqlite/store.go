@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -54,8 +55,27 @@ const cols = `ticket, tool, priority, bytes, payload, state, attempts, last_erro
 const listCols = `ticket, tool, priority, bytes, NULL, state, attempts, last_error, enqueued, not_before, finished`
 
 // Store is the SQLite store. It is safe for concurrent use.
+//
+// The statements a delivered task runs (enqueue, peek, lease, ack) are
+// prepared once at open: parsing them at every call was a fifth of the
+// instance's CPU per task (perf, BenchmarkTasks). mu serialises this
+// process's writes, so that no write runs between Lease's switch to
+// synchronous=NORMAL and its switch back (the pool's one connection
+// would otherwise carry the lowered level to it).
 type Store struct {
 	db *sql.DB
+	st stmts
+
+	mu sync.Mutex
+	// unsynced is set while the connection may still be at
+	// synchronous=NORMAL (Lease could not switch it back): every write
+	// first switches it back, and fails rather than commit undurably.
+	unsynced bool
+}
+
+// stmts are the prepared statements of the hot path.
+type stmts struct {
+	enqueue, exists, peek, peekWake, lease, ack, extend, fail, normal, full *sql.Stmt
 }
 
 var _ tasks.Store = (*Store)(nil)
@@ -94,11 +114,66 @@ func OpenFile(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("preparing the task store %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	s := &Store{db: db}
+	if err := s.prepare(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("preparing the task store %s: %w", path, err)
+	}
+	return s, nil
 }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// prepare prepares the hot path's statements.
+func (s *Store) prepare() error {
+	for _, p := range []struct {
+		st    **sql.Stmt
+		query string
+	}{
+		{&s.st.enqueue, enqueueQuery},
+		{&s.st.exists, `SELECT 1 FROM tasks WHERE ticket = ?`},
+		{&s.st.peek, `SELECT ` + cols + ` FROM tasks
+			WHERE state = 'queued' AND not_before <= ? ORDER BY enqueued, rowid LIMIT 1`},
+		{&s.st.peekWake, `SELECT min(not_before) FROM tasks WHERE state = 'queued'`},
+		{&s.st.lease, `UPDATE tasks SET state = 'running', leased_at = ?
+			WHERE ticket = ? AND state = 'queued' AND not_before <= ? RETURNING ` + cols},
+		{&s.st.ack, `UPDATE tasks SET state = 'done', finished = ?, result = ?, leased_at = 0
+			WHERE ticket = ? AND state = 'running'`},
+		{&s.st.extend, `UPDATE tasks SET leased_at = ? WHERE ticket = ? AND state = 'running'`},
+		{&s.st.fail, attempt + ` WHERE ticket = ? AND state = 'running' RETURNING ` + cols},
+		{&s.st.normal, `PRAGMA synchronous = NORMAL`},
+		{&s.st.full, `PRAGMA synchronous = FULL`},
+	} {
+		st, err := s.db.Prepare(p.query)
+		if err != nil {
+			return err
+		}
+		*p.st = st
+	}
+	return nil
+}
+
+// Close closes the statements and the database.
+func (s *Store) Close() error {
+	for _, st := range []*sql.Stmt{s.st.enqueue, s.st.exists, s.st.peek, s.st.peekWake, s.st.lease,
+		s.st.ack, s.st.extend, s.st.fail, s.st.normal, s.st.full} {
+		st.Close()
+	}
+	return s.db.Close()
+}
+
+// write takes the write lock, first making sure that the connection is
+// back at synchronous=FULL; unlock with s.mu.Unlock.
+func (s *Store) write(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.unsynced {
+		return nil
+	}
+	if _, err := s.st.full.ExecContext(ctx); err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("restoring synchronous=FULL: %w", err)
+	}
+	s.unsynced = false
+	return nil
+}
 
 func nanos(t time.Time) int64 {
 	if t.IsZero() {
@@ -134,11 +209,11 @@ func scanTask(r scanner) (api.Task, error) {
 // queue holds maxTasks pending tasks (one statement: the count and the
 // insert cannot be split by another process's).
 func (s *Store) Enqueue(ctx context.Context, t api.Task, maxTasks int) error {
-	res, err := s.db.ExecContext(ctx, `INSERT INTO tasks (ticket, tool, priority, bytes, payload, state, enqueued)
-		SELECT ?, ?, ?, ?, ?, 'queued', ?
-		WHERE (SELECT count(*) FROM tasks WHERE state IN ('queued', 'running')) < ?
-		ON CONFLICT (ticket) DO NOTHING`,
-		t.Ticket, t.Tool, t.Priority, t.Bytes, []byte(t.Payload), nanos(t.Enqueued), maxTasks)
+	if err := s.write(ctx); err != nil {
+		return fmt.Errorf("storing task %s: %w", t.Ticket, err)
+	}
+	res, err := s.st.enqueue.ExecContext(ctx, t.Ticket, t.Tool, t.Priority, t.Bytes, []byte(t.Payload), nanos(t.Enqueued), maxTasks)
+	s.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("storing task %s: %w", t.Ticket, err)
 	}
@@ -146,7 +221,7 @@ func (s *Store) Enqueue(ctx context.Context, t api.Task, maxTasks int) error {
 		return nil
 	}
 	var one int
-	switch err := s.db.QueryRowContext(ctx, `SELECT 1 FROM tasks WHERE ticket = ?`, t.Ticket).Scan(&one); {
+	switch err := s.st.exists.QueryRowContext(ctx, t.Ticket).Scan(&one); {
 	case err == nil:
 		return nil // stored before: enqueue is idempotent
 	case errors.Is(err, sql.ErrNoRows):
@@ -156,10 +231,14 @@ func (s *Store) Enqueue(ctx context.Context, t api.Task, maxTasks int) error {
 	}
 }
 
+const enqueueQuery = `INSERT INTO tasks (ticket, tool, priority, bytes, payload, state, enqueued)
+	SELECT ?, ?, ?, ?, ?, 'queued', ?
+	WHERE (SELECT count(*) FROM tasks WHERE state IN ('queued', 'running')) < ?
+	ON CONFLICT (ticket) DO NOTHING`
+
 // Peek reads the oldest due queued task, or when the next one is due.
 func (s *Store) Peek(ctx context.Context, now time.Time) (api.Task, bool, time.Time, error) {
-	t, err := scanTask(s.db.QueryRowContext(ctx, `SELECT `+cols+` FROM tasks
-		WHERE state = 'queued' AND not_before <= ? ORDER BY enqueued, rowid LIMIT 1`, now.UnixNano()))
+	t, err := scanTask(s.st.peek.QueryRowContext(ctx, now.UnixNano()))
 	if err == nil {
 		return t, true, time.Time{}, nil
 	}
@@ -167,7 +246,7 @@ func (s *Store) Peek(ctx context.Context, now time.Time) (api.Task, bool, time.T
 		return t, false, time.Time{}, fmt.Errorf("reading the task queue: %w", err)
 	}
 	var wake sql.NullInt64
-	if err := s.db.QueryRowContext(ctx, `SELECT min(not_before) FROM tasks WHERE state = 'queued'`).Scan(&wake); err != nil {
+	if err := s.st.peekWake.QueryRowContext(ctx).Scan(&wake); err != nil {
 		return api.Task{}, false, time.Time{}, fmt.Errorf("reading the task queue: %w", err)
 	}
 	return api.Task{}, false, fromNanos(wake.Int64), nil
@@ -180,18 +259,17 @@ func (s *Store) Peek(ctx context.Context, now time.Time) (api.Task, bool, time.T
 // makes it durable, since a WAL is written in order. That halves the
 // fsyncs per task delivered.
 func (s *Store) Lease(ctx context.Context, ticket string, now time.Time) (api.Task, error) {
-	c, err := s.db.Conn(ctx)
-	if err != nil {
+	if err := s.write(ctx); err != nil {
 		return api.Task{}, fmt.Errorf("leasing task %s: %w", ticket, err)
 	}
-	defer c.Close()
-	if _, err := c.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
+	defer s.mu.Unlock()
+	if _, err := s.st.normal.ExecContext(ctx); err != nil {
 		return api.Task{}, fmt.Errorf("leasing task %s: %w", ticket, err)
 	}
-	defer c.ExecContext(context.WithoutCancel(ctx), `PRAGMA synchronous = FULL`)
-	t, err := scanTask(c.QueryRowContext(ctx, `UPDATE tasks SET state = 'running', leased_at = ?
-		WHERE ticket = ? AND state = 'queued' AND not_before <= ? RETURNING `+cols,
-		now.UnixNano(), ticket, now.UnixNano()))
+	t, err := scanTask(s.st.lease.QueryRowContext(ctx, now.UnixNano(), ticket, now.UnixNano()))
+	if _, ferr := s.st.full.ExecContext(context.WithoutCancel(ctx)); ferr != nil {
+		s.unsynced = true // the next write switches it back, or fails
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, fmt.Errorf("leasing task %s: %w", ticket, tasks.ErrNotQueued)
 	}
@@ -203,18 +281,21 @@ func (s *Store) Lease(ctx context.Context, ticket string, now time.Time) (api.Ta
 
 // Extend restarts the visibility timeout.
 func (s *Store) Extend(ctx context.Context, ticket string, now time.Time) error {
-	return s.running(ctx, ticket, "extending", `UPDATE tasks SET leased_at = ? WHERE ticket = ? AND state = 'running'`, now.UnixNano(), ticket)
+	return s.running(ctx, ticket, "extending", s.st.extend, now.UnixNano(), ticket)
 }
 
 // Ack marks the task done, keeping result.
 func (s *Store) Ack(ctx context.Context, ticket string, result []byte, now time.Time) error {
-	return s.running(ctx, ticket, "finishing", `UPDATE tasks SET state = 'done', finished = ?, result = ?, leased_at = 0
-		WHERE ticket = ? AND state = 'running'`, now.UnixNano(), result, ticket)
+	return s.running(ctx, ticket, "finishing", s.st.ack, now.UnixNano(), result, ticket)
 }
 
 // running runs an update of a running task; no row is ErrNotRunning.
-func (s *Store) running(ctx context.Context, ticket, what, query string, args ...any) error {
-	res, err := s.db.ExecContext(ctx, query, args...)
+func (s *Store) running(ctx context.Context, ticket, what string, st *sql.Stmt, args ...any) error {
+	if err := s.write(ctx); err != nil {
+		return fmt.Errorf("%s task %s: %w", what, ticket, err)
+	}
+	res, err := st.ExecContext(ctx, args...)
+	s.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("%s task %s: %w", what, ticket, err)
 	}
@@ -231,8 +312,11 @@ const attempt = `UPDATE tasks SET attempts = attempts + 1, last_error = ?, lease
 
 // Fail counts a failed attempt.
 func (s *Store) Fail(ctx context.Context, ticket, reason string, retryAt time.Time, maxAttempts int) (api.Task, error) {
-	t, err := scanTask(s.db.QueryRowContext(ctx, attempt+` WHERE ticket = ? AND state = 'running' RETURNING `+cols,
-		reason, maxAttempts, nanos(retryAt), ticket))
+	if err := s.write(ctx); err != nil {
+		return api.Task{}, fmt.Errorf("failing task %s: %w", ticket, err)
+	}
+	t, err := scanTask(s.st.fail.QueryRowContext(ctx, reason, maxAttempts, nanos(retryAt), ticket))
+	s.mu.Unlock()
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, fmt.Errorf("failing task %s: %w", ticket, tasks.ErrNotRunning)
 	}
@@ -244,7 +328,7 @@ func (s *Store) Fail(ctx context.Context, ticket, reason string, retryAt time.Ti
 
 // Expire puts back the running tasks idle for visibility.
 func (s *Store) Expire(ctx context.Context, now time.Time, visibility time.Duration, maxAttempts int) ([]api.Task, error) {
-	return s.query(ctx, "expiring tasks", attempt+` WHERE state = 'running' AND leased_at <= ? RETURNING `+cols,
+	return s.writeQuery(ctx, "expiring tasks", attempt+` WHERE state = 'running' AND leased_at <= ? RETURNING `+cols,
 		fmt.Sprintf("not finished within %s (ack_timeout)", visibility), maxAttempts, 0, now.Add(-visibility).UnixNano())
 }
 
@@ -252,8 +336,17 @@ func (s *Store) Expire(ctx context.Context, now time.Time, visibility time.Durat
 // makes this process the only holder of its name's tasks, so a running one
 // was in flight when the instance died.
 func (s *Store) Recover(ctx context.Context, now time.Time, maxAttempts int) ([]api.Task, error) {
-	return s.query(ctx, "recovering tasks", attempt+` WHERE state = 'running' RETURNING `+cols,
+	return s.writeQuery(ctx, "recovering tasks", attempt+` WHERE state = 'running' RETURNING `+cols,
 		"in flight when gpuguard stopped", maxAttempts, 0)
+}
+
+// writeQuery is query for an update ... RETURNING, under the write lock.
+func (s *Store) writeQuery(ctx context.Context, what, query string, args ...any) ([]api.Task, error) {
+	if err := s.write(ctx); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer s.mu.Unlock()
+	return s.query(ctx, what, query, args...)
 }
 
 func (s *Store) query(ctx context.Context, what, query string, args ...any) ([]api.Task, error) {
@@ -304,6 +397,10 @@ func (s *Store) List(ctx context.Context) ([]api.Task, error) {
 
 // Drop deletes a task.
 func (s *Store) Drop(ctx context.Context, ticket string) (api.Task, error) {
+	if err := s.write(ctx); err != nil {
+		return api.Task{}, fmt.Errorf("dropping task %s: %w", ticket, err)
+	}
+	defer s.mu.Unlock()
 	t, err := scanTask(s.db.QueryRowContext(ctx, `DELETE FROM tasks WHERE ticket = ? RETURNING `+cols, ticket))
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, fmt.Errorf("dropping task %s: %w", ticket, tasks.ErrUnknown)
@@ -316,8 +413,12 @@ func (s *Store) Drop(ctx context.Context, ticket string) (api.Task, error) {
 
 // Retry puts a dead task back, attempts reset.
 func (s *Store) Retry(ctx context.Context, ticket string, now time.Time) error {
+	if err := s.write(ctx); err != nil {
+		return fmt.Errorf("retrying task %s: %w", ticket, err)
+	}
 	res, err := s.db.ExecContext(ctx, `UPDATE tasks SET state = 'queued', attempts = 0, not_before = 0
 		WHERE ticket = ? AND state = 'dead'`, ticket)
+	s.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("retrying task %s: %w", ticket, err)
 	}
@@ -360,6 +461,10 @@ func (s *Store) Counts(ctx context.Context) (api.TaskCounts, error) {
 
 // Purge deletes done tasks finished before before.
 func (s *Store) Purge(ctx context.Context, before time.Time) (int, error) {
+	if err := s.write(ctx); err != nil {
+		return 0, fmt.Errorf("purging done tasks: %w", err)
+	}
+	defer s.mu.Unlock()
 	res, err := s.db.ExecContext(ctx, `DELETE FROM tasks WHERE state = 'done' AND finished < ?`, before.UnixNano())
 	if err != nil {
 		return 0, fmt.Errorf("purging done tasks: %w", err)
@@ -388,6 +493,10 @@ func Exists(stateDir string) bool {
 // EnqueueMany stores ts as queued in one transaction (one fsync): an
 // import, or a benchmark's full queue. Tickets already stored are kept.
 func (s *Store) EnqueueMany(ctx context.Context, ts []api.Task) error {
+	if err := s.write(ctx); err != nil {
+		return fmt.Errorf("storing tasks: %w", err)
+	}
+	defer s.mu.Unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("storing tasks: %w", err)

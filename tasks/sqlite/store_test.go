@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -92,6 +93,50 @@ func TestDurabilitySettings(t *testing.T) {
 	}
 	if fi.Mode().Perm() != 0o600 {
 		t.Fatalf("mode %v, want 0600", fi.Mode().Perm())
+	}
+}
+
+// Leases (synchronous=NORMAL for their commit alone) interleaved with
+// enqueues and acks from other goroutines of one process: every write
+// lands, each task is leased once, and the connection ends at FULL.
+func TestLeaseAmongConcurrentWrites(t *testing.T) {
+	s, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	now := time.Now()
+	const n = 40
+	var wg sync.WaitGroup
+	errs := make(chan error, 3*n)
+	for i := range n {
+		wg.Go(func() {
+			tk := fmt.Sprintf("t-%02d", i)
+			if err := s.Enqueue(ctx, api.Task{Ticket: tk, Tool: "x", Priority: "P2", Bytes: 1, Enqueued: now.Add(time.Duration(i))}, 1000); err != nil {
+				errs <- err
+				return
+			}
+			if _, err := s.Lease(ctx, tk, now.Add(time.Second)); err != nil {
+				errs <- err
+				return
+			}
+			if err := s.Ack(ctx, tk, nil, now.Add(2*time.Second)); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	c, err := s.Counts(ctx)
+	if err != nil || c.Done != n || c.Queued+c.Running+c.Dead != 0 {
+		t.Fatalf("counts %+v %v, want %d done", c, err, n)
+	}
+	if _, level, err := s.Pragmas(); err != nil || level != 2 {
+		t.Fatalf("synchronous %d %v, want 2 (FULL)", level, err)
 	}
 }
 
