@@ -1,12 +1,12 @@
 package supervisor
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // onSample takes one probe result: it records it, then lets the state
@@ -22,7 +22,7 @@ func (l *loop) onSample(r sampleResult) {
 	if l.deps.Meter != nil && !hung {
 		l.deps.Meter.ObserveProbe(r.took, r.err)
 	}
-	l.describe(r)
+	l.describe(l.cfg.Describe, r)
 	if r.err != nil {
 		l.pace.setPeriod(0, l.pol.Watch.Interval)
 		l.probeFailed(now, now, r.err.Error(), !hung)
@@ -39,9 +39,9 @@ func (l *loop) onSample(r sampleResult) {
 		}
 	}
 	if l.pol.Watch.Scope == "process" {
-		l.ratio = processRatio(r.sample, l.childTree, l.pol.Watch.Quota)
+		l.ratio = core.ProcessRatio(*reading(r.sample), l.childTree, l.pol.Watch.Quota)
 	} else {
-		l.ratio = deviceRatio(r.sample.Devices, l.pol)
+		l.ratio = core.DeviceRatio(devices(r.sample.Devices), l.pol)
 	}
 	l.pace.forecast(now, l.ratio, l.pol)
 	if l.child != nil {
@@ -68,44 +68,23 @@ func (l *loop) onSample(r sampleResult) {
 }
 
 // applyWatermark runs the watermark rules on the newest ratio and performs
-// (or, in observe mode, only reports) their verdict.
+// (or, in observe mode, only reports) their verdict. A coordinated
+// instance's sample goes to the tenants of its GPU instead; a lone one's
+// never enters the shared-GPU code.
 func (l *loop) applyWatermark(now time.Time) {
 	if l.coordinated() {
 		l.proposeShared(now) // the tenants of the GPU decide together
 		return
 	}
-	wm := l.pol.Watermark
-	v := l.rules.observe(now, l.ratio, l.predicted(now), wm, l.level, len(l.pol.Profiles))
-	switch {
-	case v == holdSteady || l.holdsAsleep(v):
-		return
-	case v == criticalAtLast:
-		l.emit(api.Event{Event: api.EventCritical, Watermark: l.ratio,
-			Detail: fmt.Sprintf("watermark %.2f >= critical %.2f at the last profile; nothing lower to step to", l.ratio, wm.Critical)})
-		l.deps.Logf("watermark %.2f above critical at the last profile %s: nothing lower", l.ratio, l.pol.Profiles[l.level].Name)
-		return
-	}
-	if l.observeHeld(now) {
-		return // another tenant stepped for this pressure: a yield, noted
-	}
-	// The rules never ask for a step the ladder cannot take (none lower at
-	// the last profile, none higher at the first), so the step is what a
-	// coordinator's decision for this instance would be.
-	kind := proposalKind(v)
-	why := l.whyKind(kind)
-	if l.cfg.Observe {
-		l.rules.stepped(now)
-		if v == stepUpOne {
-			l.deps.Logf("observe: would %s (%s)", v, why)
-			return
-		}
-		l.emit(api.Event{Event: api.EventObserve, Reason: api.ReasonObserve, Watermark: l.ratio,
-			From: l.pol.Profiles[l.level].Name, To: l.pol.Profiles[l.level+1].Name,
-			Detail: fmt.Sprintf("would %s: %s", v, why)})
-		l.deps.Logf("observe: would %s to %s (%s)", v, l.pol.Profiles[l.level+1].Name, why)
-		return
-	}
-	l.stepKind(now, kind, why)
+	l.doAll(l.decide(core.Sample{Now: now, Ratio: l.ratio, Predicted: l.predicted(now),
+		ETA: l.pace.fc.ETA.Seconds(), PeerHeld: l.observeHeld(now)}), nil)
+}
+
+// peerStep is the entry point of a step the tenants of a shared GPU chose
+// this instance for (reason r, told as why): the core takes it as it takes
+// its own rules' verdicts.
+func (l *loop) peerStep(now time.Time, r core.Reason, why string) {
+	l.doAll(l.decide(core.Peer{Now: now, Reason: r, Why: why, Ratio: l.ratio}), nil)
 }
 
 // changeProfile moves to level: live when that profile is live, else by a
@@ -131,7 +110,7 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	// The event is dated when the step is taken, before the write, as it
 	// was when it was journaled first; it is journaled only once the
 	// state file is written.
-	ev := l.stepEvent(event, level, reason, why)
+	ev := stepEvent(l.pol, l.level, l.ratio, event, level, reason, why)
 	ev.Time = time.Now()
 	st, err := l.writeStateAt(level, why)
 	if err != nil {
@@ -188,14 +167,15 @@ func (l *loop) notify(st api.ProfileState) {
 }
 
 func (l *loop) emitStep(event string, to int, reason, why string) {
-	l.emit(l.stepEvent(event, to, reason, why))
+	l.emit(stepEvent(l.pol, l.level, l.ratio, event, to, reason, why))
 }
 
-// stepEvent is the journal event of a step from the current level to to.
-func (l *loop) stepEvent(event string, to int, reason, why string) api.Event {
-	return api.Event{Event: event, Reason: reason, Watermark: l.ratio,
-		From: l.pol.Profiles[l.level].Name, To: l.pol.Profiles[to].Name,
-		FromLevel: ptr(l.level), ToLevel: ptr(to), Detail: why}
+// stepEvent is the journal event of a step from level from to to, at
+// watermark ratio.
+func stepEvent(pol *policy.Policy, from int, ratio float64, event string, to int, reason, why string) api.Event {
+	return api.Event{Event: event, Reason: reason, Watermark: ratio,
+		From: pol.Profiles[from].Name, To: pol.Profiles[to].Name,
+		FromLevel: ptr(from), ToLevel: ptr(to), Detail: why}
 }
 
 // beginRestart stops the child with stop_signal so that it restarts in
@@ -215,38 +195,10 @@ func (l *loop) manualStep(r request) {
 	if l.manualWake(r) {
 		return
 	}
-	to := l.level + 1
-	if r.up {
-		to = l.level - 1
+	in := core.ManualStep{Now: time.Now(), Up: r.up, State: l.state, Tree: l.childTree,
+		Running: l.child != nil && !l.stopping && l.plan == nil && !l.acts.acting()}
+	if l.haveSample && !l.health.down() {
+		in.Reading = reading(l.lastSample)
 	}
-	switch {
-	case to < 0:
-		r.reply <- response{err: fmt.Errorf("already at the first profile %s", l.pol.Profiles[0].Name)}
-		return
-	case to >= len(l.pol.Profiles):
-		r.reply <- response{err: fmt.Errorf("already at the last profile %s", l.pol.Profiles[l.level].Name)}
-		return
-	case l.child == nil || l.stopping || l.plan != nil || l.acts.acting():
-		r.reply <- response{err: fmt.Errorf("instance is %s; try again once it runs", l.state)}
-		return
-	}
-	// Refused before anything is stopped: a restart into a profile that
-	// does not fit would only bring the child back where it was.
-	if why := l.stepFit(to); why != "" {
-		r.reply <- response{err: errors.New(why)}
-		return
-	}
-	if !l.pol.Profiles[to].Live {
-		// The state file is written at the restart, after the child is
-		// stopped: find out now that it can be.
-		if err := l.stateWritable(); err != nil {
-			r.reply <- response{err: err}
-			return
-		}
-	}
-	saved := l.rules
-	l.rules.stepped(time.Now())
-	if !l.changeProfile(to, api.ReasonManual, "manual step "+map[bool]string{true: "up", false: "down"}[r.up], r.reply) {
-		l.rules = saved
-	}
+	l.doAll(l.decide(in), r.reply)
 }

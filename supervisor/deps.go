@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // LaunchSpec is everything needed to start one child.
@@ -16,20 +17,8 @@ type LaunchSpec struct {
 	ScanStderr bool
 }
 
-// Exit is how a child ended.
-type Exit struct {
-	Code   int            // exit status; -1 when killed by a signal
-	Signal syscall.Signal // the killing signal, or 0
-	Stderr []byte         // the last 64 KiB of stderr when scanned
-}
-
-// Status is the child's status as gpuguard reports it: n, or 128+s.
-func (e Exit) Status() int {
-	if e.Signal != 0 {
-		return 128 + int(e.Signal)
-	}
-	return e.Code
-}
+// Exit is how a child ended (the decision core's type: it classifies it).
+type Exit = core.Exit
 
 // Child is one running child process (its main process and its group).
 type Child interface {

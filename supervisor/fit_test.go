@@ -14,46 +14,6 @@ import (
 	"github.com/gpuguard/gpuguard/policy"
 )
 
-// TestJudgeFit: the profiles tried from the target down, each with its
-// needs and verdict, against the GPU with the least room.
-func TestJudgeFit(t *testing.T) {
-	pol := testPolicy() // fp16 10 GiB, int8 6 GiB, int4 none; high 0.90
-	two := func(used0, used1 uint64) []gpu.Device {
-		return []gpu.Device{{Index: 0, UUID: "a", Total: 16 * gib, Used: used0}, {Index: 1, UUID: "b", Total: 16 * gib, Used: used1}}
-	}
-	for _, tc := range []struct {
-		name      string
-		from      int
-		devs      []gpu.Device
-		tried     string
-		worst     int
-		freeBytes uint64
-	}{
-		{"fits at once", 0, two(0, 0), "fp16:true", 0, 16 * gib},
-		{"the worst GPU decides", 0, two(1*gib, 6*gib), "fp16:false,int8:true", 1, 10 * gib},
-		{"down to no needs", 0, two(0, 10*gib), "fp16:false,int8:false,int4:true", 1, 6 * gib},
-		{"from the target", 1, two(0, 0), "int8:true", 0, 16 * gib},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			j := judgeFit(pol, tc.from, tc.devs)
-			var parts []string
-			for _, tr := range j.tried {
-				parts = append(parts, tr.Profile+":"+map[bool]string{true: "true", false: "false"}[tr.Fits])
-			}
-			if got := strings.Join(parts, ","); got != tc.tried {
-				t.Errorf("tried %s, want %s", got, tc.tried)
-			}
-			if j.worst.Index != tc.worst || j.free() != tc.freeBytes {
-				t.Errorf("worst GPU %d with %d free, want %d with %d", j.worst.Index, j.free(), tc.worst, tc.freeBytes)
-			}
-			ev := j.fitEvent(pol, "start", "x")
-			if ev.Event != api.EventFit || *ev.FreeBytes != tc.freeBytes || ev.LimitBytes != 16*gib || *ev.GPUIndex != tc.worst {
-				t.Errorf("event %+v", ev)
-			}
-		})
-	}
-}
-
 // TestFitEventsAndStatus: a start that skips a profile journals a fit
 // event naming what it tried, and status carries the newest one.
 func TestFitEventsAndStatus(t *testing.T) {

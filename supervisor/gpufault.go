@@ -97,7 +97,7 @@ func (l *loop) onGPUFaultExit(e Exit, ran time.Duration, f gpu.Fault, release ma
 		l.gpuFaultGiveUp(e, detail+"; on_gpu_fault = \"stop\"")
 		return
 	}
-	delay, giveUp := l.budget.failure(now, ran, l.pol.Restart)
+	delay, giveUp := l.core.Budget.Failure(now, ran, l.pol.Restart)
 	if giveUp {
 		l.gpuFaultGiveUp(e, fmt.Sprintf("%s; %d restarts within %s (max_restarts)", detail, l.pol.Restart.MaxRestarts, l.pol.Restart.Window))
 		return

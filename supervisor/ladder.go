@@ -2,64 +2,28 @@ package supervisor
 
 import (
 	"github.com/gpuguard/gpuguard/gpu"
-	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
-// pickProfile returns the first profile from level from on down the
-// ladder (from, from+1, ...) whose needs fit on every watched GPU, and
-// false when none does. It never returns a profile above from: a start
-// aims at from, and only the memory decides how far below it goes.
-func pickProfile(pol *policy.Policy, from int, devs []gpu.Device) (int, bool) {
-next:
-	for i := from; i < len(pol.Profiles); i++ {
-		for _, d := range devs {
-			if !pol.Fits(i, d.Used, d.Total) {
-				continue next
-			}
-		}
-		return i, true
+// devices copies a sample's GPUs into the decision core's type.
+func devices(devs []gpu.Device) []core.Device {
+	out := make([]core.Device, len(devs))
+	for i, d := range devs {
+		out[i] = core.Device{Index: d.Index, UUID: d.UUID, Name: d.Name, Used: d.Used, Total: d.Total}
 	}
-	return 0, false
+	return out
 }
 
-// deviceRatio is the device-scope watermark: the highest used/limit over
-// the watched GPUs.
-func deviceRatio(devs []gpu.Device, pol *policy.Policy) float64 {
-	var worst float64
-	for _, d := range devs {
-		if l := pol.Limit(d.Total); l > 0 {
-			if r := float64(d.Used) / float64(l); r > worst {
-				worst = r
-			}
+// reading copies a good sample into the decision core's type.
+func reading(s gpu.Sample) *core.Reading {
+	r := &core.Reading{Devices: devices(s.Devices), ProcessesAt: s.ProcessesAt}
+	if len(s.Processes) > 0 {
+		r.Processes = make([]core.Process, len(s.Processes))
+		for i, p := range s.Processes {
+			r.Processes[i] = core.Process{PID: p.PID, Device: p.Device, Used: p.Used}
 		}
 	}
-	return worst
-}
-
-// processRatio is the process-scope watermark: the child tree's own usage
-// against the quota (summed over GPUs), or without a quota the highest
-// per-GPU share of the device's total.
-func processRatio(s gpu.Sample, tree map[int]bool, quota uint64) float64 {
-	perDev := map[int]uint64{}
-	var sum uint64
-	for _, p := range s.Processes {
-		if tree[p.PID] {
-			perDev[p.Device] += p.Used
-			sum += p.Used
-		}
-	}
-	if quota > 0 {
-		return float64(sum) / float64(quota)
-	}
-	var worst float64
-	for _, d := range s.Devices {
-		if d.Total > 0 {
-			if r := float64(perDev[d.Index]) / float64(d.Total); r > worst {
-				worst = r
-			}
-		}
-	}
-	return worst
+	return r
 }
 
 // anyAlive reports whether any of pids still holds GPU memory in s.

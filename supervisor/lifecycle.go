@@ -11,12 +11,43 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/internal/exitcode"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 var (
 	errShutdown     = errors.New("instance is shutting down")
 	errUnknownLease = errors.New("no such lease")
 )
+
+// startWait is the wait before the next start: the level it aims for,
+// the backoff, and the dead child's processes whose GPU memory must go
+// first.
+type startWait struct {
+	target    int // the level the next start aims for
+	waitSince time.Time
+	release   map[int]bool // dead child's processes whose memory must go
+	waitNoted bool         // the wait for memory was told
+	backoff   timer
+	// pendingFit tells the fit of the launch under way, once the child runs.
+	pendingFit func(time.Time)
+}
+
+// stopRun is a stop under way: an operator's signal, or gpuguard's own
+// (on_gpu_lost = "stop").
+type stopRun struct {
+	stopping bool
+	stopSig  syscall.Signal
+	stopWait timer // stop_timeout, then SIGKILL to the group
+	// stoppingSent: STOPPING=1 went out (it is sent once).
+	stoppingSent bool
+}
+
+// ending is how Run ends, once finished.
+type ending struct {
+	finished bool
+	code     int
+	err      error
+}
 
 // enterWaiting prepares the next start at level: it waits (on samples) for
 // the dead child's processes to free their GPU memory, then for a profile
@@ -34,12 +65,11 @@ func (l *loop) enterWaiting(level int, release map[int]bool) {
 // tryStart runs on every sample while waiting. Every start it makes, and
 // every wait for memory, is told as a fit judgement (fit.go).
 func (l *loop) tryStart(r sampleResult) {
+	var devs []core.Device
 	if r.err == nil {
-		if why := neverFits(l.pol, r.sample.Devices); why != "" {
-			// Waiting would be for ever, whatever when_full says.
-			l.noteFit(judgeFit(l.pol, l.target, r.sample.Devices), "no profile can ever fit")
-			l.state = api.StateFatal
-			l.finish(exitcode.NoFit, fmt.Errorf("%w, ever: %s", errNoFit, why))
+		devs = devices(r.sample.Devices)
+		if effs := l.decide(core.NoFitEver{Devices: devs, Target: l.target}); len(effs) > 0 {
+			l.doAll(effs, nil)
 			return
 		}
 	}
@@ -53,7 +83,7 @@ func (l *loop) tryStart(r sampleResult) {
 		// hostage to the monitoring. Start where we aimed once any
 		// release wait is over.
 		if (len(l.release) == 0 || now.Sub(l.waitSince) >= rw.ReleaseTimeout) && l.startClaimed(r) {
-			l.launchFit(l.target, fitJudgement{}, fmt.Sprintf("starting in %s unchecked: no GPU reading (%v)", l.pol.Profiles[l.target].Name, r.err))
+			l.launchFit(l.target, core.Fit{}, fmt.Sprintf("starting in %s unchecked: no GPU reading (%v)", l.pol.Profiles[l.target].Name, r.err))
 		}
 		return
 	}
@@ -69,57 +99,28 @@ func (l *loop) tryStart(r sampleResult) {
 	if !l.startClaimed(r) {
 		return // one start at a time on a shared GPU
 	}
-	j := judgeFit(l.pol, l.target, r.sample.Devices)
-	if j.ok {
-		l.launchFit(j.level, j, "starting in "+l.pol.Profiles[j.level].Name)
-		return
-	}
-	switch rw.WhenFull {
-	case policy.WhenFullLowest:
-		l.launchFit(len(l.pol.Profiles)-1, j, "no profile fits; starting in the last profile (when_full = \"lowest\")")
-	case policy.WhenFullExit:
-		l.noteFit(j, "no profile fits; exiting (when_full = \"exit\")")
-		l.state = api.StateFatal
-		l.finish(exitcode.NoFit, fmt.Errorf("%w the free GPU memory (when_full = \"exit\"): %s", errNoFit, l.freeText(r)))
-	default:
-		l.shared.endStarting("")
-		if !l.waitNoted {
-			l.waitNoted = true
-			l.noteFit(j, "no profile fits; waiting for memory")
-			l.deps.Logf("no profile fits the free GPU memory (%s); waiting", l.freeText(r))
-			l.emit(api.Event{Event: api.EventWaiting, Detail: l.freeText(r)})
-		}
-	}
+	l.doAll(l.decide(core.Start{Devices: devs, Target: l.target}), nil)
 }
 
-func (l *loop) freeText(r sampleResult) string {
-	var parts []string
-	for _, d := range r.sample.Devices {
-		parts = append(parts, fmt.Sprintf("GPU %d: %s used of %s", d.Index,
-			policy.FormatSize(d.Used), policy.FormatSize(l.pol.Limit(d.Total))))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// vars are the GPUGUARD_* variables and the profile's env, which both go
-// into the child's environment and expand ${VAR} in its arguments.
-func (l *loop) vars(level int) map[string]string {
-	p := l.pol.Profiles[level]
+// childVars are the GPUGUARD_* variables and the profile's env, which both
+// go into the child's environment and expand ${VAR} in its arguments.
+func childVars(cfg *Config, pol *policy.Policy, level int, h history) map[string]string {
+	p := pol.Profiles[level]
 	v := make(map[string]string, len(p.Env)+10)
 	for k, val := range p.Env {
 		v[k] = val
 	}
-	v["GPUGUARD_NAME"] = l.cfg.Name
+	v["GPUGUARD_NAME"] = cfg.Name
 	v["GPUGUARD_PROFILE"] = p.Name
 	v["GPUGUARD_LEVEL"] = strconv.Itoa(level)
-	v["GPUGUARD_LEVELS"] = strconv.Itoa(len(l.pol.Profiles))
-	v["GPUGUARD_RESTARTS"] = strconv.Itoa(l.restarts)
-	v["GPUGUARD_LAST_EXIT"] = l.lastExit
-	v["GPUGUARD_CHECKPOINT"] = l.cfg.CheckpointPath
-	v["GPUGUARD_STATE"] = l.cfg.StatePath
-	v["GPUGUARD_SOCKET"] = l.cfg.SocketPath
-	if l.cfg.SimDir != "" {
-		v["GPUGUARD_SIM_DIR"] = l.cfg.SimDir
+	v["GPUGUARD_LEVELS"] = strconv.Itoa(len(pol.Profiles))
+	v["GPUGUARD_RESTARTS"] = strconv.Itoa(h.restarts)
+	v["GPUGUARD_LAST_EXIT"] = h.lastExit
+	v["GPUGUARD_CHECKPOINT"] = cfg.CheckpointPath
+	v["GPUGUARD_STATE"] = cfg.StatePath
+	v["GPUGUARD_SOCKET"] = cfg.SocketPath
+	if cfg.SimDir != "" {
+		v["GPUGUARD_SIM_DIR"] = cfg.SimDir
 	}
 	return v
 }
@@ -156,10 +157,10 @@ func (l *loop) publish(st api.ProfileState) {
 // launchFit starts a child in profile level, chosen by fit j: the fit is
 // told once the child runs (dated as its start, journaled before it), so
 // that a command that cannot run says so in its one line and nothing else.
-func (l *loop) launchFit(level int, j fitJudgement, outcome string) {
+func (l *loop) launchFit(level int, j core.Fit, outcome string) {
 	// The fit names the profile started in, also when none fitted
 	// (when_full = "lowest") or none could be judged (no reading).
-	j.started, j.level = true, level
+	j.Started, j.Level = true, level
 	l.pendingFit = func(at time.Time) { l.noteFitAt(at, j, outcome) }
 	l.launch(level)
 	l.pendingFit = nil
@@ -168,7 +169,7 @@ func (l *loop) launchFit(level int, j fitJudgement, outcome string) {
 // launch starts a child in profile level. A command that cannot run is
 // found out before anything is written (when the launcher can check).
 func (l *loop) launch(level int) {
-	vars := l.vars(level)
+	vars := childVars(&l.cfg, l.pol, level, l.history)
 	argv, err := policy.ExpandArgs(l.cfg.Command, vars)
 	if err != nil {
 		l.state = api.StateFatal
@@ -178,7 +179,7 @@ func (l *loop) launch(level int) {
 	spec := LaunchSpec{Argv: argv, Env: childEnv(l.cfg.BaseEnv, vars), ScanStderr: l.pol.OOM.ScanStderr}
 	if c, ok := l.deps.Launcher.(CommandChecker); ok {
 		if err := c.Check(spec); err != nil {
-			l.cannotStart(err)
+			l.doAll(cannotStart(err), nil)
 			return
 		}
 	}
@@ -211,7 +212,7 @@ func (l *loop) launch(level int) {
 	launched := time.Now()
 	child, err := l.deps.Launcher.Launch(spec)
 	if err != nil {
-		l.cannotStart(err)
+		l.doAll(cannotStart(err), nil)
 		return
 	}
 	if l.pendingFit != nil {
@@ -222,7 +223,7 @@ func (l *loop) launch(level int) {
 	l.childStart = launched
 	l.childTree = map[int]bool{child.PID(): true}
 	l.state = api.StateStarting
-	l.rules.reset()
+	l.decide(core.Launched{})
 	l.pace.reset()
 	l.pace.setTarget(l.child, l.deps.Owned)
 	l.beganStarting(l.childStart)
@@ -272,7 +273,7 @@ func (l *loop) onExit() {
 		told = *p
 	}
 	l.minute.end(now, l.pol.Watermark, l)
-	ev := api.Event{Event: api.EventExit, Status: ptr(e.Status()), Stderr: lastLines(e.Stderr, 20)}
+	ev := api.Event{Event: api.EventExit, Status: ptr(e.Status()), Stderr: core.LastLines(e.Stderr, 20)}
 	if e.Signal != 0 {
 		ev.Signal = int(e.Signal)
 	} else {
@@ -302,8 +303,8 @@ func (l *loop) onExit() {
 		l.restartRequested(plan.level, plan.from, kind, e, release, "")
 		return
 	}
-	notifyDeath := diedOfNotify(e, l.notifiedSig, notifiedAt, now, notifyDeathWindow)
-	if k, _ := classifyExit(e, l.pol.OOM, told); l.exitedAsleep(k, notifyDeath) {
+	notifyDeath := core.DiedOfNotify(e, l.notifiedSig, notifiedAt, now, notifyDeathWindow)
+	if k, _ := core.ClassifyExit(e, l.pol.OOM, told); l.exitedAsleep(k, notifyDeath) {
 		return
 	}
 	if notifyDeath {
@@ -319,44 +320,8 @@ func (l *loop) onExit() {
 		l.onGPUFaultExit(e, ran, f, release)
 		return
 	}
-	kind, evidence := classifyExit(e, l.pol.OOM, told)
-	next := l.level
-	switch kind {
-	case exitClean:
-		l.state = api.StateExited
-		l.finish(exitcode.OK, nil)
-		return
-	case exitOOM:
-		next = min(l.level+1, len(l.pol.Profiles)-1)
-		l.emit(api.Event{Event: api.EventOOM, Detail: evidence, Stderr: lastLines(e.Stderr, 20)})
-	case exitCrash:
-		if !l.pol.Restart.OnCrash {
-			l.state = api.StateExited
-			l.finish(e.Status(), nil)
-			return
-		}
-	}
-	delay, giveUp := l.budget.failure(now, ran, l.pol.Restart)
-	if giveUp {
-		l.state = api.StateFatal
-		l.emit(api.Event{Event: api.EventGiveUp, Status: ptr(e.Status()),
-			Detail: fmt.Sprintf("%d restarts within %s (max_restarts)", l.pol.Restart.MaxRestarts, l.pol.Restart.Window)})
-		l.deps.Logf("giving up: %d restarts within %s", l.pol.Restart.MaxRestarts, l.pol.Restart.Window)
-		l.finish(e.Status(), nil)
-		return
-	}
-	l.restarts++
-	l.lastExit = string(kind)
-	l.emit(api.Event{Event: api.EventRestart, Reason: string(kind), From: l.pol.Profiles[l.level].Name,
-		To: l.pol.Profiles[next].Name, FromLevel: ptr(l.level), ToLevel: ptr(next),
-		Restarts: l.restarts, Status: ptr(e.Status()), Detail: evidence})
-	n, of := l.budget.inWindow(), l.pol.Restart.MaxRestarts
-	if kind == exitOOM {
-		l.deps.Logf("out of memory (%s): restarting in profile %s (%d of %d) after backoff %s", evidence, l.pol.Profiles[next].Name, n, of, delay)
-	} else {
-		l.deps.Logf("the child crashed (status %d): restarting (%d of %d) after backoff %s", e.Status(), n, of, delay)
-	}
-	l.restartAfter(delay, next, release)
+	l.release = release // the next start waits for its memory to go
+	l.doAll(l.decide(core.Exited{Now: now, Exit: e, Ran: ran, Told: told}), nil)
 }
 
 // restartAfter starts the next child in level once delay (the backoff)
@@ -384,48 +349,23 @@ func (l *loop) restartRequested(level int, from string, kind exitKind, e Exit, r
 }
 
 // onStopSignal forwards a stop signal to the child exactly once, then
-// waits stop_timeout before killing its group; a second signal kills now.
+// waits stop_timeout before killing its group; a second signal kills now
+// (the core's rules: core.StopSignal).
 func (l *loop) onStopSignal(sig syscall.Signal) {
-	if sig == syscall.SIGURG || l.finished {
+	if l.finished {
 		return
 	}
-	if l.child == nil {
-		l.state = api.StateExited
-		l.emit(api.Event{Event: api.EventStop, Detail: "signal " + sig.String()})
-		l.finish(exitcode.Signaled(int(sig)), nil)
-		return
-	}
-	if l.stopping && l.health.lostErr != nil {
-		// gpuguard was stopping the child for a lost GPU; the operator's
-		// stop takes over: forwarded once, and the exit is the child's.
-		l.health.lostErr = nil
-		l.stopSig = sig
-		l.emit(api.Event{Event: api.EventStop, Detail: "signal " + sig.String()})
-		l.stopChild(sig)
-		return
-	}
-	if l.stopping {
-		l.deps.Logf("second %s: killing the child's process group now", sig)
-		_ = l.child.Kill()
-		return
-	}
-	l.stopping, l.stopSig = true, sig
-	l.state = api.StateStopping
-	l.deps.Logf("%s: stopping the child (waiting up to %s; press Ctrl-C again, or send another signal, to kill it now)",
-		policy.SignalName(sig), l.pol.Restart.StopTimeout)
-	l.emit(api.Event{Event: api.EventStop, Detail: "signal " + sig.String()})
-	l.notifyStopping()
-	l.failPlan()
-	l.stopChild(sig)
+	l.doAll(l.decide(core.StopSignal{Sig: sig, Running: l.child != nil, Stopping: l.stopping, Lost: l.health.lostErr != nil}), nil)
 }
 
-// cannotStart ends the run after a failed start. err comes from the
+// cannotStart is the end of a run after a failed start. err comes from the
 // launcher, which names the command; it is returned, not logged (the
 // caller prints it once).
-func (l *loop) cannotStart(err error) {
-	l.state = api.StateFatal
-	l.emit(api.Event{Event: api.EventGiveUp, Detail: err.Error()})
-	l.finish(exitcode.Failure, err)
+func cannotStart(err error) []core.Effect {
+	return []core.Effect{
+		core.Journal{Event: api.Event{Event: api.EventGiveUp, Detail: err.Error()}},
+		core.Finish{State: api.StateFatal, End: core.EndFailure, Err: err},
+	}
 }
 
 func (l *loop) failPlan() {
@@ -448,18 +388,6 @@ func (l *loop) finish(code int, err error) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// lastLines returns up to n last non-empty lines of b.
-func lastLines(b []byte, n int) []string {
-	if len(b) == 0 {
-		return nil
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return lines
-}
 
 // notifyStopping tells the service manager, once, that gpuguard is
 // stopping: as a stop begins, or at the latest when Run ends.

@@ -10,6 +10,7 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // loop is the state of one Run. Only the Run goroutine touches it.
@@ -22,37 +23,21 @@ type loop struct {
 	pol  *policy.Policy
 	ctx  context.Context
 
-	state    string
-	level    int
-	target   int // the level the next start aims for
-	restarts int
-	starts   int    // children launched so far
-	lastExit string // none | oom | crash | watermark | reload | gpu_fault
-	seq      int
-	stateW   stateWrites // the state file's last reason, and a failing run of writes (statewrite.go)
-	// notifiedAt is when the current child was last sent the notify
-	// signal (zero: never), and notifiedSig which one (a reload may change
-	// [notify] signal since), to tell its death by that signal.
-	notifiedAt  time.Time
-	notifiedSig syscall.Signal
+	state string
+	level int
+	core  core.State // the decision core's own state: the watermark timers, the restart budget
 
-	child      Child
-	childStart time.Time
-	childTree  map[int]bool // the child's processes at the last sample
-	// stoppingSent: STOPPING=1 went out (it is sent once).
-	stoppingSent bool
+	ledger    *admission.Ledger
+	plan      *restartPlan // a restart gpuguard asked for is under way, until the next start
+	history                // children launched and restarted, and how the last one ended (child.go)
+	childRun               // the child that runs now (child.go)
+	stopRun                // a stop under way (lifecycle.go)
+	startWait              // the wait before the next start (lifecycle.go)
+	stateFile              // the state file's seq and its failing writes (statewrite.go)
+	fitTeller              // the start-up line and the newest fit, told once (fit.go)
+	ending                 // how Run ends, once it has (lifecycle.go)
 
-	rules   watermarkRules
-	budget  restartBudget
-	ledger  *admission.Ledger
-	plan    *restartPlan // a restart gpuguard asked for is under way, until the next start
 	pending []chan response
-
-	stopping  bool
-	stopSig   syscall.Signal
-	waitSince time.Time    // start of the waiting state
-	release   map[int]bool // dead child's processes whose memory must go
-	waitNoted bool
 
 	pace       pacer       // sampling and its adaptive period (sense.go)
 	health     probeHealth // a run of failed probe calls (probehealth.go)
@@ -64,21 +49,11 @@ type loop struct {
 	faults gpuFaults     // Xid events and the GPUs they left faulted
 	minute minuteSummary // the watermark samples of this minute, for its record
 
-	backoff  timer
-	stopWait timer
-
 	shared sharedState // agreeing with the other tenants of shared GPUs
 	door   doorLink    // the front door (door.go)
 	acts   actionState // server actions (actions.go)
 	wake   wakeState   // waking on request, sleeping when idle (wake.go)
 
-	lastFit     *api.Event // the newest fit event, for status
-	startup     string     // the start-up line, told before the first fit
-	startupSaid bool
-	pendingFit  func(time.Time) // tells the fit of the launch under way, once the child runs
-	finished    bool
-	code        int
-	err         error
 }
 
 // restartPlan is a restart that gpuguard itself started (a step into a
@@ -116,8 +91,8 @@ func newLoop(s *Supervisor) *loop {
 	cfg.Policy = nil // the loop reads pol, which a reload replaces
 	return &loop{
 		s: s, cfg: cfg, deps: s.deps, pol: s.pol.Load(),
-		state: api.StateStarting, level: s.cfg.StartLevel, target: s.cfg.StartLevel,
-		lastExit: "none", ledger: s.ledger, shared: newShared(s.deps.Coordinator, s.deps.Logf, &s.starting), door: doorLink{d: s.deps.Door},
+		state: api.StateStarting, level: s.cfg.StartLevel, startWait: startWait{target: s.cfg.StartLevel},
+		history: history{lastExit: "none"}, ledger: s.ledger, shared: newShared(s.deps.Coordinator, s.deps.Logf, &s.starting), door: doorLink{d: s.deps.Door},
 		pace: newPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval),
 		out:  newReporter(s.cfg.Name, s.deps.Observers, s.deps.Notifier),
 	}
@@ -175,13 +150,10 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 			l.onExit()
 		case <-l.backoff.C:
 			l.backoff.stop()
-			l.enterWaiting(l.target, l.release)
+			l.doAll(l.decide(core.BackoffOver{Target: l.target}), nil)
 		case <-l.stopWait.C:
 			l.stopWait.stop()
-			l.deps.Logf("child did not exit within %s; killing its process group", l.pol.Restart.StopTimeout)
-			if l.child != nil {
-				_ = l.child.Kill()
-			}
+			l.doAll(l.decide(core.StopWaitOver{Running: l.child != nil}), nil)
 		case <-l.door.drain:
 			l.door.drained(false, l.child, l.pol.Restart.StopTimeout, &l.stopWait, l)
 		case <-l.door.limit.C:
@@ -212,13 +184,6 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 		p <- response{err: errShutdown}
 	}
 	return l.code, l.err
-}
-
-func (l *loop) childDone() <-chan struct{} {
-	if l.child == nil {
-		return nil
-	}
-	return l.child.Done()
 }
 
 func (l *loop) onRequest(r request) {
@@ -256,7 +221,7 @@ func (l *loop) reserve(r request) admission.Decision {
 			usage = append(usage, admission.GPUUsage{Used: d.Used, Limit: l.pol.Limit(d.Total), Leased: r.others[d.UUID]})
 		}
 	}
-	pending := l.rules.stepPending() || l.plan != nil || l.child == nil
+	pending := l.core.Rules.StepPending() || l.plan != nil || l.child == nil
 	var d admission.Decision
 	if r.refuse != "" {
 		d = admission.Refuse(req, r.refuse)

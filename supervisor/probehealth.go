@@ -8,6 +8,7 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/internal/exitcode"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // errProbeHung is the failure of a probe call that ran past ProbeTimeout.
@@ -86,7 +87,7 @@ func (h *probeHealth) lost(now time.Time, w policy.Watch) bool {
 // (not counted again). There is no reading from since on: the watermark
 // timers restart, so a step needs `sustain` of fresh data after the gap.
 func (l *loop) probeFailed(now, since time.Time, msg string, counted bool) {
-	l.rules.gap()
+	l.decide(core.Gap{})
 	detail, report := l.health.failed(now, since, msg, counted)
 	if !report {
 		return

@@ -98,7 +98,7 @@ func (l *loop) publishSnapshot() {
 	}
 	l.s.snap.Store(snap)
 	l.publishTenant()
-	short := l.rules.stepPending() || l.plan != nil || l.haveSample && l.ratio >= l.pol.Watermark.High
+	short := l.core.Rules.StepPending() || l.plan != nil || l.haveSample && l.ratio >= l.pol.Watermark.High
 	l.door.sync(l.pol.Profiles[l.level].Name, l.level, len(l.pol.Profiles), short, &l.s.short)
 }
 

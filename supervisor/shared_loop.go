@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // The loop's side of the shared-GPU agreement (sharedState): when it
@@ -43,7 +44,7 @@ func (l *loop) proposeShared(now time.Time) {
 	// the last profile (or the first, for a step up) another tenant may be
 	// able to step. Level 1 of 3 makes the rules judge the GPU only; the
 	// real ladder is checked by whoever is chosen.
-	v := l.rules.observe(now, l.ratio, l.predicted(now), l.pol.Watermark, 1, 3)
+	v := l.core.Rules.Observe(now, l.ratio, l.predicted(now), l.pol.Watermark, 1, 3)
 	l.shared.propose(l.ctx, l.s.done, now, proposalKind(v), worstGPU(l.lastSample.Devices, l.pol), l.ratio, l.tenantInfo)
 }
 
@@ -75,7 +76,7 @@ func (l *loop) perform(now time.Time, o peerOutcome) {
 		l.deps.Logf("%s", o.log)
 	}
 	if o.gap {
-		l.rules.gap()
+		l.decide(core.Gap{})
 	}
 	if s := o.step; s != nil {
 		why := s.why

@@ -7,6 +7,7 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // One start at a time on a shared GPU: before a launch the loop claims the
@@ -56,7 +57,7 @@ func (l *loop) startClaimed(r sampleResult) bool {
 		return true // no GPU known: nothing to agree on
 	}
 	if r.err == nil && l.pol.Restart.WhenFull == policy.WhenFullWait {
-		if _, ok := pickProfile(l.pol, l.target, r.sample.Devices); !ok {
+		if _, ok := core.PickProfile(l.pol, l.target, devices(r.sample.Devices)); !ok {
 			return true // tryStart waits for memory; claim once something fits
 		}
 	}

@@ -150,10 +150,3 @@ func (l *loop) manualWake(r request) bool {
 	l.wakeStopped(l.level-1, api.ReasonManual, "manual step up", r.reply)
 	return true
 }
-
-// holdsAsleep keeps the watermark rules from stepping up out of a
-// serving = false profile: only a request, a step up or a reload wakes
-// the server, never recover_after.
-func (l *loop) holdsAsleep(v verdict) bool {
-	return v == stepUpOne && !l.pol.Profiles[l.level].Serving()
-}

@@ -13,8 +13,10 @@ import (
 // answered with the reason; a watermark step is tried again at the next
 // sample, and a run of failures is journaled once.
 
-// stateWrites is what the loop remembers of its state file writes.
-type stateWrites struct {
+// stateFile is what the loop remembers of its state file writes.
+type stateFile struct {
+	// seq is the seq of the last state written.
+	seq int
 	// reason is the reason of the last state written.
 	reason string
 	// failing: the last write failed and was journaled; cleared by the
@@ -39,9 +41,9 @@ func (l *loop) writeStateAt(level int, reason string) (api.ProfileState, error) 
 		return st, fmt.Errorf("writing the state file: %w", err)
 	}
 	l.seq = st.Seq
-	l.stateW.reason = reason
-	if l.stateW.failing {
-		l.stateW.failing = false
+	l.stateFile.reason = reason
+	if l.stateFile.failing {
+		l.stateFile.failing = false
 		l.deps.Logf("the state file is written again")
 	}
 	return st, nil
@@ -52,7 +54,7 @@ func (l *loop) writeStateAt(level int, reason string) (api.ProfileState, error) 
 // will find its state file.
 func (l *loop) stateWritable() error {
 	p := l.pol.Profiles[l.level]
-	st := api.ProfileState{Seq: l.seq, Level: l.level, Profile: p.Name, Env: p.Env, Reason: l.stateW.reason}
+	st := api.ProfileState{Seq: l.seq, Level: l.level, Profile: p.Name, Env: p.Env, Reason: l.stateFile.reason}
 	if st.Env == nil {
 		st.Env = map[string]string{}
 	}
@@ -70,10 +72,10 @@ func (l *loop) stateNotWritten(event string, level int, err error, reply chan re
 		reply <- response{err: fmt.Errorf("not stepping to %s: %w", to, err)}
 		return
 	}
-	if l.stateW.failing {
+	if l.stateFile.failing {
 		return // journaled once per run of failures; retried every sample
 	}
-	l.stateW.failing = true
+	l.stateFile.failing = true
 	detail := fmt.Sprintf("%s to %s not taken: %v; trying again at the next sample", event, to, err)
 	l.emit(api.Event{Event: EventStateError, Watermark: l.ratio, From: l.pol.Profiles[l.level].Name, To: to, Detail: detail})
 	l.deps.Logf("%s", detail)

@@ -7,6 +7,7 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // A step of a kind (api.Kind*: down, predicted, critical, up), whoever
@@ -17,19 +18,7 @@ import (
 
 // proposalKind maps a watermark verdict to the decision it proposes; ""
 // for none.
-func proposalKind(v verdict) string {
-	switch v {
-	case stepDownLive:
-		return api.KindDown
-	case stepDownPredicted:
-		return api.KindPredicted
-	case restartLower:
-		return api.KindCritical
-	case stepUpOne:
-		return api.KindUp
-	}
-	return ""
-}
+func proposalKind(v core.Verdict) string { return v.Reason().Kind() }
 
 // worstGPU is the UUID of the GPU whose used/limit is highest: the one that
 // crossed.
@@ -48,30 +37,7 @@ func worstGPU(devs []gpu.Device, pol *policy.Policy) string {
 // stepKind performs a decision of kind here, as the watermark rules of a
 // lone instance do. The caller has checked that the ladder allows it.
 func (l *loop) stepKind(now time.Time, kind, why string) {
-	last := l.level >= len(l.pol.Profiles)-1
-	switch {
-	case kind == api.KindUp:
-		if l.level == 0 {
-			return
-		}
-		saved := l.rules
-		l.rules.stepped(now)
-		if !l.changeProfile(l.level-1, api.ReasonRecovered, why, nil) {
-			l.rules = saved // not taken: the next sample tries again
-		}
-	case last:
-		l.criticalNobody(now, "", false)
-	case kind == api.KindCritical:
-		l.rules.stepped(now)
-		l.emitStep(api.EventStepDown, l.level+1, api.ReasonCritical, why)
-		l.beginRestart(l.level+1, api.ReasonCritical, nil)
-	default:
-		saved := l.rules
-		l.rules.stepped(now)
-		if !l.changeProfile(l.level+1, kindReason(kind), why, nil) {
-			l.rules = saved // not taken: the next sample tries again
-		}
-	}
+	l.peerStep(now, core.ReasonOfKind(kind), why)
 }
 
 // criticalNobody is the rate-limited `critical` event when the watermark
@@ -79,10 +45,9 @@ func (l *loop) stepKind(now time.Time, kind, why string) {
 // step lower.
 func (l *loop) criticalNobody(now time.Time, gpu string, shared bool) {
 	wm := l.pol.Watermark
-	if l.ratio < wm.Critical || (!l.rules.lastFloorAlarm.IsZero() && now.Sub(l.rules.lastFloorAlarm) < wm.Grace) {
+	if !l.core.Rules.FloorAlarm(now, l.ratio, wm) {
 		return
 	}
-	l.rules.lastFloorAlarm = now
 	detail := fmt.Sprintf("watermark %.2f >= critical %.2f at the last profile; nothing lower to step to", l.ratio, wm.Critical)
 	if shared {
 		detail = fmt.Sprintf("watermark %.2f >= critical %.2f and no tenant of shared GPU %s can step lower", l.ratio, wm.Critical, gpu)
@@ -101,38 +66,9 @@ func (l *loop) predicted(now time.Time) bool {
 
 // whyKind is the detail of a step decided by our own rules alone.
 func (l *loop) whyKind(kind string) string {
-	wm := l.pol.Watermark
-	switch kind {
-	case api.KindCritical:
-		return fmt.Sprintf("watermark %.2f >= critical %.2f %s after a step", l.ratio, wm.Critical, wm.Grace)
-	case api.KindUp:
-		return fmt.Sprintf("watermark %.2f < %.2f for %s", l.ratio, wm.Low, wm.RecoverAfter)
-	case api.KindPredicted:
-		return fmt.Sprintf("watermark %.2f rising: critical %.2f in %.1fs (lead %s)", l.ratio, wm.Critical, l.pace.fc.ETA.Seconds(), wm.Lead)
-	}
-	return fmt.Sprintf("watermark %.2f > %.2f", l.ratio, wm.High)
+	return core.ReasonOfKind(kind).Why(l.ratio, l.pol.Watermark, l.pace.fc.ETA.Seconds())
 }
 
-func kindReason(kind string) string {
-	switch kind {
-	case api.KindCritical:
-		return api.ReasonCritical
-	case api.KindPredicted:
-		return api.ReasonPredicted
-	case api.KindUp:
-		return api.ReasonRecovered
-	}
-	return api.ReasonWatermark
-}
+func kindReason(kind string) string { return string(core.ReasonOfKind(kind)) }
 
-func kindText(kind string) string {
-	switch kind {
-	case api.KindCritical:
-		return "critical restart one profile lower"
-	case api.KindPredicted:
-		return "predicted step down"
-	case api.KindUp:
-		return "step up"
-	}
-	return "step down"
-}
+func kindText(kind string) string { return core.ReasonOfKind(kind).Text() }

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // Config is what one instance supervises and where its files are.
@@ -87,7 +88,7 @@ type Deps struct {
 // (exitcode.NoFit) when no profile's needs fit: the free memory when
 // when_full = "exit", or the GPUs' whole memory (no profile can ever fit,
 // whatever when_full says). It is not exported: callers ask IsNoFit.
-var errNoFit = errors.New("no profile fits")
+var errNoFit = core.ErrNoFit
 
 // IsNoFit reports whether err means that no profile fit (exit 75).
 func IsNoFit(err error) bool { return errors.Is(err, errNoFit) }

@@ -75,7 +75,7 @@ func (l *loop) tryWake(r *sampleResult) {
 		}
 		l.wake.want = false
 		now := time.Now()
-		l.rules.stepped(now)
+		l.core.Rules.Stepped(now)
 		if l.changeProfile(to, api.ReasonRequest, why, nil) {
 			l.beganStarting(now) // the claim lasts until the woken server's memory settles
 		} else if l.shared.start.phase == startGranted {
@@ -160,7 +160,7 @@ func (l *loop) checkIdle(now time.Time) {
 	if now.Sub(last) < idle {
 		return
 	}
-	l.rules.stepped(now)
+	l.core.Rules.Stepped(now)
 	l.changeProfile(to, api.ReasonIdle, fmt.Sprintf("no request for %s", idle), nil)
 }
 

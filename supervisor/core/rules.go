@@ -1,4 +1,4 @@
-package supervisor
+package core
 
 import (
 	"time"
@@ -6,40 +6,56 @@ import (
 	"github.com/gpuguard/gpuguard/policy"
 )
 
-// verdict is what the watermark rules conclude from one sample.
-type verdict int
+// Verdict is what the watermark rules conclude from one sample.
+type Verdict int
 
 const (
-	holdSteady     verdict = iota
-	stepDownLive           // above high for sustain: one profile lower
-	restartLower           // still >= critical `grace` after a step: restart one lower
-	stepUpOne              // below low for recover_after: one profile higher
-	criticalAtLast         // >= critical at the last profile: log and count
-	// stepDownPredicted: at or above low, the trend has projected
+	Hold           Verdict = iota
+	StepDown               // above high for sustain: one profile lower
+	RestartLower           // still >= critical `grace` after a step: restart one lower
+	StepUp                 // below low for recover_after: one profile higher
+	CriticalAtLast         // >= critical at the last profile: log and count
+	// StepDownPredicted: at or above low, the trend has projected
 	// critical within lead for sustain: one profile lower, before high.
-	stepDownPredicted
+	StepDownPredicted
 )
 
-func (v verdict) String() string {
+func (v Verdict) String() string {
 	switch v {
-	case stepDownLive:
+	case StepDown:
 		return "step down"
-	case restartLower:
+	case RestartLower:
 		return "restart one profile lower"
-	case stepUpOne:
+	case StepUp:
 		return "step up"
-	case criticalAtLast:
+	case CriticalAtLast:
 		return "critical at the last profile"
-	case stepDownPredicted:
+	case StepDownPredicted:
 		return "step down (predicted)"
 	}
 	return "hold"
 }
 
-// watermarkRules is the pure state of the watermark rules: when the ratio
+// Reason is the reason of the step v asks for; "" when it asks for none
+// (Hold, CriticalAtLast).
+func (v Verdict) Reason() Reason {
+	switch v {
+	case StepDown:
+		return Watermark
+	case StepDownPredicted:
+		return Predicted
+	case RestartLower:
+		return Critical
+	case StepUp:
+		return Recovered
+	}
+	return ""
+}
+
+// Rules is the pure state of the watermark rules: when the ratio
 // crossed each threshold and when the last step happened. It sees only
 // (time, ratio, level) so every rule is one row of a table test.
-type watermarkRules struct {
+type Rules struct {
 	aboveHighSince time.Time // zero: not above high
 	belowLowSince  time.Time // zero: not below low
 	// predictedSince: at or above low with the trend projecting critical
@@ -48,17 +64,17 @@ type watermarkRules struct {
 	lastStep       time.Time // zero: no step yet
 	// criticalChecked: the critical check for the last step was done.
 	criticalChecked bool
-	// lastFloorAlarm rate-limits criticalAtLast to one per grace period.
+	// lastFloorAlarm rate-limits CriticalAtLast to one per grace period.
 	lastFloorAlarm time.Time
 }
 
-// observe feeds one sample and returns the verdict. predicted says the
+// Observe feeds one sample and returns the verdict. predicted says the
 // trend projects critical within lead (trend.Predicts: it is false when
 // lead is 0). level is the current profile's index and levels the
 // ladder's length. The caller reports every step it performs (or, in
-// observe mode, would have performed) through stepped, which restarts the
+// observe mode, would have performed) through Stepped, which restarts the
 // sustain timer and the grace period.
-func (w *watermarkRules) observe(now time.Time, ratio float64, predicted bool, wm policy.Watermark, level, levels int) verdict {
+func (w *Rules) Observe(now time.Time, ratio float64, predicted bool, wm policy.Watermark, level, levels int) Verdict {
 	if predicted && ratio >= wm.Low {
 		if w.predictedSince.IsZero() {
 			w.predictedSince = now
@@ -87,36 +103,36 @@ func (w *watermarkRules) observe(now time.Time, ratio float64, predicted bool, w
 	if !w.lastStep.IsZero() && !inGrace && !w.criticalChecked {
 		w.criticalChecked = true
 		if ratio >= wm.Critical && !last {
-			return restartLower
+			return RestartLower
 		}
 	}
 	if inGrace {
-		return holdSteady
+		return Hold
 	}
 	if !w.aboveHighSince.IsZero() && now.Sub(w.aboveHighSince) >= wm.Sustain {
 		if !last {
-			return stepDownLive
+			return StepDown
 		}
 		if ratio >= wm.Critical && (w.lastFloorAlarm.IsZero() || now.Sub(w.lastFloorAlarm) >= wm.Grace) {
 			w.lastFloorAlarm = now
-			return criticalAtLast
+			return CriticalAtLast
 		}
-		return holdSteady
+		return Hold
 	}
 	// A step before high: the same cadence, never at the last profile
 	// (nothing lower, and the critical alarm there needs the level).
 	if !w.predictedSince.IsZero() && now.Sub(w.predictedSince) >= wm.Sustain && !last {
-		return stepDownPredicted
+		return StepDownPredicted
 	}
 	if wm.RecoverAfter > 0 && level > 0 && !w.belowLowSince.IsZero() && now.Sub(w.belowLowSince) >= wm.RecoverAfter {
-		return stepUpOne
+		return StepUp
 	}
-	return holdSteady
+	return Hold
 }
 
-// stepped records a step at now (taken, or only logged in observe mode):
+// Stepped records a step at now (taken, or only logged in observe mode):
 // the sustain and recovery timers restart and the grace period begins.
-func (w *watermarkRules) stepped(now time.Time) {
+func (w *Rules) Stepped(now time.Time) {
 	w.lastStep = now
 	w.criticalChecked = false
 	w.aboveHighSince = time.Time{}
@@ -124,24 +140,35 @@ func (w *watermarkRules) stepped(now time.Time) {
 	w.predictedSince = time.Time{}
 }
 
-// gap records a missing sample: the ratio was not seen, so neither "above
+// Gap records a missing sample: the ratio was not seen, so neither "above
 // high since" nor "below low since" can be vouched for, and a step needs
 // `sustain` (or `recover_after`) of fresh data again. The grace period
 // after a step runs on: it counts from the step, not from samples.
-func (w *watermarkRules) gap() {
+func (w *Rules) Gap() {
 	w.aboveHighSince = time.Time{}
 	w.belowLowSince = time.Time{}
 	w.predictedSince = time.Time{}
 }
 
-// reset forgets everything, for a new child.
-func (w *watermarkRules) reset() {
-	*w = watermarkRules{}
+// Reset forgets everything, for a new child.
+func (w *Rules) Reset() {
+	*w = Rules{}
 }
 
-// stepPending reports whether a step-down is on its way: the ratio is above
+// StepPending reports whether a step-down is on its way: the ratio is above
 // high, or a predicted step is building up, and only the sustain timer or
 // the grace period holds it back. Admission refuses GPU leases meanwhile.
-func (w *watermarkRules) stepPending() bool {
+func (w *Rules) StepPending() bool {
 	return !w.aboveHighSince.IsZero() || !w.predictedSince.IsZero()
+}
+
+// FloorAlarm reports whether a critical alarm at the last profile (or on
+// a shared GPU no tenant can step lower on) is due at now, and records it
+// when it is: at most one per grace period.
+func (w *Rules) FloorAlarm(now time.Time, ratio float64, wm policy.Watermark) bool {
+	if ratio < wm.Critical || (!w.lastFloorAlarm.IsZero() && now.Sub(w.lastFloorAlarm) < wm.Grace) {
+		return false
+	}
+	w.lastFloorAlarm = now
+	return true
 }

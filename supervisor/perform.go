@@ -1,0 +1,124 @@
+package supervisor
+
+import (
+	"fmt"
+
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/exitcode"
+	"github.com/gpuguard/gpuguard/supervisor/core"
+)
+
+// decide feeds one input to the decision core and returns what to do.
+// The core sees the loop's policy, level and mode as they are now.
+func (l *loop) decide(in core.Input) []core.Effect {
+	l.core.Policy, l.core.Level, l.core.Observe = l.pol, l.level, l.cfg.Observe
+	var effs []core.Effect
+	l.core, effs = core.Decide(l.core, in)
+	return effs
+}
+
+// doAll performs effs in order; reply is the request's, if any.
+func (l *loop) doAll(effs []core.Effect, reply chan response) {
+	for _, e := range effs {
+		l.do(e, reply)
+	}
+}
+
+// do performs one effect of the core.
+func (l *loop) do(e core.Effect, reply chan response) {
+	switch e := e.(type) {
+	case core.Step:
+		l.performStep(e, reply)
+	case core.Journal:
+		l.emit(e.Event)
+	case core.Log:
+		l.deps.Logf("%s", e.Text)
+	case core.Reply:
+		reply <- response{err: e.Err}
+	case core.NoteFit:
+		l.noteFit(e.Fit, e.Outcome)
+	case core.Launch:
+		l.launchFit(e.Level, e.Fit, e.Outcome)
+	case core.Wait:
+		// Told once per wait.
+		l.shared.endStarting("")
+		if !l.waitNoted {
+			l.waitNoted = true
+			l.noteFit(e.Fit, "no profile fits; waiting for memory")
+			l.deps.Logf("no profile fits the free GPU memory (%s); waiting", e.Free)
+			l.emit(api.Event{Event: api.EventWaiting, Detail: e.Free})
+		}
+	case core.Finish:
+		l.state = e.State
+		l.finish(exitCode(e), e.Err)
+	case core.Restart:
+		l.restarts++
+		l.lastExit = string(e.Kind)
+		l.emit(api.Event{Event: api.EventRestart, Reason: string(e.Kind), From: l.pol.Profiles[l.level].Name,
+			To: l.pol.Profiles[e.To].Name, FromLevel: ptr(l.level), ToLevel: ptr(e.To),
+			Restarts: l.restarts, Status: ptr(e.Status), Detail: e.Evidence})
+	case core.Relaunch:
+		l.restartAfter(e.Delay, e.Level, l.release)
+	case core.BeginStop:
+		if e.TakeOver {
+			// gpuguard was stopping the child for a lost GPU; the
+			// operator's stop takes over, and the exit is the child's.
+			l.health.lostErr = nil
+		} else {
+			l.stopping = true
+			l.state = api.StateStopping
+		}
+		l.stopSig = e.Sig
+	case core.AnnounceStop:
+		l.notifyStopping()
+		l.failPlan()
+	case core.StopChild:
+		l.stopChild(e.Sig)
+	case core.Kill:
+		_ = l.child.Kill()
+	default:
+		panic(fmt.Sprintf("supervisor: effect %T not performed", e))
+	}
+}
+
+// performStep takes a step the core decided. A critical restart always
+// happens; a live change that cannot write its state file does not (and
+// a manual restart is refused first when the state file cannot be
+// written, as the restarted child would not find it): the core is told,
+// and forgets the step.
+func (l *loop) performStep(s core.Step, reply chan response) {
+	reason := string(s.Reason)
+	if s.Restart {
+		l.emitStep(s.Event, s.To, reason, s.Why)
+		l.beginRestart(s.To, reason, nil)
+		return
+	}
+	if s.Manual && !l.pol.Profiles[s.To].Live {
+		if err := l.stateWritable(); err != nil {
+			reply <- response{err: err}
+			l.decide(core.NotTaken{})
+			return
+		}
+	}
+	if !s.Manual {
+		reply = nil
+	}
+	if !l.changeProfile(s.To, reason, s.Why, reply) {
+		l.decide(core.NotTaken{}) // the next sample tries again
+	}
+}
+
+// exitCode is the exit status of a run that ends as f says.
+func exitCode(f core.Finish) int {
+	switch f.End {
+	case core.EndOK:
+		return exitcode.OK
+	case core.EndNoFit:
+		return exitcode.NoFit
+	case core.EndFailure:
+		return exitcode.Failure
+	case core.EndSignal:
+		return exitcode.Signaled(f.Status)
+	}
+	return f.Status
+}
