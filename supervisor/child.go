@@ -3,6 +3,8 @@ package supervisor
 import (
 	"syscall"
 	"time"
+
+	"github.com/gpuguard/gpuguard/gpu"
 )
 
 // history is what the loop remembers of the children so far: how many it
@@ -51,4 +53,24 @@ func (c *childRun) childDone() <-chan struct{} {
 		return nil
 	}
 	return c.child.Done()
+}
+
+// childLife is the child's lifecycle: the children so far, the one that
+// runs, a stop under way, the wait before the next start, and how Run
+// ends. Each part is a type of its own; the loop embeds them together.
+type childLife struct {
+	history
+	childRun
+	stopRun
+	startWait
+	ending
+}
+
+// latest is the newest good reading and its watermark ratio, kept for
+// what reads them between samples (status, admission, the front door, a
+// manual step's fit); the decisions take them as arguments (core inputs).
+type latest struct {
+	haveSample bool
+	lastSample gpu.Sample
+	ratio      float64
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor/core"
 )
@@ -29,31 +28,16 @@ type loop struct {
 
 	ledger    *admission.Ledger
 	plan      *restartPlan // a restart gpuguard asked for is under way, until the next start
-	history                // children launched and restarted, and how the last one ended (child.go)
-	childRun               // the child that runs now (child.go)
-	stopRun                // a stop under way (lifecycle.go)
-	startWait              // the wait before the next start (lifecycle.go)
+	childLife              // the child's lifecycle: the children so far, the one running, a stop, the next start, the end (child.go)
 	stateFile              // the state file's seq and its failing writes (statewrite.go)
 	fitTeller              // the start-up line and the newest fit, told once (fit.go)
-	ending                 // how Run ends, once it has (lifecycle.go)
 
 	pending []chan response
 
-	pace       pacer       // sampling and its adaptive period (sense.go)
-	health     probeHealth // a run of failed probe calls (probehealth.go)
-	out        reporter    // events and the status line, outward (reporter.go)
-	haveSample bool
-	lastSample gpu.Sample
-	ratio      float64
-
-	faults gpuFaults     // Xid events and the GPUs they left faulted
-	minute minuteSummary // the watermark samples of this minute, for its record
+	rooms  // the rooms around the loop, one job each (rooms.go)
+	latest // the newest good reading and its watermark, for status, admission and the door (child.go)
 
 	shared sharedState // agreeing with the other tenants of shared GPUs
-	door   doorLink    // the front door (door.go)
-	acts   actionState // server actions (actions.go)
-	wake   wakeState   // waking on request, sleeping when idle (wake.go)
-
 }
 
 // restartPlan is a restart that gpuguard itself started (a step into a
@@ -91,10 +75,11 @@ func newLoop(s *Supervisor) *loop {
 	cfg.Policy = nil // the loop reads pol, which a reload replaces
 	return &loop{
 		s: s, cfg: cfg, deps: s.deps, pol: s.pol.Load(),
-		state: api.StateStarting, level: s.cfg.StartLevel, startWait: startWait{target: s.cfg.StartLevel},
-		history: history{lastExit: "none"}, ledger: s.ledger, shared: newShared(s.deps.Coordinator, s.deps.Logf, &s.starting), door: doorLink{d: s.deps.Door},
-		pace: newPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval),
-		out:  newReporter(s.cfg.Name, s.deps.Observers, s.deps.Notifier),
+		state: api.StateStarting, level: s.cfg.StartLevel,
+		childLife: childLife{history: history{lastExit: "none"}, startWait: startWait{target: s.cfg.StartLevel}},
+		ledger:    s.ledger, shared: newShared(s.deps.Coordinator, s.deps.Logf, &s.starting),
+		rooms: rooms{door: doorLink{d: s.deps.Door}, pace: newPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval),
+			out: newReporter(s.cfg.Name, s.deps.Observers, s.deps.Notifier)},
 	}
 }
 
