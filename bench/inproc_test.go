@@ -64,11 +64,9 @@ func runInProcess(b *testing.B, s *sandbox, name, policyText string, command []s
 	m := metrics.New(name, func() api.Status { return sup.Status() })
 	coord := tenants.New(tenants.Options{RuntimeDir: s.runDir, Name: name, Logf: b.Logf})
 	b.Cleanup(func() { coord.Close() })
-	stateWriter := statefile.NewWriter()
-	b.Cleanup(func() { stateWriter.Close() })
 	deps := supervisor.Deps{
 		Probe: probe, Launcher: launcher{}, Owned: proc.Descendants,
-		WriteState: stateWriter.Write, RotateCheckpoint: checkpoint.Rotate,
+		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Publisher: srv, Meter: m,
 		Coordinator: coord,
 	}

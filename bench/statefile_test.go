@@ -15,15 +15,8 @@ import (
 // launches every child, so its latency adds to detection and restart
 // latency.
 //
-//   - write: statefile.Write: a new temp file, the write, the rename
-//     (which frees the replaced file's inode).
-//   - writer: a statefile.Writer, as `run` uses: each write uses the temp
-//     file prepared after the last one, and renames it over a file that a
-//     hidden link still holds.
-//
-// Writes are 10 ms apart in both, as writes come (a step or a restart is
-// never closer to the last write than a child's start), and so that a
-// Writer's write does not wait for the preparation after the last.
+// It is statefile.Write: a new temp file, the write, the rename (which
+// frees the replaced file's inode). Writes are 10 ms apart, as writes come.
 func BenchmarkStateFileWrite(b *testing.B) {
 	st := api.ProfileState{Seq: 1, Level: 1, Profile: "int8",
 		Env: map[string]string{"DTYPE": "int8", "MAX_BATCH": "16"}, Reason: "watermark 0.93 > 0.90"}
@@ -44,9 +37,4 @@ func BenchmarkStateFileWrite(b *testing.B) {
 		stats(b, "", "ms", ds)
 	}
 	b.Run("write", func(b *testing.B) { run(b, statefile.Write, 10*time.Millisecond) })
-	b.Run("writer", func(b *testing.B) {
-		w := statefile.NewWriter()
-		defer w.Close()
-		run(b, w.Write, 10*time.Millisecond)
-	})
 }

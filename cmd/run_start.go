@@ -135,9 +135,6 @@ func runRun(o *RunOptions) error {
 	g.Hold(launch.Close)
 
 	ckpt := r.pol.Checkpoint.Resolve(r.stateDir)
-	// It prepares each state file write after the last one (statefile.Writer).
-	stateWriter := statefile.NewWriter()
-	g.Hold(func() { _ = stateWriter.Close() })
 	notifier := sdnotify.New(o.IO.Getenv)
 	cfg := supervisor.Config{
 		Name: r.name, Policy: r.pol, Command: r.command, Observe: o.Observe, StartLevel: r.startLevel,
@@ -164,7 +161,7 @@ func runRun(o *RunOptions) error {
 	g.Hold(func() { _ = taskStore.Close() })
 	sup, err = supervisor.New(cfg, supervisor.Deps{
 		Probe: probe, Launcher: launch, Owned: proc.Descendants,
-		WriteState: stateWriter.Write, RotateCheckpoint: checkpoint.Rotate,
+		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
 		Faults: faults, Coordinator: coord, Door: door.Dep(), Tasks: taskStore, Replayer: door.Replayer(),
 		Actions:  newActionCaller(),
