@@ -67,11 +67,18 @@ func TestIdleSleepAndWakeOnRequest(t *testing.T) {
 // serving profile does not fit beside a neighbour's memory does not wake
 // it (the wake would be an OOM): the request waits, and gets 503 after
 // [serve] hold; once the neighbour's memory is gone, the next request
-// wakes the instance and is answered.
+// wakes the instance and is answered. The profile's needs are stated, or
+// (without needs) what the server used while it served: 4 GiB either way.
 func TestWakeWaitsForRoomThen503(t *testing.T) {
+	for _, tt := range []struct{ name, needs string }{{"stated", "\nneeds = \"4GiB\""}, {"measured", ""}} {
+		t.Run(tt.name, func(t *testing.T) { testWakeWaitsForRoom(t, tt.needs) })
+	}
+}
+
+func testWakeWaitsForRoom(t *testing.T, needs string) {
 	s := startSleepRunEdited(t, "vllm_fake.py", vllmActions("60s"), func(p string) string {
 		p = strings.Replace(p, `hold     = "60s"`, `hold     = "2s"`, 1)
-		return strings.Replace(p, "name = \"awake\"\nlive = true", "name = \"awake\"\nlive = true\nneeds = \"4GiB\"", 1)
+		return strings.Replace(p, "name = \"awake\"\nlive = true", "name = \"awake\"\nlive = true"+needs, 1)
 	}, "VLLM_SERVER_DEV_MODE=1")
 	if code, out, stderr := s.e.run([]string{"step", "sleepy", "down", "--runtime-dir", s.e.runDir}); code != 0 || strings.TrimSpace(out) != "asleep" {
 		t.Fatalf("step down: exit %d %q %s", code, out, stderr)

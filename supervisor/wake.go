@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // Requested is the front door's report of a request's arrival; held says
@@ -29,6 +30,10 @@ type wakeState struct {
 	// awake is when the server last became able to serve (its first
 	// healthy answer, or a wake by a live change), for the idle rule.
 	awake time.Time
+	// served is what the child's processes used at the newest sample while
+	// it served (0: not known), the needs of a wake into a serving profile
+	// that states none (core.WakeFit).
+	served uint64
 }
 
 // onWanted takes a held request's wish to wake the server.
@@ -64,7 +69,7 @@ func (l *loop) tryWake(r *sampleResult) {
 		l.wake.want = false
 		l.wakeStopped(to, api.ReasonRequest, why, nil)
 	case l.child != nil && l.state == api.StateAsleep && !l.acts.acting() && l.plan == nil && !l.stopping:
-		if fit := l.stepFit(to); fit != "" {
+		if fit := l.wakeFit(to); fit != "" {
 			if l.shared.start.phase == startGranted {
 				l.shared.endStarting("") // the claim's fresh sample says it does not fit
 			}
@@ -166,6 +171,32 @@ func (l *loop) checkIdle(now time.Time) {
 
 // wakeSample runs the wake and idle rules after each sample r.
 func (l *loop) wakeSample(now time.Time, r sampleResult) {
+	l.noteServed(r)
 	l.tryWake(&r)
 	l.checkIdle(now)
+}
+
+// noteServed keeps what the child's processes use while it serves, for a
+// later wake's fit (wakeFit).
+func (l *loop) noteServed(r sampleResult) {
+	if r.err != nil || r.sample.ProcessesAt.IsZero() || l.child == nil || l.state != api.StateRunning ||
+		l.acts.acting() || !l.pol.Profiles[l.level].Serving() {
+		return
+	}
+	var used uint64
+	for _, p := range r.sample.Processes {
+		if l.childTree[p.PID] {
+			used += p.Used
+		}
+	}
+	l.wake.served = used
+}
+
+// wakeFit is stepFit for a wake: see core.WakeFit.
+func (l *loop) wakeFit(to int) string {
+	var r *core.Reading
+	if l.haveSample && !l.health.down() {
+		r = reading(l.lastSample)
+	}
+	return core.WakeFit(l.pol, l.level, to, r, l.childTree, l.wake.served)
 }

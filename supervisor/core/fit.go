@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gpuguard/gpuguard/api"
@@ -144,6 +145,23 @@ func StepFit(pol *policy.Policy, level, to int, r *Reading, tree map[int]bool) s
 			pol.Watermark.High, policy.FormatSize(used), policy.FormatSize(limit))
 	}
 	return ""
+}
+
+// WakeFit is StepFit for a wake out of a serving = false profile. A
+// serving profile without `needs` is taken to need served, what the
+// server's processes used the last time it served: without it, a wake on
+// request into a GPU still as full as when the server went to sleep would
+// always "fit", and the server would wake into the pressure that put it to
+// sleep, and be put back to sleep, over and over. served = 0 (not known:
+// the backend lists no processes) is judged as StepFit does.
+func WakeFit(pol *policy.Policy, level, to int, r *Reading, tree map[int]bool, served uint64) string {
+	if pol.Profiles[to].Needs > 0 || served == 0 {
+		return StepFit(pol, level, to, r, tree)
+	}
+	p := *pol
+	p.Profiles = slices.Clone(pol.Profiles)
+	p.Profiles[to].Needs = served
+	return StepFit(&p, level, to, r, tree)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -75,3 +75,40 @@ func TestJudgeFit(t *testing.T) {
 		})
 	}
 }
+
+// TestWakeFit: a wake into a profile with needs is judged as any step; a
+// serving profile without needs is taken to need what the server used when
+// it last served, so a GPU still as full as when it went to sleep keeps it
+// asleep; without that figure it is judged as any step (it fits).
+func TestWakeFit(t *testing.T) {
+	pol := testPolicy()
+	pol.Profiles = append(pol.Profiles, policy.Profile{Name: "asleep", NotServing: true, Live: true})
+	tree := map[int]bool{7: true}
+	at := time.Unix(1, 0)
+	// The asleep server holds 256 MiB; a neighbour 11 GiB: 1.15 GiB left under high.
+	full := &Reading{Devices: []Device{{Index: 0, Used: 11*gib + 256<<20, Total: 16 * gib}},
+		Processes: []Process{{PID: 7, Device: 0, Used: 256 << 20}}, ProcessesAt: at}
+	roomy := &Reading{Devices: []Device{{Index: 0, Used: 256 << 20, Total: 16 * gib}},
+		Processes: []Process{{PID: 7, Device: 0, Used: 256 << 20}}, ProcessesAt: at}
+	for _, tt := range []struct {
+		name   string
+		to     int
+		r      *Reading
+		served uint64
+		fits   bool
+	}{
+		{"no needs, served 4 GiB, GPU full", 2, full, 4 * gib, false},
+		{"no needs, served 4 GiB, room", 2, roomy, 4 * gib, true},
+		{"no needs, served unknown", 2, full, 0, true},
+		{"needs 6 GiB stated, GPU full", 1, full, gib, false},
+		{"needs 6 GiB stated, room", 1, roomy, 40 * gib, true},
+	} {
+		why := WakeFit(pol, 3, tt.to, tt.r, tree, tt.served)
+		if (why == "") != tt.fits {
+			t.Errorf("%s: WakeFit = %q, want fits=%v", tt.name, why, tt.fits)
+		}
+	}
+	if pol.Profiles[2].Needs != 0 {
+		t.Error("WakeFit changed the policy's profile")
+	}
+}
