@@ -38,28 +38,42 @@ type startState struct {
 }
 
 // startClaimed reports whether the start may go ahead with sample r; if
-// not, it has asked the coordinator (or is waiting for its answer).
+// not, it has asked the coordinator (or is waiting for its answer). With
+// when_full = "wait" nothing is claimed while no profile fits: tryStart
+// waits for memory, and claims once something fits.
 func (l *loop) startClaimed(r sampleResult) bool {
+	return l.claimGate(&r, func() bool {
+		if r.err != nil || l.pol.Restart.WhenFull != policy.WhenFullWait {
+			return true
+		}
+		_, ok := core.PickProfile(l.pol, l.target, devices(r.sample.Devices))
+		return ok
+	})
+}
+
+// claimGate is the one-start-at-a-time gate of a start or a live wake
+// (wakeClaimed), with sample r (nil: between samples). It reports whether
+// that may go ahead: without a coordinator or a known GPU, at once; else
+// once the claim is granted and r was taken after the grant, so that the
+// fit is judged on what the last starter really uses. Otherwise it has
+// asked the coordinator (when worth says a claim is worth holding), or
+// waits for its answer or for a fresh sample.
+func (l *loop) claimGate(r *sampleResult, worth func() bool) bool {
 	st := &l.shared.start
 	switch {
 	case l.shared.c == nil:
 		return true
 	case st.phase == startClaiming:
 		return false
-	case st.phase == startGranted && r.due.Before(st.granted):
+	case st.phase == startGranted && (r == nil || r.due.Before(st.granted)):
 		l.pace.sampleNow()
 		return false
 	case st.phase != startIdle:
 		return true
 	}
 	gpus := l.watchedUUIDs()
-	if len(gpus) == 0 {
+	if len(gpus) == 0 || !worth() {
 		return true // no GPU known: nothing to agree on
-	}
-	if r.err == nil && l.pol.Restart.WhenFull == policy.WhenFullWait {
-		if _, ok := core.PickProfile(l.pol, l.target, devices(r.sample.Devices)); !ok {
-			return true // tryStart waits for memory; claim once something fits
-		}
 	}
 	l.shared.claimStart(l.ctx, l.s.done, gpus, l.pol.Watch.Settle)
 	return false

@@ -96,27 +96,7 @@ func (l *loop) tryWake(r *sampleResult) {
 // taken after the grant, as a start's is. Without a coordinator, or with
 // no GPU known yet, there is nothing to agree on.
 func (l *loop) wakeClaimed(r *sampleResult) bool {
-	st := &l.shared.start
-	switch {
-	case l.shared.c == nil:
-		return true
-	case st.phase == startClaiming:
-		return false
-	case st.phase == startGranted:
-		if r == nil || r.due.Before(st.granted) {
-			l.pace.sampleNow()
-			return false
-		}
-		return true
-	case st.phase != startIdle:
-		return true
-	}
-	gpus := l.watchedUUIDs()
-	if len(gpus) == 0 {
-		return true
-	}
-	l.shared.claimStart(l.ctx, l.s.done, gpus, l.pol.Watch.Settle)
-	return false
+	return l.claimGate(r, func() bool { return true })
 }
 
 // nearestServing is the serving profile of ps closest above level (every
