@@ -11,47 +11,17 @@ import (
 // of a crashed write rather than a write in progress.
 const staleAfter = time.Minute
 
-// replaceWith atomically replaces path with a 0600 file holding data. It
-// writes into spare, a temp file made for path beforehand (see Writer),
-// when spare is still the file of its name; else, and when spare is nil,
-// into a new temp file. spare is closed either way.
-func replaceWith(spare *os.File, path string, data []byte) error {
-	if spare != nil {
-		if ok := stillNamed(spare); !ok {
-			spare.Close()
-			os.Remove(spare.Name())
-			spare = nil
-		}
-	}
-	if spare == nil {
-		dir, prefix := filepath.Dir(path), tempPrefix(path)
-		removeStale(dir, prefix)
-		// CreateTemp makes the file 0600 and exclusive; a dot name keeps it
-		// out of globs. The same directory makes the rename atomic.
-		f, err := os.CreateTemp(dir, prefix+"*")
-		if err != nil {
-			return err
-		}
-		spare = f
-	}
-	return writeRename(spare, path, data)
-}
-
-// stillNamed reports whether f's name still leads to f itself (not removed
-// by someone, nor replaced by a link to somewhere else), so that renaming
-// the name puts f's content in place.
-func stillNamed(f *os.File) bool {
-	fi, err := f.Stat()
+// replace atomically replaces path with a 0600 file holding data.
+func replace(path string, data []byte) (err error) {
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	prefix := "." + base + ".tmp-"
+	removeStale(dir, prefix)
+	// CreateTemp makes the file 0600 and exclusive; a dot name keeps it
+	// out of globs. The same directory makes the rename atomic.
+	f, err := os.CreateTemp(dir, prefix+"*")
 	if err != nil {
-		return false
+		return err
 	}
-	li, err := os.Lstat(f.Name())
-	return err == nil && os.SameFile(fi, li)
-}
-
-// writeRename writes data into f, closes it and renames it to path. On
-// failure f is removed.
-func writeRename(f *os.File, path string, data []byte) (err error) {
 	defer func() {
 		if err != nil {
 			f.Close()
@@ -70,9 +40,6 @@ func writeRename(f *os.File, path string, data []byte) (err error) {
 	}
 	return os.Rename(f.Name(), path)
 }
-
-// tempPrefix is the name prefix of path's temp files.
-func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp-" }
 
 // removeStale removes temp files that crashed writes left behind, so they
 // do not pile up in the state dir. Only old ones: a fresh one may belong to

@@ -14,27 +14,18 @@ import (
 // marks socket events, is not written, and a nil Env is written as {} so
 // readers always find an object. The directory must exist.
 func Write(path string, st api.ProfileState) error {
-	data, err := encode(st)
-	if err != nil {
-		return err
-	}
-	if err := replaceWith(nil, path, data); err != nil {
-		return fmt.Errorf("writing state file: %w", err)
-	}
-	return nil
-}
-
-// encode is the file's content for st: one JSON line.
-func encode(st api.ProfileState) ([]byte, error) {
 	st.Type = ""
 	if st.Env == nil {
 		st.Env = map[string]string{}
 	}
 	data, err := jsonline.Marshal(st)
 	if err != nil {
-		return nil, fmt.Errorf("encoding state: %w", err)
+		return fmt.Errorf("encoding state: %w", err)
 	}
-	return append(data, '\n'), nil
+	if err := replace(path, append(data, '\n')); err != nil {
+		return fmt.Errorf("writing state file: %w", err)
+	}
+	return nil
 }
 
 // Read reads the state file at path. A missing file is an error matching
