@@ -46,14 +46,7 @@ leave = [{ path = "/wake_up" }]
 
 // tenantEvents are the journal lines of event name in a tenant's state dir.
 func tenantEvents(e *env, tenant, name string) []string {
-	b, _ := os.ReadFile(filepath.Join(e.stateDir, tenant, "events.jsonl"))
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.Contains(l, `"event":"`+name+`"`) && strings.HasSuffix(l, "}") {
-			out = append(out, l)
-		}
-	}
-	return out
+	return journalEvents(filepath.Join(e.stateDir, tenant, "events.jsonl"), name)
 }
 
 // TestSleepingTenantSparesTheLLM: an embedder (priority -10) that can
@@ -63,13 +56,7 @@ func tenantEvents(e *env, tenant, name string) []string {
 // and the LLM does not step at all; it journals the embedder's step as a
 // yield.
 func TestSleepingTenantSparesTheLLM(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		t.Skip("python3 is not installed")
-	}
-	fake, err := filepath.Abs("testdata/vllm_fake.py")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fake := fakeServer(t, "vllm_fake.py")
 	e := newEnv(t)
 	door, child := freeLoopbackAddr(t), freeLoopbackAddr(t)
 	_, port, _ := net.SplitHostPort(child)

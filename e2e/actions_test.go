@@ -80,20 +80,28 @@ type sleepRun struct {
 
 func startSleepRun(t *testing.T, script, actions string, env ...string) *sleepRun {
 	t.Helper()
+	return startSleepRunEdited(t, script, actions, func(p string) string { return p }, env...)
+}
+
+// fakeServer is the absolute path of testdata's fake server script; the
+// test is skipped where python3 is not installed.
+func fakeServer(t *testing.T, script string) string {
+	t.Helper()
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("python3 is not installed")
 	}
-	return startSleepRunEdited(t, script, actions, func(p string) string { return p }, env...)
+	fake, err := filepath.Abs("testdata/" + script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fake
 }
 
 // startSleepRunEdited is startSleepRun with sleepPolicy passed through
 // edit once it is filled in.
 func startSleepRunEdited(t *testing.T, script, actions string, edit func(string) string, env ...string) *sleepRun {
 	t.Helper()
-	fake, err := filepath.Abs("testdata/" + script)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fake := fakeServer(t, script)
 	e := newEnv(t)
 	s := &sleepRun{e: e, door: freeLoopbackAddr(t), child: freeLoopbackAddr(t), metricsAt: freeLoopbackAddr(t)}
 	health := "/health"
@@ -285,13 +293,7 @@ serving = false
 // asleep, its memory gone from the sim GPU); a request through the door
 // starts it again, and is answered.
 func TestStopAndStartOnRequest(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		t.Skip("python3 is not installed")
-	}
-	fake, err := filepath.Abs("testdata/vllm_fake.py")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fake := fakeServer(t, "vllm_fake.py")
 	e := newEnv(t)
 	s := &sleepRun{e: e, door: freeLoopbackAddr(t), child: freeLoopbackAddr(t)}
 	pol := e.policy(fmt.Sprintf(stopPolicy, s.door, s.child))

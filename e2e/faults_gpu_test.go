@@ -39,7 +39,12 @@ func breakSimGPU(t *testing.T, e *env) (repair func()) {
 // events returns the journal's events named name (the journal may be
 // mid-write: an incomplete last line is skipped).
 func events(e *env, name string) []string {
-	b, _ := os.ReadFile(filepath.Join(e.stateDir, "events.jsonl"))
+	return journalEvents(filepath.Join(e.stateDir, "events.jsonl"), name)
+}
+
+// journalEvents are the complete lines of event name in the journal at path.
+func journalEvents(path, name string) []string {
+	b, _ := os.ReadFile(path)
 	var out []string
 	for _, l := range strings.Split(string(b), "\n") {
 		if strings.Contains(l, `"event":"`+name+`"`) && strings.HasSuffix(l, "}") {
