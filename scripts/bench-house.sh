@@ -20,13 +20,9 @@ export PATH="$PATH:/usr/local/go/bin"
 # shellcheck source=scripts/benchlib.sh
 . scripts/benchlib.sh
 
-out=${1:-$(mktemp -d)}
-mkdir -p "$out"
-raw="$out/house.txt"
-: >"$raw"
+open_raw house.txt "${1:-}"
 {
-  echo "date:    $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "commit:  $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (working tree differs)')"
+  run_facts
   echo "binary:  ${GPUGUARD_BENCH_BIN:-built from this tree}"
   echo "tmpdir:  ${TMPDIR:-/tmp} ($(stat -f -c %T "${TMPDIR:-/tmp}"))"
   echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (start)"

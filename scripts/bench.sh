@@ -16,14 +16,10 @@ export PATH="$PATH:/usr/local/go/bin"
 # shellcheck source=scripts/benchlib.sh
 . scripts/benchlib.sh
 
-out=${1:-$(mktemp -d)}
-mkdir -p "$out"
-raw="$out/bench.txt"
-: >"$raw"
+open_raw bench.txt "${1:-}"
 
 {
-  echo "date:    $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "commit:  $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (working tree differs)')"
+  run_facts
   echo "machine: $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(uname -r)"
   echo "go:      $(go version | cut -d' ' -f3)"
   echo "load:    $(cut -d' ' -f1-3 /proc/loadavg)"

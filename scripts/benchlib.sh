@@ -2,6 +2,21 @@
 # reading figures out of `go test -bench` output in $raw and printing them
 # next to their targets.
 
+# open_raw FILE [OUTDIR]: sets raw to OUTDIR/FILE (OUTDIR: a temp dir by
+# default), emptied.
+open_raw() {
+  local out=${2:-$(mktemp -d)}
+  mkdir -p "$out"
+  raw="$out/$1"
+  : >"$raw"
+}
+
+# run_facts: the date and the commit measured, one line each.
+run_facts() {
+  echo "date:    $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "commit:  $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (working tree differs)')"
+}
+
 # metric BENCH UNIT: the value of UNIT on the first line of BENCH (the name
 # without the -GOMAXPROCS suffix).
 metric() {
