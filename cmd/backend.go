@@ -3,14 +3,20 @@ package cmd
 import (
 	"strings"
 
-	"github.com/gpuguard/gpuguard/backends"
+	probeopen "github.com/gpuguard/gpuguard/backends/open"
+	"github.com/gpuguard/gpuguard/policy"
 )
 
 // checkBackend is the usage error for a --backend value not in the table
-// (backends.Table; the openers are backends/open's).
+// (backends/open's Table).
 func checkBackend(name string) error {
-	if _, ok := backends.Lookup(name); !ok {
-		return exitf(ExitUsage, "--backend %q: want one of %s", name, strings.Join(backends.Names(), ", "))
+	if _, ok := probeopen.Lookup(name); !ok {
+		return exitf(ExitUsage, "--backend %q: want one of %s", name, strings.Join(probeopen.Names(), ", "))
 	}
 	return nil
 }
+
+// knownBackends is the option every policy read in cmd passes: [watch]
+// backend takes the names of the backend table, the same list as
+// --backend.
+func knownBackends() policy.Option { return policy.Backends(probeopen.Names()...) }

@@ -6,19 +6,19 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuguard/gpuguard/backends"
+	probeopen "github.com/gpuguard/gpuguard/backends/open"
 )
 
 // TestBackendFlagsFromTable: run and status accept exactly the table's
 // names, and their help lists them and the visible-devices variables.
 func TestBackendFlagsFromTable(t *testing.T) {
-	for _, name := range backends.Names() {
+	for _, name := range probeopen.Names() {
 		if err := checkBackend(name); err != nil {
 			t.Errorf("checkBackend(%q): %v", name, err)
 		}
 	}
 	err := checkBackend("cuda")
-	if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), strings.Join(backends.Names(), ", ")) {
+	if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), strings.Join(probeopen.Names(), ", ")) {
 		t.Errorf("checkBackend(cuda): %v (exit %d), want a usage error listing the backends", err, exitCode(err))
 	}
 	for _, c := range []*cobra.Command{NewCmdRun(&IO{}, nil), NewCmdStatus(&IO{}, nil)} {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuguard/gpuguard/backends"
+	probeopen "github.com/gpuguard/gpuguard/backends/open"
 	"github.com/gpuguard/gpuguard/control"
 	"github.com/gpuguard/gpuguard/paths"
 )
@@ -53,7 +53,7 @@ func addCompletions(root *cobra.Command, stdio *IO) {
 			}
 		}
 		if c.Flags().Lookup("backend") != nil {
-			_ = c.RegisterFlagCompletionFunc("backend", cobra.FixedCompletions(backends.Names(), cobra.ShellCompDirectiveNoFileComp))
+			_ = c.RegisterFlagCompletionFunc("backend", cobra.FixedCompletions(probeopen.Names(), cobra.ShellCompDirectiveNoFileComp))
 		}
 	}
 }

@@ -84,7 +84,7 @@ func runPolicyCheck(stdio *IO, o policyCheckOptions) error {
 	if o.SimDevices < 1 {
 		return exitf(ExitUsage, "--sim-devices must be at least 1")
 	}
-	pol, err := policy.LoadOrDefault(file)
+	pol, err := policy.LoadOrDefault(file, knownBackends())
 	if err != nil {
 		var list policy.ErrorList
 		if !errors.As(err, &list) {

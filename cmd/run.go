@@ -80,7 +80,7 @@ replaced from the current profile's env and the GPUGUARD_* variables.`,
 	f := c.Flags()
 	f.StringVar(&opts.PolicyFile, "policy", "", "policy file (default ./policy.toml if it exists, else built-in defaults)")
 	f.StringVar(&opts.Name, "name", "", "instance name (default: the policy's name, else CMD's base name)")
-	f.StringVar(&backend, "backend", backends.Auto, "GPU backend: "+backends.List())
+	f.StringVar(&backend, "backend", backends.Auto, "GPU backend: "+probeopen.List())
 	f.StringVar(&devices, "devices", "", "watched GPUs: indices, UUIDs (GPU-..., MIG-...) or, for drm, PCI addresses, comma-separated\n"+probeopen.DevicesDefaultHelp())
 	f.DurationVar(&interval, "interval", 200*time.Millisecond, "GPU polling interval")
 	f.StringVar(&opts.StateDir, "state-dir", "", "this instance's state dir (checkpoint, state file, journal, sim dir)")
@@ -116,7 +116,7 @@ type resolvedRun struct {
 // resolveRun turns options into a resolved run: usage errors exit 64,
 // policy errors 78. Nothing is touched on disk.
 func resolveRun(o *RunOptions) (*resolvedRun, error) {
-	pol, err := policy.LoadOrDefault(o.PolicyFile)
+	pol, err := policy.LoadOrDefault(o.PolicyFile, knownBackends())
 	if err != nil {
 		return nil, withCode(ExitConfig, err)
 	}

@@ -46,7 +46,7 @@ func (rr *runReloader) Load(cur *policy.Policy) (*supervisor.Reload, error) {
 	if err != nil {
 		return nil, err
 	}
-	pol, err := policy.Parse(data, src)
+	pol, err := policy.Parse(data, src, knownBackends())
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ type decoder struct {
 	lines *lineIndex      // built at the first error
 	errs  ErrorList       //
 	bad   map[string]bool // paths whose values were rejected
+	opts  parseOptions
 }
 
 func (d *decoder) fail(p path, cause error, msg string) {

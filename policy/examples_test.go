@@ -20,7 +20,7 @@ func TestShippedPolicies(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			p, err := Load(f)
+			p, err := Load(f, contractBackends())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -32,7 +32,7 @@ func TestShippedPolicies(t *testing.T) {
 }
 
 func TestDemoPolicy(t *testing.T) {
-	p, err := Load(filepath.Join("..", "policy.toml"))
+	p, err := Load(filepath.Join("..", "policy.toml"), contractBackends())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,7 @@ func TestWriteLadder(t *testing.T) {
 
 func TestWriteSummary(t *testing.T) {
 	var b strings.Builder
-	p, err := Parse([]byte(full), "full.toml")
+	p, err := Parse([]byte(full), "full.toml", contractBackends())
 	if err != nil {
 		t.Fatal(err)
 	}

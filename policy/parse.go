@@ -75,7 +75,7 @@ func Default() *Policy {
 // Parse decodes and validates a policy. source names it in errors (the
 // file's path, usually). Any error is a non-empty ErrorList holding every
 // problem found, each naming the key and the line.
-func Parse(data []byte, source string) (*Policy, error) {
+func Parse(data []byte, source string, opts ...Option) (*Policy, error) {
 	if len(data) > MaxFileSize {
 		return nil, ErrorList{{File: source, Msg: fmt.Sprintf("file is %d bytes; a policy may be at most %s", len(data), FormatSize(MaxFileSize))}}
 	}
@@ -86,7 +86,7 @@ func Parse(data []byte, source string) (*Policy, error) {
 	if _, err := toml.Decode(string(data), &raw); err != nil {
 		return nil, ErrorList{syntaxError(source, data, err)}
 	}
-	d := &decoder{file: source, src: data, bad: make(map[string]bool)}
+	d := &decoder{file: source, src: data, bad: make(map[string]bool), opts: newParseOptions(opts)}
 	p := Default()
 	p.Source = source
 	d.policy(p, raw)
@@ -116,12 +116,12 @@ func syntaxError(source string, data []byte, err error) *Error {
 // file is an ErrorList too (errors.Is(err, fs.ErrNotExist) holds for a
 // missing one): a named policy that cannot be read is a configuration
 // error like any other.
-func Load(path string) (*Policy, error) {
+func Load(path string, opts ...Option) (*Policy, error) {
 	data, err := ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return Parse(data, path)
+	return Parse(data, path, opts...)
 }
 
 // ReadFile reads the policy file at path, as Load does (at most one byte
@@ -165,12 +165,12 @@ func readFile(path string, open func(string) (*os.File, error)) ([]byte, error) 
 // LoadOrDefault is how commands find their policy: path when one is named
 // (missing is an error), else ./policy.toml if it exists, else Default().
 // The returned Policy's Source is "" when the defaults were used.
-func LoadOrDefault(path string) (*Policy, error) {
+func LoadOrDefault(path string, opts ...Option) (*Policy, error) {
 	if path != "" {
-		return Load(path)
+		return Load(path, opts...)
 	}
 	if _, err := os.Stat(DefaultFile); errors.Is(err, fs.ErrNotExist) {
 		return Default(), nil
 	}
-	return Load(DefaultFile)
+	return Load(DefaultFile, opts...)
 }

@@ -144,7 +144,7 @@ MAX_BATCH = 16
 `
 
 func TestParseFull(t *testing.T) {
-	p, err := Parse([]byte(full), "full.toml")
+	p, err := Parse([]byte(full), "full.toml", contractBackends())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func TestParseErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.src), "p.toml")
+			_, err := Parse([]byte(tt.src), "p.toml", contractBackends())
 			if tt.msg == "" {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)

@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpuguard/gpuguard/backends"
 	"github.com/gpuguard/gpuguard/paths"
 )
 
@@ -106,7 +105,7 @@ func (d *decoder) sectionFields(pol *Policy) map[string][]field {
 	return map[string][]field{
 		"watch": {
 			{"backend", set(&w.Backend, func(p path, v any) (string, bool) {
-				return d.enum(p, v, backends.Names()...)
+				return d.enum(p, v, d.opts.backends...)
 			})},
 			{"interval", set(&w.Interval, func(p path, v any) (time.Duration, bool) { return d.duration(p, v, minInterval) })},
 			{"scope", set(&w.Scope, func(p path, v any) (string, bool) { return d.enum(p, v, ScopeDevice, ScopeProcess) })},

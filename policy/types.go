@@ -45,7 +45,7 @@ func (p *Policy) SetInterval(d time.Duration) {
 
 // Watch says what to poll and how to compute the watermark.
 type Watch struct {
-	Backend  string // one of backends.Names()
+	Backend  string // one of the names Parse was given (Backends)
 	Interval time.Duration
 	Scope    string // device | process
 	Quota    uint64 // bytes; 0 = none

@@ -37,12 +37,12 @@ func SelectDevices(name string, flag *string, getenv func(string) string) (devic
 // visibleDevices is the default selection of backend name: what its
 // visible-devices variables say (nil: all, or a backend without any).
 func visibleDevices(name string, getenv func(string) string) ([]string, error) {
-	b, _ := backends.Lookup(name)
+	b, _ := Lookup(name)
 	if len(b.Visible) == 0 {
 		return nil, nil
 	}
-	if v := openers()[name].visible; v != nil {
-		return v(b.Visible, getenv)
+	if b.ReadVisible != nil {
+		return b.ReadVisible(b.Visible, getenv)
 	}
 	devices, err := gpu.ParseDeviceList(getenv(b.Visible[0]))
 	if err != nil {
@@ -56,9 +56,9 @@ func visibleDevices(name string, getenv func(string) string) ([]string, error) {
 // ROCR_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES; for npu-smi
 // ASCEND_RT_VISIBLE_DEVICES; else all)".
 func DevicesDefaultHelp() string {
-	def, _ := backends.Lookup(backends.Auto)
+	def, _ := Lookup(backends.Auto)
 	parts := []string{"default " + strings.Join(def.Visible, "/")}
-	for _, b := range backends.Table() {
+	for _, b := range Table() {
 		if len(b.Visible) > 0 && !slices.Equal(b.Visible, def.Visible) {
 			parts = append(parts, "for "+b.Name+" "+strings.Join(b.Visible, "/"))
 		}

@@ -1,12 +1,12 @@
-// Package open is the second half of the table of backends: how to open
-// each row of package backends as a gpu.Probe, and how its visible-devices
-// variables become the default device selection.
+// Package open is the table of backends (Table): each one's name (the
+// values of --backend and [watch] backend), the variables that limit
+// which of its devices a child sees (the default of --devices), and how
+// to open it as a gpu.Probe.
 //
-// It is apart from package backends because opening a backend takes the
-// backend's own package (nvml needs cgo and go-nvml), while policy
-// validation must stay pure: policy reads the leaf table of names and
-// variables, and only the composition root (cmd) imports this package.
-// The openers are keyed by the leaf table's names, and TestEveryBackendOpens
-// fails for a row without an opener or an opener without a row. Adding a
-// backend is its package, a row in backends.Table and its opener here.
+// Opening a backend takes the backend's own package (nvml needs cgo and
+// go-nvml), so only the composition root (cmd) imports this package; the
+// supervisor and policy stay free of the drivers. Policy validates
+// [watch] backend against the names its caller passes (policy.Backends),
+// and cmd passes Names(). Adding a backend is its package and one row in
+// Table; TestTable fails for a row without an opener.
 package open

@@ -16,7 +16,7 @@ import (
 
 // Options selects and configures a GPU backend.
 type Options struct {
-	Backend string   // a name in backends.Table
+	Backend string   // a name in Table
 	Devices []string // indices or UUIDs; nil = all
 	// DRMDevices is the selection auto uses when it falls back to DRM
 	// (without --devices the defaults differ: CUDA_VISIBLE_DEVICES names
@@ -51,29 +51,6 @@ func (o *Options) FromEnv(getenv func(string) string) {
 // npuSMIOpenTimeout bounds the first `npu-smi info` run at open.
 const npuSMIOpenTimeout = 30 * time.Second
 
-// opener is a backend's part in the composition root: how to open it,
-// and how to read its visible-devices variables (backends.Backend's
-// Visible) into the default selection.
-type opener struct {
-	open func(o Options) (gpu.Probe, error)
-	// visible reads the variables into a selection (nil: all devices);
-	// nil reads the one variable as a device list.
-	visible func(vars []string, getenv func(string) string) ([]string, error)
-}
-
-// openers are the backends' openers, one per row of backends.Table
-// (TestEveryBackendOpens checks that each row has one): this is the one
-// place that imports each backend's package.
-func openers() map[string]opener {
-	return map[string]opener{
-		backends.Auto:   {open: openAuto},
-		backends.NVML:   {open: openNVML},
-		backends.DRM:    {open: func(o Options) (gpu.Probe, error) { return openDRM(o, o.Devices) }, visible: drmVisible},
-		backends.Sim:    {open: openSim},
-		backends.NPUSMI: {open: openNPUSMI},
-	}
-}
-
 // Probe opens the chosen backend. Errors that mean "this backend cannot
 // run here" wrap gpu.ErrUnavailable (exit 69); an unknown backend or a bad
 // device selection is a plain error.
@@ -81,11 +58,11 @@ func Probe(o Options) (gpu.Probe, error) {
 	if o.Backend == "" {
 		o.Backend = backends.Auto
 	}
-	op, ok := openers()[o.Backend]
+	b, ok := Lookup(o.Backend)
 	if !ok {
-		return nil, fmt.Errorf("unknown backend %q: want %s", o.Backend, backends.List())
+		return nil, fmt.Errorf("unknown backend %q: want %s", o.Backend, List())
 	}
-	return op.open(o)
+	return b.Open(o)
 }
 
 // openAuto is NVML if its driver library loads, else DRM if an amdgpu

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuguard/gpuguard/backends"
 	"github.com/gpuguard/gpuguard/gpu"
 )
 
@@ -144,23 +143,6 @@ func TestSelectDevices(t *testing.T) {
 	bad := "0,,1"
 	if _, _, err := SelectDevices("nvml", &bad, getenv); err == nil || !strings.Contains(err.Error(), "--devices") {
 		t.Errorf("bad --devices: %v", err)
-	}
-}
-
-// TestEveryBackendOpens: each row of the backend table has an opener here,
-// and no opener is for a backend the table (and so policy validation and
-// --backend) does not know.
-func TestEveryBackendOpens(t *testing.T) {
-	ops := openers()
-	for _, name := range backends.Names() {
-		if op, ok := ops[name]; !ok || op.open == nil {
-			t.Errorf("backend %q has no opener in backends/open", name)
-		}
-	}
-	for name := range ops {
-		if _, ok := backends.Lookup(name); !ok {
-			t.Errorf("opener for %q, which backends.Table lacks", name)
-		}
 	}
 }
 
