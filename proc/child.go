@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 	"syscall"
+
+	"github.com/gpuguard/gpuguard/internal/exitcode"
 )
 
 // Exit is how a child ended. Its fields match supervisor.Exit, so one
@@ -20,7 +22,7 @@ type Exit struct {
 // 128+s for a child killed by signal s (the shell's and tini's convention).
 func (e Exit) Status() int {
 	if e.Signal != 0 {
-		return 128 + int(e.Signal)
+		return exitcode.Signaled(int(e.Signal))
 	}
 	return e.Code
 }
