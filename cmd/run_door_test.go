@@ -25,7 +25,7 @@ func TestReloadServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { door.Close() })
-	rr.door = door
+	rr.Door = door
 
 	rewrite(t, path, strings.Replace(doorBase, `hold     = "30s"`, `hold     = "5s"`+"\nmax_held = 7", 1))
 	rl, err := rr.Load(cur)

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuguard/gpuguard/journal"
 	"github.com/gpuguard/gpuguard/metrics"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/reload"
 )
 
 // limitsRecorder is a journal that keeps the limits it is given.
@@ -33,7 +34,7 @@ func (l *limitsRecorder) SetLimits(x journal.Limits) {
 // reloadRun resolves a run of the policy text (written to a file) with o's
 // flags, as `gpuguard run` does, and returns its reloader, the file's path
 // and the run's resolved policy.
-func reloadRun(t *testing.T, text string, o RunOptions) (*runReloader, string, *policy.Policy, *limitsRecorder) {
+func reloadRun(t *testing.T, text string, o RunOptions) (*reload.Reloader, string, *policy.Policy, *limitsRecorder) {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "p.toml")
@@ -52,7 +53,7 @@ func reloadRun(t *testing.T, text string, o RunOptions) (*runReloader, string, *
 	}
 	mv.Commit()
 	lr := &limitsRecorder{}
-	return &runReloader{opts: &o, start: r, metrics: ep, journal: lr}, path, r.pol, lr
+	return newReloader(&o, r, ep, lr, nil), path, r.pol, lr
 }
 
 func rewrite(t *testing.T, path, text string) {
@@ -178,17 +179,6 @@ func TestReloadRefused(t *testing.T) {
 	}
 }
 
-// TestReloadDefaultsRefused: an instance that started from the built-in
-// defaults has no file to re-read (./policy.toml created since is not it).
-func TestReloadDefaultsRefused(t *testing.T) {
-	rr := &runReloader{opts: &RunOptions{}, start: &resolvedRun{pol: policy.Default()}}
-	_, err := rr.Load(policy.Default())
-	var list policy.ErrorList
-	if !errors.As(err, &list) || len(list) != 1 || !strings.Contains(list[0].Error(), "built-in defaults") {
-		t.Fatalf("Load: %v", err)
-	}
-}
-
 // TestReloadMetricsAddress: a new [metrics] listen address is bound before
 // anything changes: in use, the reload is refused and the old address
 // serves on; free, Commit moves there and Abort lets it go.
@@ -196,8 +186,8 @@ func TestReloadMetricsAddress(t *testing.T) {
 	a, b := freeAddr(t), freeAddr(t)
 	with := func(addr string) string { return reloadBase + "[metrics]\nlisten = \"" + addr + "\"\n" }
 	rr, path, cur, _ := reloadRun(t, with(a), RunOptions{})
-	if rr.metrics.Addr() != a {
-		t.Fatalf("serving on %q, want %s", rr.metrics.Addr(), a)
+	if rr.Metrics.Addr() != a {
+		t.Fatalf("serving on %q, want %s", rr.Metrics.Addr(), a)
 	}
 	rewrite(t, path, with(b))
 	blocker, err := metrics.Listen(b)
@@ -210,24 +200,24 @@ func TestReloadMetricsAddress(t *testing.T) {
 		t.Fatalf("Load with the port in use: %v", err)
 	}
 	blocker.Close()
-	if rr.metrics.Addr() != a {
-		t.Fatalf("a refused reload moved the metrics to %q", rr.metrics.Addr())
+	if rr.Metrics.Addr() != a {
+		t.Fatalf("a refused reload moved the metrics to %q", rr.Metrics.Addr())
 	}
 	rl, err := rr.Load(cur)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rl.Abort()
-	if rr.metrics.Addr() != a {
-		t.Fatalf("an aborted reload moved the metrics to %q", rr.metrics.Addr())
+	if rr.Metrics.Addr() != a {
+		t.Fatalf("an aborted reload moved the metrics to %q", rr.Metrics.Addr())
 	}
 	rl, err = rr.Load(cur)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rl.Commit()
-	if rr.metrics.Addr() != b {
-		t.Fatalf("after the reload serving on %q, want %s", rr.metrics.Addr(), b)
+	if rr.Metrics.Addr() != b {
+		t.Fatalf("after the reload serving on %q, want %s", rr.Metrics.Addr(), b)
 	}
 }
 
@@ -258,19 +248,5 @@ func TestReloadJournalLimits(t *testing.T) {
 	want := journal.Limits{MaxBytes: 1 << 20, MaxFiles: -1, MaxAge: 180 * policy.Day}
 	if len(lr.got) != 1 || lr.got[0] != want {
 		t.Fatalf("limits %+v, want %+v", lr.got, want)
-	}
-}
-
-// TestReloadOtherDevices: the devices follow the backend (--devices and
-// the *_VISIBLE_DEVICES variables cannot change under a running process),
-// but a resolution that watches others anyway is refused like a new
-// backend.
-func TestReloadOtherDevices(t *testing.T) {
-	rr, _, _, _ := reloadRun(t, reloadBase, RunOptions{})
-	r := *rr.start
-	r.devices = []string{"1"}
-	errs := rr.sameInstance(&r, []byte(reloadBase))
-	if len(errs) != 1 || errs[0].Key != "watch.backend" || errs[0].Line != 5 || !strings.Contains(errs[0].Msg, "other devices") {
-		t.Fatalf("problems %v", errs)
 	}
 }

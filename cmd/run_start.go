@@ -165,7 +165,7 @@ func runRun(o *RunOptions) error {
 		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
 		Faults: faults, Coordinator: coord, Door: door.Dep(), Tasks: taskStore, Replayer: door.Replayer(),
 		Actions:  newActionCaller(),
-		Reloader: &runReloader{opts: o, start: r, metrics: endpoint, journal: jr, door: door},
+		Reloader: newReloader(o, r, endpoint, jr, door),
 	})
 	if err != nil {
 		return g.Abort(err)
