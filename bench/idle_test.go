@@ -33,6 +33,15 @@ const clockTick = 10 * time.Millisecond
 // apart: utime+stime from /proc/<pid>/stat (10 ms ticks, all threads,
 // exited ones included) and the sum of the threads' schedstat run times
 // (nanoseconds); and VmRSS / VmHWM from /proc/<pid>/status at the end.
+// VmRSS is split into rss-anon-MiB (RssAnon: the heap, stacks, the
+// runtime's own memory, what gpuguard allocates) and rss-file-MiB (RssFile:
+// the binary's own text and rodata in the page cache, clean and shared),
+// and rss-file-pmd-MiB is the part of the file pages mapped by 2 MiB
+// (FilePmdMapped in smaps_rollup). On kernels with large page-cache folios
+// (ext4, 6.16 on) a binary just written (go build, cp, install) sits in
+// the page cache as 2 MiB folios and is mapped whole wherever one byte of
+// it is touched: the same binary measured 29 MiB fresh from the linker and
+// 19.5 MiB copied with O_DIRECT (docs/performance.md, "Idle RSS").
 // wakeups/tick is how often gpuguard's threads were scheduled (schedstat's
 // timeslice count) per tick, a figure the host's load does not change.
 //
@@ -119,6 +128,8 @@ func BenchmarkIdle(b *testing.B) {
 			t.Wait()
 		}
 		rss, hwm := memKiB(b, pid, "VmRSS:"), memKiB(b, pid, "VmHWM:")
+		anon, file := memKiB(b, pid, "RssAnon:"), memKiB(b, pid, "RssFile:")
+		pmd := rollupKiB(b, pid, "FilePmdMapped:")
 		threads := memKiB(b, pid, "Threads:")
 		g.stop()
 
@@ -131,6 +142,9 @@ func BenchmarkIdle(b *testing.B) {
 		b.ReportMetric(float64(sched1-sched0)/float64(floor1-floor0), "x-floor")
 		b.ReportMetric(float64(rss)/1024, "rss-MiB")
 		b.ReportMetric(float64(hwm)/1024, "hwm-MiB")
+		b.ReportMetric(float64(anon)/1024, "rss-anon-MiB")
+		b.ReportMetric(float64(file)/1024, "rss-file-MiB")
+		b.ReportMetric(float64(pmd)/1024, "rss-file-pmd-MiB")
 		b.ReportMetric(float64(threads), "threads")
 	}
 	b.ReportMetric(0, "ns/op")
@@ -179,7 +193,25 @@ func cpuTime(b *testing.B, pid int) (stat, sched time.Duration, slices int64) {
 // memKiB reads one "Key: N kB" (or plain count) line of /proc/<pid>/status.
 func memKiB(b *testing.B, pid int, key string) int64 {
 	b.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	return procKiB(b, fmt.Sprintf("/proc/%d/status", pid), key)
+}
+
+// rollupKiB is the field key of /proc/<pid>/smaps_rollup in KiB, 0 where
+// the kernel does not have it (FilePmdMapped came in 5.4).
+func rollupKiB(b *testing.B, pid int, key string) int64 {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil || !strings.Contains(string(raw), "\n"+key) {
+		return 0
+	}
+	return procKiB(b, fmt.Sprintf("/proc/%d/smaps_rollup", pid), key)
+}
+
+// procKiB is the first field of the line that starts with key in a /proc
+// file of "Key: N kB" lines.
+func procKiB(b *testing.B, path, key string) int64 {
+	b.Helper()
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -189,7 +221,7 @@ func memKiB(b *testing.B, pid int, key string) int64 {
 			return n
 		}
 	}
-	b.Fatalf("no %s in /proc/%d/status", key, pid)
+	b.Fatalf("no %s in %s", key, path)
 	return 0
 }
 

@@ -47,6 +47,9 @@ row "idle: bare Go 200ms ticker, same window" "$(metric $B floor-cpu-%)" "%" ""
 row "idle: gpuguard / bare ticker" "$(metric $B x-floor)" x 0.5
 row "idle: wakeups per 200ms" "$(metric $B wakeups/tick)" "" ""
 row "idle: RSS" "$(metric $B rss-MiB)" MiB 20
+row "idle: RSS, anonymous (heap, stacks, runtime)" "$(metric $B rss-anon-MiB)" MiB ""
+row "idle: RSS, the binary's file pages" "$(metric $B rss-file-MiB)" MiB ""
+row "idle: RSS, of the file pages mapped by 2 MiB" "$(metric $B rss-file-pmd-MiB)" MiB ""
 row "idle: load1" "$(metric $B load1)" "" ""
 B=BenchmarkRestartLatency
 row "restart gap (exit -> next start): median" "$(metric $B median-ms)" ms 10
