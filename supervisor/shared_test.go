@@ -663,6 +663,8 @@ func TestReserveCountsOtherTenants(t *testing.T) {
 		if err := h.sup.Release(ctx, d0.Lease); err != nil {
 			t.Fatal(err)
 		}
+		time.Sleep(releasePublishDelay)
+		synctest.Wait()
 		if p := fc.published(); !slices.Equal(p, []uint64{0, 2 * gib, 0}) {
 			t.Fatalf("published leases %v, want 0 after the release", p)
 		}

@@ -125,6 +125,8 @@ type Supervisor struct {
 	// is not written again (every exit of a crash loop would otherwise
 	// create a file in each GPU's tenant dir).
 	leasesOut *leaseFigure
+	// soon publishes what releases left, a little later (leases_soon.go).
+	soon publishSoon
 
 	// pol is the policy in force (the loop replaces it on a reload);
 	// reloadMu makes reloads one at a time, so a reload's Load sees the
@@ -194,6 +196,7 @@ func (s *Supervisor) Run(ctx context.Context, signals <-chan os.Signal) (int, er
 	var tasks sync.WaitGroup
 	defer tasks.Wait() // after done is closed, which ends the deliverer
 	defer s.once.Do(func() { close(s.done) })
+	defer s.soon.flush(s.publishLeases) // before done: a release the others have not seen yet
 	if s.tasks != nil {
 		tasks.Go(func() { s.tasks.run(ctx) })
 	}
@@ -245,8 +248,8 @@ func (s *Supervisor) Step(ctx context.Context, direction string) (string, error)
 // Release ends a lease.
 func (s *Supervisor) Release(ctx context.Context, lease string) error {
 	_, err := s.call(ctx, request{op: opRelease, lease: lease})
-	if err == nil {
-		s.publishLeases()
+	if err == nil && s.deps.Coordinator != nil {
+		s.soon.arm(s.done, s.publishLeases)
 	}
 	return err
 }
