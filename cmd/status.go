@@ -112,7 +112,9 @@ func statusWatchArg(c *cobra.Command, o *StatusOptions, args []string) ([]string
 	f := c.Flags().Lookup("watch")
 	if f.Changed && o.Watch == statusDefaultWatch {
 		for i, a := range args {
-			if d, err := policy.ParseDuration(a); err == nil && d > 0 {
+			// Any duration, so that "--watch 0s" is refused as a
+			// period rather than looked up as an instance called "0s".
+			if d, err := policy.ParseDuration(a); err == nil {
 				o.Watch = d
 				args = slices.Delete(slices.Clone(args), i, i+1)
 				break

@@ -222,6 +222,8 @@ func TestStatusUsageErrors(t *testing.T) {
 		{"status", "a", "b"},
 		{"status", "../x"},
 		{"status", "--watch=0s"},
+		{"status", "--watch", "0s"},
+		{"status", "--watch", "-5s"},
 		{"status", "--watch=soon"},
 		{"status", "--backend", "cuda"},
 		{"status", "--sim-memory", "lots"},
