@@ -112,7 +112,7 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	// state file is written.
 	ev := stepEvent(l.pol, l.level, l.ratio, event, level, reason, why)
 	ev.Time = time.Now()
-	st, err := l.writeStateAt(level, why)
+	st, err := l.stateFile.writeAt(l.pol.Profiles[level], level, why)
 	if err != nil {
 		l.stateNotWritten(event, level, err, reply)
 		return false

@@ -143,7 +143,7 @@ func childEnv(base []string, vars map[string]string) []string {
 // writeState replaces the state file with the current profile under a
 // new seq and returns what it wrote.
 func (l *loop) writeState(reason string) (api.ProfileState, error) {
-	return l.writeStateAt(l.level, reason)
+	return l.stateFile.writeAt(l.pol.Profiles[l.level], l.level, reason)
 }
 
 // publish sends st to socket subscribers as a profile event.

@@ -94,7 +94,7 @@ func (l *loop) performStep(s core.Step, reply chan response) {
 		return
 	}
 	if s.Manual && !l.pol.Profiles[s.To].Live {
-		if err := l.stateWritable(); err != nil {
+		if err := l.stateFile.writable(l.pol.Profiles[l.level], l.level); err != nil {
 			reply <- response{err: err}
 			l.decide(core.NotTaken{})
 			return
