@@ -161,7 +161,7 @@ func (l *loop) launchFit(level int, j core.Fit, outcome string) {
 	// The fit names the profile started in, also when none fitted
 	// (when_full = "lowest") or none could be judged (no reading).
 	j.Started, j.Level = true, level
-	l.pendingFit = func(at time.Time) { l.noteFitAt(at, j, outcome) }
+	l.pendingFit = func(at time.Time) { l.noteFit(at, j, outcome) }
 	l.launch(level)
 	l.pendingFit = nil
 }
