@@ -29,7 +29,9 @@ func (l *loop) onSample(r sampleResult) {
 		l.withoutReading(now, r)
 		return
 	}
-	l.probeRecovered(now)
+	if down, told := l.health.recovered(now); told { // a run of failures ends
+		l.deps.Logf("GPU probe recovered after %s without a reading", down.Round(time.Millisecond))
+	}
 	l.faults.answered(r.sample, l)
 	l.lastSample, l.haveSample = r.sample, true
 	if l.child != nil && r.forPID == l.child.PID() && r.tree != nil {
@@ -112,7 +114,7 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	// state file is written.
 	ev := stepEvent(l.pol, l.level, l.ratio, event, level, reason, why)
 	ev.Time = time.Now()
-	st, err := l.writeStateAt(level, why)
+	st, err := l.stateFile.writeAt(l.pol.Profiles[level], level, why)
 	if err != nil {
 		l.stateNotWritten(event, level, err, reply)
 		return false

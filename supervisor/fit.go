@@ -10,11 +10,9 @@ import (
 	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
-// noteFit journals and prints a fit judgement, and keeps it for status.
-func (l *loop) noteFit(j core.Fit, outcome string) { l.noteFitAt(time.Time{}, j, outcome) }
-
-// noteFitAt is noteFit dated at (zero: now).
-func (l *loop) noteFitAt(at time.Time, j core.Fit, outcome string) {
+// noteFit journals and prints a fit judgement dated at (zero: now), and
+// keeps it for status.
+func (l *loop) noteFit(at time.Time, j core.Fit, outcome string) {
 	l.sayStartup(l.deps.Logf)
 	ev := j.Event(l.pol, l.startReason(), outcome)
 	ev.Time = at

@@ -143,7 +143,7 @@ func childEnv(base []string, vars map[string]string) []string {
 // writeState replaces the state file with the current profile under a
 // new seq and returns what it wrote.
 func (l *loop) writeState(reason string) (api.ProfileState, error) {
-	return l.writeStateAt(l.level, reason)
+	return l.stateFile.writeAt(l.pol.Profiles[l.level], l.level, reason)
 }
 
 // publish sends st to socket subscribers as a profile event.
@@ -161,7 +161,7 @@ func (l *loop) launchFit(level int, j core.Fit, outcome string) {
 	// The fit names the profile started in, also when none fitted
 	// (when_full = "lowest") or none could be judged (no reading).
 	j.Started, j.Level = true, level
-	l.pendingFit = func(at time.Time) { l.noteFitAt(at, j, outcome) }
+	l.pendingFit = func(at time.Time) { l.noteFit(at, j, outcome) }
 	l.launch(level)
 	l.pendingFit = nil
 }

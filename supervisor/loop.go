@@ -29,7 +29,7 @@ type loop struct {
 	ledger    *admission.Ledger
 	plan      *restartPlan // a restart gpuguard asked for is under way, until the next start
 	childLife              // the child's lifecycle: the children so far, the one running, a stop, the next start, the end (child.go)
-	stateFile              // the state file's seq and its failing writes (statewrite.go)
+	stateFile stateFile    // writes the state file; its seq and its failing writes (statewrite.go)
 	fitTeller              // the start-up line and the newest fit, told once (fit.go)
 
 	pending []chan response
@@ -77,6 +77,7 @@ func newLoop(s *Supervisor) *loop {
 		s: s, cfg: cfg, deps: s.deps, pol: s.pol.Load(),
 		state: api.StateStarting, level: s.cfg.StartLevel,
 		childLife: childLife{history: history{lastExit: "none"}, startWait: startWait{target: s.cfg.StartLevel}},
+		stateFile: stateFile{path: s.cfg.StatePath, write: s.deps.WriteState, logf: s.deps.Logf},
 		ledger:    s.ledger, shared: newShared(s.deps.Coordinator, s.deps.Logf, &s.starting),
 		rooms: rooms{door: doorLink{d: s.deps.Door}, pace: newPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval),
 			out: newReporter(s.cfg.Name, s.deps.Observers, s.deps.Notifier)},

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/internal/exitcode"
@@ -36,7 +37,7 @@ func (l *loop) do(e core.Effect, reply chan response) {
 	case core.Reply:
 		reply <- response{err: e.Err}
 	case core.NoteFit:
-		l.noteFit(e.Fit, e.Outcome)
+		l.noteFit(time.Time{}, e.Fit, e.Outcome)
 	case core.Launch:
 		l.launchFit(e.Level, e.Fit, e.Outcome)
 	case core.Wait:
@@ -44,7 +45,7 @@ func (l *loop) do(e core.Effect, reply chan response) {
 		l.shared.endStarting("")
 		if !l.waitNoted {
 			l.waitNoted = true
-			l.noteFit(e.Fit, "no profile fits; waiting for memory")
+			l.noteFit(time.Time{}, e.Fit, "no profile fits; waiting for memory")
 			l.deps.Logf("no profile fits the free GPU memory (%s); waiting", e.Free)
 			l.emit(api.Event{Event: api.EventWaiting, Detail: e.Free})
 		}
@@ -94,7 +95,7 @@ func (l *loop) performStep(s core.Step, reply chan response) {
 		return
 	}
 	if s.Manual && !l.pol.Profiles[s.To].Live {
-		if err := l.stateWritable(); err != nil {
+		if err := l.stateFile.writable(l.pol.Profiles[l.level], l.level); err != nil {
 			reply <- response{err: err}
 			l.decide(core.NotTaken{})
 			return

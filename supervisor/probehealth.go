@@ -96,13 +96,6 @@ func (l *loop) probeFailed(now, since time.Time, msg string, counted bool) {
 	l.emit(api.Event{Event: api.EventProbeError, Detail: detail})
 }
 
-// probeRecovered ends a run of failures.
-func (l *loop) probeRecovered(now time.Time) {
-	if down, told := l.health.recovered(now); told {
-		l.deps.Logf("GPU probe recovered after %s without a reading", down.Round(time.Millisecond))
-	}
-}
-
 // checkLost applies on_gpu_lost = "stop": once no reading has succeeded
 // for lost_after, stop the child as gpuguard's own stops do (stop_signal,
 // then SIGKILL to its group after stop_timeout) and exit 1. Not the

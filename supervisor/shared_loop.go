@@ -58,7 +58,7 @@ func (l *loop) peerFacts(now time.Time) peerFacts {
 		ratio: l.ratio, devices: l.lastSample.Devices,
 		canStep: l.child != nil && !l.stopping && l.plan == nil && !l.acts.acting(), state: l.state,
 		level: l.level, levels: names, grace: l.pol.Watermark.Grace, sustain: l.pol.Watermark.Sustain,
-		writable: l.stateWritable}
+		writable: func() error { return l.stateFile.writable(l.pol.Profiles[l.level], l.level) }}
 }
 
 // onOutcome performs what the coordinator's outcome for a proposal asks.

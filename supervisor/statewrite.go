@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/policy"
 )
 
 // The state file is how the child learns of a live change, so a change
@@ -13,8 +14,13 @@ import (
 // answered with the reason; a watermark step is tried again at the next
 // sample, and a run of failures is journaled once.
 
-// stateFile is what the loop remembers of its state file writes.
+// stateFile writes the state file and remembers what it wrote: its own
+// job, so the loop hands it the profile and asks, instead of carrying
+// the seq and the failing flag itself.
 type stateFile struct {
+	path  string                                       // the state file (Config.StatePath)
+	write func(path string, st api.ProfileState) error // Deps.WriteState
+	logf  func(format string, args ...any)
 	// seq is the seq of the last state written.
 	seq int
 	// reason is the reason of the last state written.
@@ -28,40 +34,48 @@ type stateFile struct {
 // state file could not be written (once per run of failures).
 const EventStateError = "state_error"
 
-// writeStateAt replaces the state file with profile level under the next
-// seq and returns what it wrote. The seq is taken only when the write
-// succeeds.
-func (l *loop) writeStateAt(level int, reason string) (api.ProfileState, error) {
-	p := l.pol.Profiles[level]
-	st := api.ProfileState{Seq: l.seq + 1, Level: level, Profile: p.Name, Env: p.Env, Reason: reason}
+// writeAt replaces the state file with profile p (at level) under the
+// next seq and returns what it wrote. The seq is taken only when the
+// write succeeds.
+func (f *stateFile) writeAt(p policy.Profile, level int, reason string) (api.ProfileState, error) {
+	st := api.ProfileState{Seq: f.seq + 1, Level: level, Profile: p.Name, Env: p.Env, Reason: reason}
 	if st.Env == nil {
 		st.Env = map[string]string{}
 	}
-	if err := l.deps.WriteState(l.cfg.StatePath, st); err != nil {
+	if err := f.write(f.path, st); err != nil {
 		return st, fmt.Errorf("writing the state file: %w", err)
 	}
-	l.seq = st.Seq
-	l.stateFile.reason = reason
-	if l.stateFile.failing {
-		l.stateFile.failing = false
-		l.deps.Logf("the state file is written again")
+	f.seq = st.Seq
+	f.reason = reason
+	if f.failing {
+		f.failing = false
+		f.logf("the state file is written again")
 	}
 	return st, nil
 }
 
-// stateWritable rewrites the state file as it is (same seq, profile and
-// reason), to learn before a restart is begun whether the restarted child
-// will find its state file.
-func (l *loop) stateWritable() error {
-	p := l.pol.Profiles[l.level]
-	st := api.ProfileState{Seq: l.seq, Level: l.level, Profile: p.Name, Env: p.Env, Reason: l.stateFile.reason}
+// writable rewrites the state file as it is (same seq and reason, profile
+// p at level), to learn before a restart is begun whether the restarted
+// child will find its state file.
+func (f *stateFile) writable(p policy.Profile, level int) error {
+	st := api.ProfileState{Seq: f.seq, Level: level, Profile: p.Name, Env: p.Env, Reason: f.reason}
 	if st.Env == nil {
 		st.Env = map[string]string{}
 	}
-	if err := l.deps.WriteState(l.cfg.StatePath, st); err != nil {
+	if err := f.write(f.path, st); err != nil {
 		return fmt.Errorf("not stepping: writing the state file: %w", err)
 	}
 	return nil
+}
+
+// startFailing marks a run of failed writes begun, and says whether this
+// failure is its first (the one to journal).
+func (f *stateFile) startFailing() bool {
+	if f.failing {
+		return false
+	}
+	f.failing = true
+	return true
 }
 
 // stateNotWritten handles a live change to level that did not happen
@@ -72,10 +86,9 @@ func (l *loop) stateNotWritten(event string, level int, err error, reply chan re
 		reply <- response{err: fmt.Errorf("not stepping to %s: %w", to, err)}
 		return
 	}
-	if l.stateFile.failing {
+	if !l.stateFile.startFailing() {
 		return // journaled once per run of failures; retried every sample
 	}
-	l.stateFile.failing = true
 	detail := fmt.Sprintf("%s to %s not taken: %v; trying again at the next sample", event, to, err)
 	l.emit(api.Event{Event: EventStateError, Watermark: l.ratio, From: l.pol.Profiles[l.level].Name, To: to, Detail: detail})
 	l.deps.Logf("%s", detail)
