@@ -4,6 +4,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpuguard/gpuguard/internal/exitcode"
 	"github.com/gpuguard/gpuguard/policy"
 )
 
@@ -17,7 +18,7 @@ type Exit struct {
 // Status is the child's status as gpuguard reports it: n, or 128+s.
 func (e Exit) Status() int {
 	if e.Signal != 0 {
-		return 128 + int(e.Signal)
+		return exitcode.Signaled(int(e.Signal))
 	}
 	return e.Code
 }
