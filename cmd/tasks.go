@@ -3,23 +3,13 @@ package cmd
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"path/filepath"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/control"
-	"github.com/gpuguard/gpuguard/journal"
 	"github.com/gpuguard/gpuguard/paths"
-	"github.com/gpuguard/gpuguard/policy"
-	"github.com/gpuguard/gpuguard/report/instances"
-	"github.com/gpuguard/gpuguard/tasks"
+	"github.com/gpuguard/gpuguard/tasks/admin"
 	"github.com/gpuguard/gpuguard/tasks/store"
 )
 
@@ -91,7 +81,7 @@ func runTasks(o *TasksOptions) error {
 	if o.Action != "" {
 		return changeTask(o, env)
 	}
-	targets, err := taskTargets(o, env)
+	targets, _, err := instanceTargets(env, o.StateDir, o.Name, store.HasQueue)
 	if err != nil {
 		return err
 	}
@@ -101,138 +91,13 @@ func runTasks(o *TasksOptions) error {
 	}
 	out := bufio.NewWriterSize(o.IO.Out, 64<<10)
 	defer out.Flush()
-	lw := newTaskLister(out, o.JSON, len(targets) > 1, now)
-	for _, t := range targets {
-		s, err := store.OpenAt(t.Dir, t.Name)
-		if err != nil {
-			return exitf(ExitFailure, "%s: %v", t.Name, err)
-		}
-		if s == nil {
-			continue
-		}
-		err = eachTask(s, func(tk api.Task) error { lw.add(t.Name, tk); return nil })
-		s.Close()
-		if err != nil {
-			return exitf(ExitFailure, "%s: %v", t.Name, err)
-		}
-	}
-	return lw.close()
-}
-
-// eachTask streams a store's tasks where it can (SQLite), else lists them.
-func eachTask(s tasks.Store, fn func(api.Task) error) error {
-	if e, ok := s.(interface {
-		Each(context.Context, func(api.Task) error) error
-	}); ok {
-		return e.Each(context.Background(), fn)
-	}
-	list, err := s.List(context.Background())
-	if err != nil {
-		return err
-	}
-	for _, t := range list {
-		if err := fn(t); err != nil {
-			return err
-		}
+	if err := admin.List(out, targets, o.JSON, now); err != nil {
+		return withCode(ExitFailure, err)
 	}
 	return nil
 }
 
-// taskTargets are the instances to list: --state-dir, else NAME under
-// the state root, else every instance there with a queue.
-func taskTargets(o *TasksOptions, env paths.Env) ([]instances.Target, error) {
-	targets, _, err := instanceTargets(env, o.StateDir, o.Name, store.HasQueue)
-	return targets, err
-}
-
-// taskRow is one task as `tasks --json` prints it.
-type taskRow struct {
-	Name       string  `json:"name,omitempty"`
-	Ticket     string  `json:"ticket"`
-	Tool       string  `json:"tool"`
-	Priority   string  `json:"priority"`
-	Bytes      uint64  `json:"bytes"`
-	State      string  `json:"state"`
-	Attempts   int     `json:"attempts"`
-	AgeSeconds float64 `json:"age_seconds"`
-	LastError  string  `json:"last_error"`
-}
-
-// taskLister writes rows as they come: 100,000 tasks never sit in
-// memory twice.
-type taskLister struct {
-	w     io.Writer
-	json  bool
-	names bool
-	now   time.Time
-	n     int
-	tw    *tabwriter.Writer
-	enc   *json.Encoder
-}
-
-func newTaskLister(w io.Writer, asJSON, names bool, now time.Time) *taskLister {
-	l := &taskLister{w: w, json: asJSON, names: names, now: now}
-	if asJSON {
-		io.WriteString(w, `{"tasks":[`)
-		l.enc = json.NewEncoder(w)
-	} else {
-		l.tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	}
-	return l
-}
-
-func (l *taskLister) add(name string, t api.Task) {
-	r := taskRow{Ticket: t.Ticket, Tool: t.Tool, Priority: t.Priority, Bytes: t.Bytes, State: t.State,
-		Attempts: t.Attempts, AgeSeconds: l.now.Sub(t.Enqueued).Seconds(), LastError: t.LastError}
-	if l.names {
-		r.Name = name
-	}
-	if l.json {
-		if l.n > 0 {
-			io.WriteString(l.w, ",")
-		}
-		l.enc.Encode(r)
-	} else {
-		if l.n == 0 {
-			if l.names {
-				io.WriteString(l.tw, "NAME\t")
-			}
-			io.WriteString(l.tw, "TICKET\tTOOL\tPRIO\tBYTES\tSTATE\tATTEMPTS\tAGE\tLAST ERROR\n")
-		}
-		if l.names {
-			fmt.Fprintf(l.tw, "%s\t", name)
-		}
-		fmt.Fprintf(l.tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Ticket, r.Tool, r.Priority, policy.FormatSize(r.Bytes),
-			r.State, r.Attempts, time.Duration(r.AgeSeconds*float64(time.Second)).Round(time.Second), oneLine(r.LastError))
-		if l.n%1000 == 999 {
-			l.tw.Flush() // the columns of a long list are aligned per thousand rows
-		}
-	}
-	l.n++
-}
-
-func (l *taskLister) close() error {
-	if l.json {
-		_, err := io.WriteString(l.w, "]}\n")
-		return err
-	}
-	if l.n == 0 {
-		io.WriteString(l.tw, "no deferred tasks\n")
-	}
-	return l.tw.Flush()
-}
-
-func oneLine(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) > 60 {
-		return s[:57] + "..."
-	}
-	return s
-}
-
-// changeTask is drop and retry: done in the store (shared with the
-// running instance), then told to the instance, which journals the drop;
-// with no instance running, the drop is journaled here.
+// changeTask is drop and retry (tasks/admin does them).
 func changeTask(o *TasksOptions, env paths.Env) error {
 	if o.Name == "" {
 		return exitf(ExitUsage, "%s needs NAME", o.Action)
@@ -241,56 +106,18 @@ func changeTask(o *TasksOptions, env paths.Env) error {
 	if err != nil {
 		return withCode(ExitUsage, err)
 	}
-	s, err := store.OpenAt(dir, o.Name)
-	if err != nil {
-		return exitf(ExitFailure, "%s: %v", o.Name, err)
+	c := admin.Change{Name: o.Name, Dir: dir, Action: o.Action, Ticket: o.Ticket}
+	if rdir, err := env.RuntimeDir(o.RuntimeDir); err == nil {
+		c.Socket = paths.Socket(rdir, o.Name)
 	}
-	if s == nil {
-		return exitf(ExitFailure, "%s has no deferred tasks (no queue in %s)", o.Name, dir)
-	}
-	defer s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var ev api.Event
-	switch o.Action {
-	case "drop":
-		t, err := s.Drop(ctx, o.Ticket)
-		if err != nil {
-			return exitf(ExitFailure, "%v", err)
-		}
-		ev = api.Event{Event: api.EventTaskDropped, Ticket: t.Ticket, Tool: t.Tool, Detail: "dropped by gpuguard tasks (state " + t.State + ")"}
-		fmt.Fprintf(o.IO.Out, "dropped %s (%s, %s)\n", t.Ticket, t.Tool, t.State)
-	case "retry":
-		if err := s.Retry(ctx, o.Ticket, time.Now()); err != nil {
-			return exitf(ExitFailure, "%v", err)
-		}
-		fmt.Fprintf(o.IO.Out, "queued %s again\n", o.Ticket)
+	msg, err := c.Do(ctx)
+	if msg != "" {
+		fmt.Fprintln(o.IO.Out, msg)
 	}
-	if told := tellInstance(ctx, o, env, ev); !told && ev.Event != "" {
-		jr, err := journal.Open(filepath.Join(dir, paths.JournalFile), journal.Options{Name: o.Name})
-		if err != nil {
-			return exitf(ExitFailure, "the task was dropped, but journaling it failed: %v", err)
-		}
-		ev.Time, ev.Name = time.Now(), o.Name
-		jr.Observe(ev)
-		if err := jr.Close(); err != nil {
-			return exitf(ExitFailure, "the task was dropped, but journaling it failed: %v", err)
-		}
+	if err != nil {
+		return withCode(ExitFailure, err)
 	}
 	return nil
-}
-
-// tellInstance tells a running instance of the change (it journals ev
-// and re-reads its counts); false when none answers.
-func tellInstance(ctx context.Context, o *TasksOptions, env paths.Env, ev api.Event) bool {
-	rdir, err := env.RuntimeDir(o.RuntimeDir)
-	if err != nil {
-		return false
-	}
-	c, err := control.Dial(ctx, paths.Socket(rdir, o.Name))
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	return c.NoteTask(ctx, ev) == nil
 }
