@@ -5,7 +5,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // TestTasksDropTellsTheInstance: `gpuguard tasks NAME drop TICKET` with
@@ -17,17 +16,7 @@ func TestTasksDropTellsTheInstance(t *testing.T) {
 	pol := e.policy(tasksPolicy)
 	setSim(t, filepath.Join(e.stateDir, "sim"), "other", "16106127360") // above high: P2 is deferred
 	p, c := startTQ(e, pol)
-	var rep map[string]any
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		rep = c.call(map[string]any{"type": "reserve", "bytes": 1 << 30, "priority": "P2", "tool": "embed", "payload": map[string]any{"doc": 1}})
-		if rep["decision"] == "defer" || time.Now().After(deadline) {
-			break
-		}
-		if rep["lease"] != "" {
-			c.call(map[string]any{"type": "release", "lease": rep["lease"]})
-		}
-	}
+	rep := c.deferEmbed()
 	ticket, _ := rep["ticket"].(string)
 	if rep["decision"] != "defer" || ticket == "" {
 		t.Fatalf("deferral: %v, want defer with a ticket", rep)

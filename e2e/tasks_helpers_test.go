@@ -138,3 +138,20 @@ func (e *env) tasksJSON(name string) []map[string]any {
 	}
 	return v.Tasks
 }
+
+// deferEmbed reserves 1 GiB for a P2 "embed" task with a payload until
+// a sample has seen the full GPU and the answer is defer (at most 30 s),
+// and returns the last answer.
+func (c *sockClient) deferEmbed() map[string]any {
+	var rep map[string]any
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rep = c.call(map[string]any{"type": "reserve", "bytes": 1 << 30, "priority": "P2", "tool": "embed", "payload": map[string]any{"doc": 1}})
+		if rep["decision"] == "defer" || time.Now().After(deadline) {
+			return rep
+		}
+		if rep["lease"] != "" {
+			c.call(map[string]any{"type": "release", "lease": rep["lease"]})
+		}
+	}
+}

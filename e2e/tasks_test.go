@@ -49,17 +49,7 @@ func TestTasksSurviveSIGKILL(t *testing.T) {
 
 	p, c := startTQ(e, pol)
 	// Let a sample see the full GPU.
-	var rep map[string]any
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		rep = c.call(map[string]any{"type": "reserve", "bytes": 1 << 30, "priority": "P2", "tool": "embed", "payload": map[string]any{"doc": 1}})
-		if rep["decision"] == "defer" || time.Now().After(deadline) {
-			break
-		}
-		if rep["lease"] != "" {
-			c.call(map[string]any{"type": "release", "lease": rep["lease"]})
-		}
-	}
+	rep := c.deferEmbed()
 	ticket, _ := rep["ticket"].(string)
 	if rep["decision"] != "defer" || len(ticket) < 32 {
 		t.Fatalf("deferral: %v, want defer with a ticket", rep)
@@ -118,7 +108,7 @@ func TestTasksSurviveSIGKILL(t *testing.T) {
 	// come first (oldest first); it must be the second that comes.
 	setSim(t, simDir, "other", "16106127360")
 	var second string
-	deadline = time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for second == "" && time.Now().Before(deadline) {
 		r := c.call(map[string]any{"type": "reserve", "bytes": 1 << 30, "priority": "P2", "tool": "second", "payload": 2})
 		if r["decision"] == "defer" {
