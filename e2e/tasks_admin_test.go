@@ -8,9 +8,11 @@ import (
 )
 
 // TestTasksDropTellsTheInstance: `gpuguard tasks NAME drop TICKET` with
-// the instance running removes the task from the shared store and tells
-// the instance, which journals the drop and counts it off its queue; a
-// retry of a task that is not dead fails (exit 1) and changes nothing.
+// the instance running removes the task from the shared store, the
+// instance's status counts it off its queue at once (told over the
+// socket; its own re-count comes only every 5 s), and the drop is
+// journaled once; a retry of a task that is not dead fails (exit 1) and
+// changes nothing.
 func TestTasksDropTellsTheInstance(t *testing.T) {
 	e := newEnv(t)
 	pol := e.policy(tasksPolicy)

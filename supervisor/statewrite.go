@@ -38,10 +38,7 @@ const EventStateError = "state_error"
 // next seq and returns what it wrote. The seq is taken only when the
 // write succeeds.
 func (f *stateFile) writeAt(p policy.Profile, level int, reason string) (api.ProfileState, error) {
-	st := api.ProfileState{Seq: f.seq + 1, Level: level, Profile: p.Name, Env: p.Env, Reason: reason}
-	if st.Env == nil {
-		st.Env = map[string]string{}
-	}
+	st := profileState(f.seq+1, p, level, reason)
 	if err := f.write(f.path, st); err != nil {
 		return st, fmt.Errorf("writing the state file: %w", err)
 	}
@@ -58,14 +55,20 @@ func (f *stateFile) writeAt(p policy.Profile, level int, reason string) (api.Pro
 // p at level), to learn before a restart is begun whether the restarted
 // child will find its state file.
 func (f *stateFile) writable(p policy.Profile, level int) error {
-	st := api.ProfileState{Seq: f.seq, Level: level, Profile: p.Name, Env: p.Env, Reason: f.reason}
-	if st.Env == nil {
-		st.Env = map[string]string{}
-	}
-	if err := f.write(f.path, st); err != nil {
+	if err := f.write(f.path, profileState(f.seq, p, level, f.reason)); err != nil {
 		return fmt.Errorf("not stepping: writing the state file: %w", err)
 	}
 	return nil
+}
+
+// profileState is the state file's content for profile p at level: its
+// env as {} when it has none, so the child always finds an object.
+func profileState(seq int, p policy.Profile, level int, reason string) api.ProfileState {
+	st := api.ProfileState{Seq: seq, Level: level, Profile: p.Name, Env: p.Env, Reason: reason}
+	if st.Env == nil {
+		st.Env = map[string]string{}
+	}
+	return st
 }
 
 // startFailing marks a run of failed writes begun, and says whether this

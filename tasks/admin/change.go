@@ -28,7 +28,7 @@ type Change struct {
 func (c Change) Do(ctx context.Context) (string, error) {
 	s, err := store.OpenAt(c.Dir, c.Name)
 	if err != nil {
-		return "", fmt.Errorf("%s: %v", c.Name, err)
+		return "", fmt.Errorf("%s: %w", c.Name, err)
 	}
 	if s == nil {
 		return "", fmt.Errorf("%s has no deferred tasks (no queue in %s)", c.Name, c.Dir)
@@ -54,7 +54,7 @@ func (c Change) Do(ctx context.Context) (string, error) {
 	}
 	if told := c.tell(ctx, ev); !told && ev.Event != "" {
 		if err := c.journal(ev); err != nil {
-			return msg, fmt.Errorf("the task was dropped, but journaling it failed: %v", err)
+			return msg, fmt.Errorf("the task was dropped, but journaling it failed: %w", err)
 		}
 	}
 	return msg, nil

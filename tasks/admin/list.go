@@ -24,7 +24,7 @@ func List(w io.Writer, targets []instances.Target, asJSON bool, now time.Time) e
 	for _, t := range targets {
 		s, err := store.OpenAt(t.Dir, t.Name)
 		if err != nil {
-			return fmt.Errorf("%s: %v", t.Name, err)
+			return fmt.Errorf("%s: %w", t.Name, err)
 		}
 		if s == nil {
 			continue
@@ -32,7 +32,7 @@ func List(w io.Writer, targets []instances.Target, asJSON bool, now time.Time) e
 		err = each(s, func(tk api.Task) error { lw.add(t.Name, tk); return nil })
 		s.Close()
 		if err != nil {
-			return fmt.Errorf("%s: %v", t.Name, err)
+			return fmt.Errorf("%s: %w", t.Name, err)
 		}
 	}
 	return lw.close()
