@@ -20,3 +20,17 @@ func checkBackend(name string) error {
 // backend takes the names of the backend table, the same list as
 // --backend.
 func knownBackends() policy.Option { return policy.Backends(probeopen.Names()...) }
+
+// simFlags checks --sim-memory and --sim-devices, the simulated GPUs'
+// flags that run, status and policy check share, and answers the memory
+// in bytes; a bad value is a usage error.
+func simFlags(memory string, devices int) (uint64, error) {
+	bytes, err := policy.ParseSize(memory)
+	if err != nil || bytes == 0 {
+		return 0, exitf(ExitUsage, "--sim-memory %q: want a size such as 16GiB", memory)
+	}
+	if devices < 1 {
+		return 0, exitf(ExitUsage, "--sim-devices must be at least 1")
+	}
+	return bytes, nil
+}

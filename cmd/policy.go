@@ -77,12 +77,9 @@ named FILE cannot be read), 64 on usage errors.`,
 
 func runPolicyCheck(stdio *IO, o policyCheckOptions) error {
 	file := o.File
-	simMemory, err := policy.ParseSize(o.SimMemory)
-	if err != nil || simMemory == 0 {
-		return exitf(ExitUsage, "--sim-memory %q: want a size such as 16GiB", o.SimMemory)
-	}
-	if o.SimDevices < 1 {
-		return exitf(ExitUsage, "--sim-devices must be at least 1")
+	simMemory, err := simFlags(o.SimMemory, o.SimDevices)
+	if err != nil {
+		return err
 	}
 	pol, err := policy.LoadOrDefault(file, knownBackends())
 	if err != nil {

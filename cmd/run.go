@@ -131,11 +131,8 @@ func resolveRun(o *RunOptions) (*resolvedRun, error) {
 		}
 		r.startLevel = i
 	}
-	if r.simMemory, err = policy.ParseSize(o.SimMemory); err != nil || r.simMemory == 0 {
-		return nil, exitf(ExitUsage, "--sim-memory %q: want a size such as 16GiB", o.SimMemory)
-	}
-	if o.SimDevices < 1 {
-		return nil, exitf(ExitUsage, "--sim-devices must be at least 1")
+	if r.simMemory, err = simFlags(o.SimMemory, o.SimDevices); err != nil {
+		return nil, err
 	}
 	env := paths.System()
 	env.Getenv = o.IO.Getenv

@@ -1,9 +1,7 @@
 package cmd
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"io"
 	"os"
 	"os/signal"
@@ -18,7 +16,6 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/backends"
 	probeopen "github.com/gpuguard/gpuguard/backends/open"
-	"github.com/gpuguard/gpuguard/control/statusview"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/paths"
 	"github.com/gpuguard/gpuguard/policy"
@@ -142,11 +139,8 @@ func statusResolveProbe(p *probeopen.Options, devicesSet bool, devices, simMemor
 		return withCode(ExitUsage, err)
 	}
 	p.FromEnv(getenv)
-	if p.SimMemory, err = policy.ParseSize(simMemory); err != nil || p.SimMemory == 0 {
-		return exitf(ExitUsage, "--sim-memory %q: want a size such as 16GiB", simMemory)
-	}
-	if p.SimDevices < 1 {
-		return exitf(ExitUsage, "--sim-devices must be at least 1")
+	if p.SimMemory, err = simFlags(simMemory, p.SimDevices); err != nil {
+		return err
 	}
 	if p.SimDir != "" {
 		if p.SimDir, err = filepath.Abs(p.SimDir); err != nil {
@@ -173,62 +167,15 @@ func runStatus(ctx context.Context, o *StatusOptions) error {
 		Open: func() (gpu.Probe, error) { return statusOpenProbe(o) }, ErrOut: o.IO.ErrOut})
 	defer g.Close()
 	term := statusIsTerminal(o.IO.Out)
-	view := statusview.Options{Color: term && o.IO.Getenv("NO_COLOR") == ""}
-
-	if o.Watch == 0 {
-		r, err := statusGather(ctx, g)
-		if err != nil {
-			return err
-		}
-		view.Now = time.Now()
-		if err := statusRender(o.IO.Out, r, o.JSON, false, view); err != nil {
-			return err
-		}
-		if o.Name != "" && r.Instances[0].State == api.StateUnreachable {
-			return exitf(ExitFailure, "instance %q is unreachable: %s", o.Name, r.Instances[0].Error)
-		}
-		return nil
+	r, err := status.Show(ctx, g, status.ShowOptions{Out: o.IO.Out, JSON: o.JSON, Watch: o.Watch,
+		Terminal: term, Color: term && o.IO.Getenv("NO_COLOR") == ""})
+	if err != nil {
+		return withCode(ExitFailure, err)
 	}
-
-	// Watching: an instance that is missing now may start later, so a
-	// missing NAME just shows no instance.
-	t := time.NewTicker(o.Watch)
-	defer t.Stop()
-	for {
-		r, err := statusGather(ctx, g)
-		if err != nil && !statusIsNoSuchInstance(err) {
-			return err
-		}
-		var frame bytes.Buffer
-		if term && !o.JSON {
-			frame.WriteString("\x1b[H\x1b[2J") // home, clear: redraw in place
-		}
-		view.Now = time.Now()
-		if err := statusRender(&frame, r, o.JSON, true, view); err != nil {
-			return err
-		}
-		if _, err := o.IO.Out.Write(frame.Bytes()); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	if o.Watch == 0 && o.Name != "" && r.Instances[0].State == api.StateUnreachable {
+		return exitf(ExitFailure, "instance %q is unreachable: %s", o.Name, r.Instances[0].Error)
 	}
-}
-
-func statusRender(w io.Writer, r statusview.Report, asJSON, watching bool, view statusview.Options) error {
-	if asJSON {
-		return statusview.WriteJSON(w, r, watching)
-	}
-	return statusview.WriteTable(w, r, view)
-}
-
-// statusGather is one report; a NAME with no socket exits 1.
-func statusGather(ctx context.Context, g *status.Gatherer) (statusview.Report, error) {
-	r, err := g.Gather(ctx)
-	return r, withCode(ExitFailure, err)
+	return nil
 }
 
 // statusOpenProbe opens the backend of --backend and its flags; the sim
@@ -242,11 +189,6 @@ func statusOpenProbe(o *StatusOptions) (gpu.Probe, error) {
 		}
 	}
 	return probeopen.Probe(po)
-}
-
-func statusIsNoSuchInstance(err error) bool {
-	var e *status.NoSuchInstance
-	return errors.As(err, &e)
 }
 
 // statusIsTerminal reports whether w is a terminal (TCGETS succeeds), the
