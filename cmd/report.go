@@ -1,8 +1,6 @@
 package cmd
 
 import (
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -131,31 +129,22 @@ func runReport(o *ReportOptions) error {
 	if o.Since > 0 {
 		since = now.Add(-o.Since)
 	}
-	var (
-		sums  []report.Summary
-		pages []review.Instance
-	)
-	for _, t := range targets {
-		s, events, err := instances.Summarize(t, runDirs, since, now, o.IO.ErrOut)
-		if err != nil {
-			return withCode(ExitFailure, err)
-		}
-		s.SetBudget(o.Budget)
-		// The text report notes skipped lines in its body; JSON and the
-		// page have no place for the note, so it goes to stderr.
-		if (o.JSON || o.HTML != "") && s.SkippedLines > 0 {
-			fmt.Fprintf(o.IO.ErrOut, "gpuguard: %s: skipped %d unreadable journal line(s)\n", s.Name, s.SkippedLines)
-		}
-		if o.HTML != "" {
-			pages = append(pages, review.Instance{Summary: s, Events: events})
-			continue
-		}
-		sums = append(sums, s)
+	reads, err := instances.SummarizeAll(targets, runDirs, since, now, o.Budget, o.JSON || o.HTML != "", o.IO.ErrOut)
+	if err != nil {
+		return withCode(ExitFailure, err)
 	}
 	if o.HTML != "" {
+		pages := make([]review.Instance, len(reads))
+		for i, r := range reads {
+			pages[i] = review.Instance{Summary: r.Summary, Events: r.Events}
+		}
 		return writeReview(o, pages, since, now)
 	}
-	return writeReports(o, sums)
+	sums := make([]report.Summary, len(reads))
+	for i, r := range reads {
+		sums[i] = r.Summary
+	}
+	return withCode(ExitFailure, report.WriteAll(o.IO.Out, sums, o.JSON))
 }
 
 // reportTargets resolves which journals to read: --state-dir, else NAME
@@ -177,27 +166,4 @@ func reportTargets(o *ReportOptions, env paths.Env) ([]instances.Target, error) 
 func instanceTargets(env paths.Env, stateDir, name string, has func(dir string) bool) ([]instances.Target, string, error) {
 	targets, root, err := instances.Targets(env, stateDir, name, has)
 	return targets, root, withCode(ExitFailure, err)
-}
-
-func writeReports(o *ReportOptions, sums []report.Summary) error {
-	if o.JSON {
-		enc := json.NewEncoder(o.IO.Out)
-		enc.SetIndent("", "  ")
-		var v any = sums[0]
-		if len(sums) > 1 {
-			v = struct {
-				Instances []report.Summary `json:"instances"`
-			}{sums}
-		}
-		return withCode(ExitFailure, enc.Encode(v))
-	}
-	for i, s := range sums {
-		if i > 0 {
-			fmt.Fprintln(o.IO.Out)
-		}
-		if err := s.WriteText(o.IO.Out); err != nil {
-			return withCode(ExitFailure, err)
-		}
-	}
-	return nil
 }

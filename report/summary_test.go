@@ -334,3 +334,31 @@ func TestYields(t *testing.T) {
 		t.Errorf("an instance that never yielded mentions yields:\n%s", buf.String())
 	}
 }
+
+// TestWriteAll: one instance is one JSON object, several are wrapped in
+// "instances"; text separates them with a blank line.
+func TestWriteAll(t *testing.T) {
+	a, b := Summary{Name: "a"}, Summary{Name: "b"}
+	var one, two, text bytes.Buffer
+	if err := WriteAll(&one, []Summary{a}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteAll(&two, []Summary{a, b}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteAll(&text, []Summary{a, b}, false); err != nil {
+		t.Fatal(err)
+	}
+	var single map[string]any
+	var several struct{ Instances []map[string]any }
+	if json.Unmarshal(one.Bytes(), &single) != nil || single["name"] != "a" {
+		t.Errorf("one instance: %s", one.String())
+	}
+	if json.Unmarshal(two.Bytes(), &several) != nil || len(several.Instances) != 2 || several.Instances[1]["name"] != "b" {
+		t.Errorf("two instances: %s", two.String())
+	}
+	ia, ib := strings.Index(text.String(), "a ("), strings.Index(text.String(), "\n\nb (")
+	if ia != 0 || ib < 0 {
+		t.Errorf("text: %q", text.String())
+	}
+}

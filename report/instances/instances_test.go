@@ -119,3 +119,43 @@ func TestIsLive(t *testing.T) {
 		t.Error("a stale socket file is live")
 	}
 }
+
+// TestSummarizeAll: each target in order, judged against the budget; a
+// journal's unreadable lines are noted on errOut only when asked, and a
+// target without a journal stops it.
+func TestSummarizeAll(t *testing.T) {
+	root := t.TempDir()
+	var targets []Target
+	for _, d := range []string{"a", "b"} {
+		dir := filepath.Join(root, d)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		line := `{"time":"2026-12-01T10:00:00Z","event":"start","name":"` + d + `","profile":"fp16","level":0}` + "\n"
+		if d == "b" {
+			line += "not json\n"
+		}
+		if err := os.WriteFile(filepath.Join(dir, paths.JournalFile), []byte(line), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, Target{Name: d, Dir: dir})
+	}
+	now := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
+	for _, note := range []bool{false, true} {
+		var errOut bytes.Buffer
+		reads, err := SummarizeAll(targets, nil, time.Time{}, now, 0.25, note, &errOut)
+		if err != nil || len(reads) != 2 || reads[0].Summary.Name != "a" || reads[1].Summary.Name != "b" {
+			t.Fatalf("SummarizeAll = %+v %v, want a then b", reads, err)
+		}
+		if reads[1].Summary.Budget != 0.25 || len(reads[1].Events) != 1 || reads[1].Summary.SkippedLines != 1 {
+			t.Errorf("b: budget %v, %d events, %d skipped; want 0.25, 1, 1", reads[1].Summary.Budget, len(reads[1].Events), reads[1].Summary.SkippedLines)
+		}
+		if noted := strings.Contains(errOut.String(), "b: skipped 1 unreadable journal line(s)"); noted != note {
+			t.Errorf("noteSkipped %v: errOut %q", note, errOut.String())
+		}
+	}
+	_, err := SummarizeAll(append(targets, Target{Name: "c", Dir: t.TempDir()}), nil, time.Time{}, now, 0, false, &bytes.Buffer{})
+	if !errors.Is(err, ErrNoJournal) {
+		t.Errorf("a target without a journal: %v, want ErrNoJournal", err)
+	}
+}

@@ -77,3 +77,30 @@ func IsLive(runDirs []string, name string) bool {
 	}
 	return false
 }
+
+// Read is one instance's summary and the events it was read from.
+type Read struct {
+	Summary report.Summary
+	Events  []api.Event
+}
+
+// SummarizeAll summarises every target in turn (Summarize), each judged
+// against budget, the degraded rate above which it is flagged. With
+// noteSkipped, a journal's unreadable lines are noted on errOut: the text
+// report notes them in its body, JSON and the review page have no place
+// for it.
+func SummarizeAll(targets []Target, runDirs []string, since, now time.Time, budget float64, noteSkipped bool, errOut io.Writer) ([]Read, error) {
+	reads := make([]Read, 0, len(targets))
+	for _, t := range targets {
+		s, events, err := Summarize(t, runDirs, since, now, errOut)
+		if err != nil {
+			return nil, err
+		}
+		s.SetBudget(budget)
+		if noteSkipped && s.SkippedLines > 0 {
+			fmt.Fprintf(errOut, "gpuguard: %s: skipped %d unreadable journal line(s)\n", s.Name, s.SkippedLines)
+		}
+		reads = append(reads, Read{s, events})
+	}
+	return reads, nil
+}
