@@ -2,9 +2,6 @@ package cmd
 
 import (
 	"bytes"
-	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/gpuguard/gpuguard/internal/durable"
@@ -27,38 +24,8 @@ func writeReview(o *ReportOptions, pages []review.Instance, since, now time.Time
 		_, err := o.IO.Out.Write(b.Bytes())
 		return withCode(ExitFailure, err)
 	}
-	if err := replaceFile(o.HTML, b.Bytes()); err != nil {
+	if err := durable.Replace(o.HTML, b.Bytes(), 0o644, true); err != nil {
 		return exitf(ExitFailure, "writing the review page: %v", err)
 	}
 	return nil
-}
-
-// replaceFile puts data at path through a temporary file in the same
-// directory and a rename, which replaces a symlink at path rather than
-// writing through it.
-func replaceFile(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(0o644) // a page to read, like a report printed to a terminal
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return durable.SyncDir(dir)
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/gpuguard/gpuguard/internal/durable"
 )
 
 // SimSet sets the simulated usage of name on device gpu under dir: name is
@@ -34,8 +36,8 @@ func SimSet(dir string, gpu int, name string, size uint64) error {
 	if err := os.MkdirAll(devDir, 0o755); err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
-	if err := writeAtomic(devDir, path, strconv.FormatUint(size, 10)+"\n"); err != nil {
-		return fmt.Errorf("sim: setting %s: %w", path, err)
+	if err := durable.Replace(path, []byte(strconv.FormatUint(size, 10)+"\n"), 0o644, false); err != nil {
+		return fmt.Errorf("sim: setting %w", err)
 	}
 	return nil
 }
@@ -52,28 +54,4 @@ func ValidSimName(name string) error {
 		return fmt.Errorf("sim: name %q: must not contain '/'", name)
 	}
 	return nil
-}
-
-// writeAtomic writes data to a temp file in dir and renames it to path.
-func writeAtomic(dir, path, data string) error {
-	f, err := os.CreateTemp(dir, ".simset-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, werr := f.WriteString(data)
-	cerr := f.Close()
-	err = errors.Join(werr, cerr)
-	if err == nil {
-		// CreateTemp makes 0600; usage files are not secret, and another
-		// user's gpuguard may share a sim dir.
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
 }
