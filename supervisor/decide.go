@@ -17,7 +17,7 @@ func (l *loop) onSample(r sampleResult) {
 	defer l.pace.reschedule(r, now) // after the period this result sets
 	if n := l.ledger.Expire(now); len(n) > 0 {
 		l.deps.Logf("%d admission lease(s) expired", len(n))
-		l.leasesChanged()
+		l.s.leasesChanged()
 	}
 	if l.deps.Meter != nil && !hung {
 		l.deps.Meter.ObserveProbe(r.took, r.err)
@@ -49,7 +49,7 @@ func (l *loop) onSample(r sampleResult) {
 	if l.child != nil {
 		l.minute.note(now, l.ratio, worstGPU(r.sample.Devices, l.pol), l.pol.Watermark, l)
 	}
-	l.trackStart(now, r)
+	l.shared.sample(now, r, l.child != nil, l.childTree, l.pol.Watch.Settle)
 	// Publish the sample before a start it may lead to, so that anyone who
 	// sees the new child also sees the GPUs it was started against. (The
 	// loop publishes after every event anyway.)
@@ -74,12 +74,15 @@ func (l *loop) onSample(r sampleResult) {
 // instance's sample goes to the tenants of its GPU instead; a lone one's
 // never enters the shared-GPU code.
 func (l *loop) applyWatermark(now time.Time) {
-	if l.coordinated() {
-		l.proposeShared(now) // the tenants of the GPU decide together
+	in := core.Sample{Now: now, Ratio: l.ratio, Predicted: l.pace.predicted(now, l.childStart, l.pol.Watermark.Grace),
+		ETA: l.pace.fc.ETA.Seconds()}
+	if l.shared.coordinated(l.cfg.Observe, l.pol.Watch.Scope) {
+		// the tenants of the GPU decide together
+		l.shared.proposeSample(l.ctx, l.s.done, in, &l.core.Rules, l.pol, l.lastSample.Devices, l.peerFacts)
 		return
 	}
-	l.doAll(l.decide(core.Sample{Now: now, Ratio: l.ratio, Predicted: l.predicted(now),
-		ETA: l.pace.fc.ETA.Seconds(), PeerHeld: l.observeHeld(now)}), nil)
+	in.PeerHeld = l.shared.observeHeld(now, l.cfg.Observe, l.pol.Watch.Scope)
+	l.doAll(l.decide(in), nil)
 }
 
 // peerStep is the entry point of a step the tenants of a shared GPU chose

@@ -160,9 +160,10 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 		case req := <-l.s.reqs:
 			l.onRequest(req)
 		case r := <-l.shared.outcomes:
-			l.onOutcome(r)
+			l.shared.onOutcome(r, l.peerFacts(time.Now()), l)
 		case o := <-l.shared.starts:
-			l.onStartClaim(o)
+			// a live wake claims as a start does (wake.go)
+			l.shared.answer(o, (l.state == api.StateWaiting || l.state == api.StateAsleep && l.wake.want) && !l.stopping && !l.finished, &l.pace)
 		}
 		l.publishSnapshot()
 	}
@@ -192,7 +193,7 @@ func (l *loop) onRequest(r request) {
 	case opHealthy:
 		l.onHealthy(r.gen)
 	default:
-		l.onSharedRequest(r)
+		l.shared.request(r, l.peerFacts, l)
 	}
 }
 

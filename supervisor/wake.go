@@ -58,7 +58,7 @@ func (l *loop) tryWake(r *sampleResult) {
 	to := nearestServing(l.pol.Profiles, l.level)
 	if to < 0 || l.pol.Profiles[l.level].Serving() {
 		l.wake.want = false
-		if l.state != api.StateWaiting && l.shared.start.phase == startGranted {
+		if l.state != api.StateWaiting && l.shared.startClaim.phase == startGranted {
 			l.shared.endStarting("") // a wake's claim, no longer needed
 		}
 		return
@@ -70,7 +70,7 @@ func (l *loop) tryWake(r *sampleResult) {
 		l.wakeStopped(to, api.ReasonRequest, why, nil)
 	case l.child != nil && l.state == api.StateAsleep && !l.acts.acting() && l.plan == nil && !l.stopping:
 		if fit := l.wakeFit(to); fit != "" {
-			if l.shared.start.phase == startGranted {
+			if l.shared.startClaim.phase == startGranted {
 				l.shared.endStarting("") // the claim's fresh sample says it does not fit
 			}
 			return // not yet: the request waits, up to hold
@@ -82,8 +82,8 @@ func (l *loop) tryWake(r *sampleResult) {
 		now := time.Now()
 		l.core.Rules.Stepped(now)
 		if l.changeProfile(to, api.ReasonRequest, why, nil) {
-			l.beganStarting(now) // the claim lasts until the woken server's memory settles
-		} else if l.shared.start.phase == startGranted {
+			l.shared.began(now, l.lastSample, l.childTree, l.pol.Watch.Settle) // the claim lasts until the woken server's memory settles
+		} else if l.shared.startClaim.phase == startGranted {
 			l.shared.endStarting("")
 		}
 	}
@@ -96,7 +96,7 @@ func (l *loop) tryWake(r *sampleResult) {
 // taken after the grant, as a start's is. Without a coordinator, or with
 // no GPU known yet, there is nothing to agree on.
 func (l *loop) wakeClaimed(r *sampleResult) bool {
-	return l.claimGate(r, func() bool { return true })
+	return l.shared.gate(r, l.claims(), func() bool { return true })
 }
 
 // nearestServing is the serving profile of ps closest above level (every
