@@ -85,13 +85,6 @@ func (l *loop) applyWatermark(now time.Time) {
 	l.doAll(l.decide(in), nil)
 }
 
-// peerStep is the entry point of a step the tenants of a shared GPU chose
-// this instance for (reason r, told as why): the core takes it as it takes
-// its own rules' verdicts.
-func (l *loop) peerStep(now time.Time, r core.Reason, why string) {
-	l.doAll(l.decide(core.Peer{Now: now, Reason: r, Why: why, Ratio: l.ratio}), nil)
-}
-
 // changeProfile moves to level: live when that profile is live, else by a
 // graceful restart into it. reply (if any) gets the new profile once the
 // state file is written and the event published.
