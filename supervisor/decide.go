@@ -65,7 +65,7 @@ func (l *loop) onSample(r sampleResult) {
 		}
 		l.applyWatermark(now)
 	}
-	l.wakeSample(now, r)
+	l.wake.sample(l.sleepView(), now, r)
 	l.updateStatusText()
 }
 
@@ -97,7 +97,7 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	if level < l.level {
 		event = api.EventStepUp
 	}
-	if l.sleepByStop(event, level, reason, why, reply) || l.liveActions(event, level, reason, why, reply) {
+	if l.wake.byStop(l.sleepView(), event, level, reason, why, reply) || l.liveActions(event, level, reason, why, reply) {
 		return true
 	}
 	if !l.pol.Profiles[level].Live {
@@ -190,7 +190,7 @@ func (l *loop) beginRestart(level int, reason string, reply chan response) {
 
 // manualStep handles `gpuguard step` and the socket's step request.
 func (l *loop) manualStep(r request) {
-	if l.manualWake(r) {
+	if l.wake.manualWake(l.sleepView(), r) {
 		return
 	}
 	in := core.ManualStep{Now: time.Now(), Up: r.up, State: l.state, Tree: l.childTree,

@@ -292,7 +292,7 @@ func (l *loop) onExit() {
 		l.finish(e.Status(), nil)
 		return
 	}
-	if l.fellAsleep() {
+	if l.wake.fellAsleep(l.sleepView()) {
 		return
 	}
 	if plan := l.plan; plan != nil {
@@ -304,7 +304,7 @@ func (l *loop) onExit() {
 		return
 	}
 	notifyDeath := core.DiedOfNotify(e, l.notifiedSig, notifiedAt, now, notifyDeathWindow)
-	if k, _ := core.ClassifyExit(e, l.pol.OOM, told); l.exitedAsleep(k, notifyDeath) {
+	if k, _ := core.ClassifyExit(e, l.pol.OOM, told); l.wake.exitedAsleep(l.sleepView(), k, notifyDeath) {
 		return
 	}
 	if notifyDeath {
