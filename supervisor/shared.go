@@ -90,8 +90,8 @@ type peerFacts struct {
 	now  time.Time
 	name string
 	// coordinated: this instance takes part in decisions; notes: it
-	// journals the other tenants' decisions (see loop.coordinated and
-	// loop.notesDecisions).
+	// journals the other tenants' decisions (see sharedState.coordinated
+	// and notesDecisions).
 	coordinated, notes bool
 	ratio              float64
 	devices            []gpu.Device // the watched GPUs, newest sample
@@ -281,7 +281,7 @@ func (t *sharedState) exec(st api.TenantStep, shared bool, f peerFacts) (api.Ten
 //
 // An observing tenant notes them too: it takes no part in the decision, but
 // another tenant's step is its yield like anyone's, and what it would
-// have done waits for that step's grace (see loop.observeHeld).
+// have done waits for that step's grace (see sharedState.observeHeld).
 func (t *sharedState) note(d api.TenantDecision, f peerFacts) peerOutcome {
 	if !f.notes || !f.watches(d.GPU) || t.seen[d.GPU][d.Seq] {
 		return peerOutcome{}

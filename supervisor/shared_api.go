@@ -23,7 +23,7 @@ func (s *Supervisor) TenantInfo() api.TenantInfo {
 }
 
 // TenantStep executes a decision another tenant took for this instance, or
-// refuses it (see execShared).
+// refuses it (see sharedState.exec).
 func (s *Supervisor) TenantStep(ctx context.Context, st api.TenantStep) (api.TenantDecision, error) {
 	r, err := s.call(ctx, request{op: opTenantStep, tenantStep: st})
 	return r.tenantDecision, err
