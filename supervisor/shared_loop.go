@@ -123,21 +123,21 @@ func (t *sharedState) request(r request, facts func(time.Time) peerFacts, do cor
 }
 
 // publishTenant publishes the TenantInfo of f, which TenantInfo answers
-// from (into store), and tells the other tenants; leases is called when
-// the leases are to be published too.
-func (t *sharedState) publishTenant(f peerFacts, store *atomic.Pointer[api.TenantInfo], leases func()) {
+// from (into store), and tells the other tenants; the leases are
+// published too (publish, off the loop) once the GPUs are first known.
+func (t *sharedState) publishTenant(f peerFacts, store *atomic.Pointer[api.TenantInfo], publish func() error) {
 	info := f.tenant()
 	store.Store(&info)
 	if t.published(info) {
-		leases()
+		t.leasesChanged(publish)
 	}
 }
 
-// leasesChanged publishes the leases after the loop changed them (expiry,
-// the child's exit), off the loop.
-func (s *Supervisor) leasesChanged() {
-	if s.deps.Coordinator != nil {
-		go s.publishLeases()
+// leasesChanged publishes the leases (publish: Supervisor.publishLeases)
+// after the loop changed them (expiry, the child's exit), off the loop.
+func (t *sharedState) leasesChanged(publish func() error) {
+	if t.c != nil {
+		go publish()
 	}
 }
 
