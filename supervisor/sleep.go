@@ -38,7 +38,7 @@ type sleeper struct {
 // lifeVerbs is what a sleep or a wake asks of the child's lifecycle; the
 // loop implements it.
 type lifeVerbs interface {
-	journal
+	coreFeed // the journal, and the decision core (an idle sleep is its step)
 	emitStep(event string, to int, reason, why string)
 	stopChild(sig syscall.Signal)
 	writeState(why string) (api.ProfileState, error)
@@ -46,8 +46,6 @@ type lifeVerbs interface {
 	publishSnapshot()
 	enterWaiting(level int, release map[int]bool)
 	changeProfile(level int, reason, why string, reply chan response) bool
-	decide(in core.Input) []core.Effect
-	doAll(effs []core.Effect, reply chan response)
 }
 
 // sleepView is the lifecycle as a sleep or a wake sees it, lent for one
