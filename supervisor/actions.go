@@ -230,7 +230,7 @@ func (l *loop) onActionsDone(d actionDone) {
 			level = min(l.level, len(l.pol.Profiles)-1)
 		}
 		if !l.pol.Profiles[level].Serving() {
-			l.beginSleep(level, run.reason, run.reply)
+			l.wake.begin(l.sleepView(), level, run.reason, run.reply)
 			return
 		}
 		l.deps.Logf("falling back to a restart into profile %s", l.pol.Profiles[level].Name)

@@ -17,7 +17,7 @@ func (l *loop) onSample(r sampleResult) {
 	defer l.pace.reschedule(r, now) // after the period this result sets
 	if n := l.ledger.Expire(now); len(n) > 0 {
 		l.deps.Logf("%d admission lease(s) expired", len(n))
-		l.leasesChanged()
+		l.shared.leasesChanged(l.s.publishLeases)
 	}
 	if l.deps.Meter != nil && !hung {
 		l.deps.Meter.ObserveProbe(r.took, r.err)
@@ -49,7 +49,7 @@ func (l *loop) onSample(r sampleResult) {
 	if l.child != nil {
 		l.minute.note(now, l.ratio, worstGPU(r.sample.Devices, l.pol), l.pol.Watermark, l)
 	}
-	l.trackStart(now, r)
+	l.shared.sample(now, r, l.child != nil, l.childTree, l.pol.Watch.Settle)
 	// Publish the sample before a start it may lead to, so that anyone who
 	// sees the new child also sees the GPUs it was started against. (The
 	// loop publishes after every event anyway.)
@@ -65,7 +65,7 @@ func (l *loop) onSample(r sampleResult) {
 		}
 		l.applyWatermark(now)
 	}
-	l.wakeSample(now, r)
+	l.wake.sample(l.sleepView(), now, r)
 	l.updateStatusText()
 }
 
@@ -74,19 +74,15 @@ func (l *loop) onSample(r sampleResult) {
 // instance's sample goes to the tenants of its GPU instead; a lone one's
 // never enters the shared-GPU code.
 func (l *loop) applyWatermark(now time.Time) {
-	if l.coordinated() {
-		l.proposeShared(now) // the tenants of the GPU decide together
+	in := core.Sample{Now: now, Ratio: l.ratio, Predicted: l.pace.predicted(now, l.childStart, l.pol.Watermark.Grace),
+		ETA: l.pace.fc.ETA.Seconds()}
+	if l.shared.coordinated(l.cfg.Observe, l.pol.Watch.Scope) {
+		// the tenants of the GPU decide together
+		l.shared.proposeSample(l.ctx, l.s.done, in, &l.core.Rules, l.pol, l.lastSample.Devices, l.peerFacts)
 		return
 	}
-	l.doAll(l.decide(core.Sample{Now: now, Ratio: l.ratio, Predicted: l.predicted(now),
-		ETA: l.pace.fc.ETA.Seconds(), PeerHeld: l.observeHeld(now)}), nil)
-}
-
-// peerStep is the entry point of a step the tenants of a shared GPU chose
-// this instance for (reason r, told as why): the core takes it as it takes
-// its own rules' verdicts.
-func (l *loop) peerStep(now time.Time, r core.Reason, why string) {
-	l.doAll(l.decide(core.Peer{Now: now, Reason: r, Why: why, Ratio: l.ratio}), nil)
+	in.PeerHeld = l.shared.observeHeld(now, l.cfg.Observe, l.pol.Watch.Scope)
+	l.doAll(l.decide(in), nil)
 }
 
 // changeProfile moves to level: live when that profile is live, else by a
@@ -101,7 +97,7 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	if level < l.level {
 		event = api.EventStepUp
 	}
-	if l.sleepByStop(event, level, reason, why, reply) || l.liveActions(event, level, reason, why, reply) {
+	if l.wake.byStop(l.sleepView(), event, level, reason, why, reply) || l.liveActions(event, level, reason, why, reply) {
 		return true
 	}
 	if !l.pol.Profiles[level].Live {
@@ -194,7 +190,7 @@ func (l *loop) beginRestart(level int, reason string, reply chan response) {
 
 // manualStep handles `gpuguard step` and the socket's step request.
 func (l *loop) manualStep(r request) {
-	if l.manualWake(r) {
+	if l.wake.manualWake(l.sleepView(), r) {
 		return
 	}
 	in := core.ManualStep{Now: time.Now(), Up: r.up, State: l.state, Tree: l.childTree,

@@ -82,7 +82,7 @@ func (l *loop) tryStart(r sampleResult) {
 		// Without data there is no fit to judge; do not hold the service
 		// hostage to the monitoring. Start where we aimed once any
 		// release wait is over.
-		if (len(l.release) == 0 || now.Sub(l.waitSince) >= rw.ReleaseTimeout) && l.startClaimed(r) {
+		if (len(l.release) == 0 || now.Sub(l.waitSince) >= rw.ReleaseTimeout) && l.shared.forStart(r, l.pol, l.target, l.claims()) {
 			l.launchFit(l.target, core.Fit{}, fmt.Sprintf("starting in %s unchecked: no GPU reading (%v)", l.pol.Profiles[l.target].Name, r.err))
 		}
 		return
@@ -96,7 +96,7 @@ func (l *loop) tryStart(r sampleResult) {
 		}
 		l.release = nil
 	}
-	if !l.startClaimed(r) {
+	if !l.shared.forStart(r, l.pol, l.target, l.claims()) {
 		return // one start at a time on a shared GPU
 	}
 	l.doAll(l.decide(core.Start{Devices: devs, Target: l.target}), nil)
@@ -226,7 +226,7 @@ func (l *loop) launch(level int) {
 	l.decide(core.Launched{})
 	l.pace.reset()
 	l.pace.setTarget(l.child, l.deps.Owned)
-	l.beganStarting(l.childStart)
+	l.shared.began(l.childStart, l.lastSample, l.childTree, l.pol.Watch.Settle)
 	ev := api.Event{Time: launched, Event: api.EventStart, PID: child.PID(), Restarts: l.restarts, Reason: l.lastExit}
 	if from != level {
 		ev.From, ev.To = l.pol.Profiles[from].Name, l.pol.Profiles[level].Name
@@ -266,7 +266,7 @@ func (l *loop) onExit() {
 	l.door.exited()
 	l.acts.exited()
 	l.ledger.Clear()
-	l.leasesChanged()
+	l.shared.leasesChanged(l.s.publishLeases)
 	l.s.tasks.childExited() // its lease ended with the child
 	told := ""
 	if p := l.s.toldOOM.Swap(nil); p != nil {
@@ -292,7 +292,7 @@ func (l *loop) onExit() {
 		l.finish(e.Status(), nil)
 		return
 	}
-	if l.fellAsleep() {
+	if l.wake.fellAsleep(l.sleepView()) {
 		return
 	}
 	if plan := l.plan; plan != nil {
@@ -304,7 +304,7 @@ func (l *loop) onExit() {
 		return
 	}
 	notifyDeath := core.DiedOfNotify(e, l.notifiedSig, notifiedAt, now, notifyDeathWindow)
-	if k, _ := core.ClassifyExit(e, l.pol.OOM, told); l.exitedAsleep(k, notifyDeath) {
+	if k, _ := core.ClassifyExit(e, l.pol.OOM, told); l.wake.exitedAsleep(l.sleepView(), k, notifyDeath) {
 		return
 	}
 	if notifyDeath {

@@ -108,7 +108,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	defer l.stopWait.stop()
 	defer l.door.limit.stop()
 
-	if !l.startAsleep() {
+	if !l.wake.startAsleep(l.sleepView()) {
 		l.enterWaiting(l.target, nil)
 	}
 	// A stop queued before Run (gpuguard listens from before its backend
@@ -147,7 +147,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 		case d := <-l.acts.out:
 			l.onActionsDone(d)
 		case <-l.s.wanted:
-			l.onWanted()
+			l.wake.onWanted(l.sleepView())
 		case <-watchdog:
 			_ = l.deps.Notifier.Watchdog()
 		case sig := <-signals:
@@ -160,9 +160,10 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 		case req := <-l.s.reqs:
 			l.onRequest(req)
 		case r := <-l.shared.outcomes:
-			l.onOutcome(r)
+			l.shared.onOutcome(r, l.peerFacts(time.Now()), l)
 		case o := <-l.shared.starts:
-			l.onStartClaim(o)
+			// a live wake claims as a start does (wake.go)
+			l.shared.answer(o, l.wake.claimWanted(l.state) && !l.stopping && !l.finished, &l.pace)
 		}
 		l.publishSnapshot()
 	}
@@ -192,7 +193,7 @@ func (l *loop) onRequest(r request) {
 	case opHealthy:
 		l.onHealthy(r.gen)
 	default:
-		l.onSharedRequest(r)
+		l.shared.request(r, l.peerFacts, l)
 	}
 }
 

@@ -192,7 +192,7 @@ func (l *loop) reladder(old *policy.Policy) {
 	level, kept := follow(l.level)
 	moved := level != l.level
 	l.level = level
-	if l.stoppedAsleep() && l.pol.Profiles[level].Serving() {
+	if l.sleepView().stoppedAsleep() && l.pol.Profiles[level].Serving() {
 		// The profile it slept in serves requests now (it was changed, or
 		// it is gone): nothing else would ever start the child, so the
 		// reload does, in the usual start (release, fit, start order).

@@ -97,7 +97,7 @@ func (l *loop) publishSnapshot() {
 		snap.childStart = l.childStart
 	}
 	l.s.snap.Store(snap)
-	l.publishTenant()
+	l.shared.publishTenant(l.peerFacts(time.Time{}), &l.s.tenant, l.s.publishLeases)
 	short := l.core.Rules.StepPending() || l.plan != nil || l.haveSample && l.ratio >= l.pol.Watermark.High
 	l.door.sync(l.pol.Profiles[l.level].Name, l.level, len(l.pol.Profiles), short, &l.s.short)
 }

@@ -11,5 +11,5 @@ type rooms struct {
 	minute minuteSummary // the watermark samples of this minute, for its record
 	door   doorLink      // the front door (door.go)
 	acts   actionState   // server actions (actions.go)
-	wake   wakeState     // waking on request, sleeping when idle (wake.go)
+	wake   sleeper       // sleeping, waking on request, sleeping when idle (sleep.go, wake.go)
 }

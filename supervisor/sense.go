@@ -203,7 +203,7 @@ func (l *loop) withoutReading(now time.Time, r sampleResult) {
 	if l.finished {
 		return
 	}
-	l.trackStart(now, r)
+	l.shared.sample(now, r, l.child != nil, l.childTree, l.pol.Watch.Settle)
 	switch {
 	case l.state == api.StateWaiting:
 		l.tryStart(r)

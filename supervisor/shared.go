@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/policy"
 )
 
 // Coordinator is how the supervisor agrees with the other tenants of its
@@ -45,12 +46,8 @@ type Coordinator interface {
 type sharedState struct {
 	c    Coordinator // nil: no other tenants to agree with
 	logf func(format string, args ...any)
-	// starting is the supervisor's flag, read live by TenantInfo: set
-	// before a start claim is made, cleared when the start ends.
-	starting *atomic.Bool
 
 	outcomes chan sharedResult
-	starts   chan api.StartOutcome
 
 	// proposing: a proposal is with the coordinator; further verdicts wait
 	// for its outcome.
@@ -71,7 +68,9 @@ type sharedState struct {
 	// leasesPublished: the leases were published once the GPUs were known.
 	leasesPublished bool
 
-	start startState
+	// startClaim is the one start at a time (shared_start.go), embedded so
+	// that the loop's files end a start and read its answers as before.
+	startClaim
 }
 
 type sharedResult struct {
@@ -80,9 +79,9 @@ type sharedResult struct {
 }
 
 func newShared(c Coordinator, logf func(format string, args ...any), starting *atomic.Bool) sharedState {
-	return sharedState{c: c, logf: logf, starting: starting,
-		outcomes: make(chan sharedResult, 1), starts: make(chan api.StartOutcome, 1),
-		executed: map[string]int64{}, seen: map[string]map[int64]bool{}, quietUntil: map[bool]time.Time{}}
+	return sharedState{c: c, logf: logf, outcomes: make(chan sharedResult, 1),
+		executed: map[string]int64{}, seen: map[string]map[int64]bool{}, quietUntil: map[bool]time.Time{},
+		startClaim: startClaim{c: c, logf: logf, starting: starting, starts: make(chan api.StartOutcome, 1)}}
 }
 
 // peerFacts are the loop's facts an input to the agreement is judged on,
@@ -91,8 +90,8 @@ type peerFacts struct {
 	now  time.Time
 	name string
 	// coordinated: this instance takes part in decisions; notes: it
-	// journals the other tenants' decisions (see loop.coordinated and
-	// loop.notesDecisions).
+	// journals the other tenants' decisions (see sharedState.coordinated
+	// and notesDecisions).
 	coordinated, notes bool
 	ratio              float64
 	devices            []gpu.Device // the watched GPUs, newest sample
@@ -107,6 +106,13 @@ type peerFacts struct {
 	// writable checks that the state file can be written (a step that
 	// could not write it would not happen).
 	writable func() error
+	// wm and eta say why a step the instance's own rules would have
+	// decided happens (core.Reason.Why).
+	wm  policy.Watermark
+	eta float64
+	// self is the rest of what the other tenants are told of this
+	// instance (tenant).
+	self tenantFacts
 }
 
 func (f peerFacts) watches(uuid string) bool {
@@ -275,7 +281,7 @@ func (t *sharedState) exec(st api.TenantStep, shared bool, f peerFacts) (api.Ten
 //
 // An observing tenant notes them too: it takes no part in the decision, but
 // another tenant's step is its yield like anyone's, and what it would
-// have done waits for that step's grace (see loop.observeHeld).
+// have done waits for that step's grace (see sharedState.observeHeld).
 func (t *sharedState) note(d api.TenantDecision, f peerFacts) peerOutcome {
 	if !f.notes || !f.watches(d.GPU) || t.seen[d.GPU][d.Seq] {
 		return peerOutcome{}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/gpu"
 )
 
 // TenantInfo is what this instance tells the other tenants of its GPUs
@@ -21,7 +23,7 @@ func (s *Supervisor) TenantInfo() api.TenantInfo {
 }
 
 // TenantStep executes a decision another tenant took for this instance, or
-// refuses it (see execShared).
+// refuses it (see sharedState.exec).
 func (s *Supervisor) TenantStep(ctx context.Context, st api.TenantStep) (api.TenantDecision, error) {
 	r, err := s.call(ctx, request{op: opTenantStep, tenantStep: st})
 	return r.tenantDecision, err
@@ -134,21 +136,37 @@ func (s *Supervisor) watched() []string {
 	return out
 }
 
-// tenantInfo is the loop's current TenantInfo, without the parts read live.
-func (l *loop) tenantInfo() api.TenantInfo {
-	info := api.TenantInfo{Name: l.cfg.Name, PID: l.s.snap.Load().status.PID, Priority: l.pol.Priority,
-		Scope: l.pol.Watch.Scope, Observe: l.cfg.Observe, State: l.state, Level: l.level,
-		Levels: len(l.pol.Profiles), GPUs: []api.TenantGPU{},
-		GraceSeconds: l.pol.Watermark.Grace.Seconds(), SettleSeconds: l.pol.Watch.Settle.Seconds()}
-	if !l.haveSample {
+// tenantFacts are what the other tenants are told of this instance
+// beside peerFacts' name, state and level: the newest good sample (have)
+// and, when a child runs, its processes.
+type tenantFacts struct {
+	pid, priority int
+	scope         string
+	observe       bool
+	settle        time.Duration
+	have          bool
+	sample        gpu.Sample
+	running       bool
+	tree          map[int]bool
+}
+
+// tenant is the instance's current TenantInfo, without the parts read
+// live.
+func (f peerFacts) tenant() api.TenantInfo {
+	t := f.self
+	info := api.TenantInfo{Name: f.name, PID: t.pid, Priority: t.priority,
+		Scope: t.scope, Observe: t.observe, State: f.state, Level: f.level,
+		Levels: len(f.levels), GPUs: []api.TenantGPU{},
+		GraceSeconds: f.grace.Seconds(), SettleSeconds: t.settle.Seconds()}
+	if !t.have {
 		return info
 	}
-	own := !l.lastSample.ProcessesAt.IsZero()
-	for _, d := range l.lastSample.Devices {
+	own := !t.sample.ProcessesAt.IsZero()
+	for _, d := range t.sample.Devices {
 		g := api.TenantGPU{UUID: d.UUID}
-		if own && l.child != nil {
-			for _, p := range l.lastSample.Processes {
-				if p.Device == d.Index && l.childTree[p.PID] {
+		if own && t.running {
+			for _, p := range t.sample.Processes {
+				if p.Device == d.Index && t.tree[p.PID] {
 					g.UsedBytes += p.Used
 				}
 			}

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
@@ -26,66 +27,87 @@ const (
 	startLaunched            // the child runs and has not settled
 )
 
-type startState struct {
+// startClaim is the one-start-at-a-time claim of this instance's starts
+// (and live wakes, which take memory as a start does): its phase, its
+// answers from the coordinator (on starts), and the settle rule of a
+// start under way. The loop hands it what it needs as arguments.
+type startClaim struct {
+	c    Coordinator // nil: no other tenants to agree with
+	logf func(format string, args ...any)
+	// starting is the supervisor's flag, read live by TenantInfo: set
+	// before a start claim is made, cleared when the start ends.
+	starting *atomic.Bool
+	starts   chan api.StartOutcome
+
 	phase startPhase
 	// granted is when the claim was granted: a sample due before it (in
 	// flight then) must not choose the profile.
-	granted  time.Time
-	launched time.Time
-	settle   settleTracker
+	granted    time.Time
+	launchedAt time.Time
+	settle     settleTracker
 	// waitingFor is the tenant we last said we wait for ("" = none).
 	waitingFor string
 }
 
-// startClaimed reports whether the start may go ahead with sample r; if
-// not, it has asked the coordinator (or is waiting for its answer). With
-// when_full = "wait" nothing is claimed while no profile fits: tryStart
-// waits for memory, and claims once something fits.
-func (l *loop) startClaimed(r sampleResult) bool {
-	return l.claimGate(&r, func() bool {
-		if r.err != nil || l.pol.Restart.WhenFull != policy.WhenFullWait {
+// claimCtx is what a claim is made with: the run's context and its end,
+// the watched GPUs of the newest sample, [watch] settle, and the pacer a
+// fresh sample is asked of once the claim is granted.
+type claimCtx struct {
+	ctx    context.Context
+	done   <-chan struct{}
+	devs   []gpu.Device
+	settle time.Duration
+	pace   *pacer
+}
+
+// forStart reports whether the start aiming at target may go ahead with
+// sample r; if not, it has asked the coordinator (or is waiting for its
+// answer). With when_full = "wait" nothing is claimed while no profile
+// fits: tryStart waits for memory, and claims once something fits.
+func (t *startClaim) forStart(r sampleResult, pol *policy.Policy, target int, cc claimCtx) bool {
+	return t.gate(&r, cc, func() bool {
+		if r.err != nil || pol.Restart.WhenFull != policy.WhenFullWait {
 			return true
 		}
-		_, ok := core.PickProfile(l.pol, l.target, devices(r.sample.Devices))
+		_, ok := core.PickProfile(pol, target, devices(r.sample.Devices))
 		return ok
 	})
 }
 
-// claimGate is the one-start-at-a-time gate of a start or a live wake
-// (wakeClaimed), with sample r (nil: between samples). It reports whether
-// that may go ahead: without a coordinator or a known GPU, at once; else
-// once the claim is granted and r was taken after the grant, so that the
-// fit is judged on what the last starter really uses. Otherwise it has
-// asked the coordinator (when worth says a claim is worth holding), or
-// waits for its answer or for a fresh sample.
-func (l *loop) claimGate(r *sampleResult, worth func() bool) bool {
-	st := &l.shared.start
+// gate is the one-start-at-a-time gate of a start or a live wake, with
+// sample r (nil: between samples). It reports whether that may go ahead:
+// without a coordinator or a known GPU, at once; else once the claim is
+// granted and r was taken after the grant, so that the fit is judged on
+// what the last starter really uses. Otherwise it has asked the
+// coordinator (when worth says a claim is worth holding), or waits for
+// its answer or for a fresh sample.
+func (t *startClaim) gate(r *sampleResult, cc claimCtx, worth func() bool) bool {
 	switch {
-	case l.shared.c == nil:
+	case t.c == nil:
 		return true
-	case st.phase == startClaiming:
+	case t.phase == startClaiming:
 		return false
-	case st.phase == startGranted && (r == nil || r.due.Before(st.granted)):
-		l.pace.sampleNow()
+	case t.phase == startGranted && (r == nil || r.due.Before(t.granted)):
+		cc.pace.sampleNow()
 		return false
-	case st.phase != startIdle:
+	case t.phase != startIdle:
 		return true
 	}
-	gpus := l.watchedUUIDs()
+	gpus := watchedUUIDs(cc.devs)
 	if len(gpus) == 0 || !worth() {
 		return true // no GPU known: nothing to agree on
 	}
-	l.shared.claimStart(l.ctx, l.s.done, gpus, l.pol.Watch.Settle)
+	t.claimStart(cc.ctx, cc.done, gpus, cc.settle)
 	return false
 }
 
 // claimStart claims the start of gpus, off the loop; the answer comes
 // back on starts.
-func (t *sharedState) claimStart(ctx context.Context, done <-chan struct{}, gpus []string, settle time.Duration) {
+func (t *startClaim) claimStart(ctx context.Context, done <-chan struct{}, gpus []string, settle time.Duration) {
 	// Say so before claiming: a tenant that sees our claim must see us
 	// starting, or it would take the claim over.
 	t.starting.Store(true)
-	t.start.phase = startClaiming
+	t.phase = startClaiming
 	c, out := t.c, t.starts
 	go func() {
 		o := c.ClaimStart(ctx, gpus, settle)
@@ -96,18 +118,19 @@ func (t *sharedState) claimStart(ctx context.Context, done <-chan struct{}, gpus
 	}()
 }
 
-// onStartClaim takes ClaimStart's answer.
-func (l *loop) onStartClaim(o api.StartOutcome) {
-	if l.shared.start.phase != startClaiming {
+// answer takes ClaimStart's answer; wanted says the instance still waits
+// to start (or to wake live), with no stop under way and the run not
+// over. A granted claim asks pace for a fresh sample to choose on.
+func (t *startClaim) answer(o api.StartOutcome, wanted bool, pace *pacer) {
+	if t.phase != startClaiming {
 		return
 	}
-	waking := l.state == api.StateAsleep && l.wake.want // a live wake claims as a start does (wake.go)
-	if (l.state != api.StateWaiting && !waking) || l.stopping || l.finished {
-		l.shared.endStarting("")
+	if !wanted {
+		t.endStarting("")
 		return
 	}
-	if l.shared.claimed(o) {
-		l.pace.sampleNow()
+	if t.claimed(o) {
+		pace.sampleNow()
 	}
 }
 
@@ -115,64 +138,64 @@ func (l *loop) onStartClaim(o api.StartOutcome) {
 // waits to start; it reports whether the start was granted (or goes
 // ahead anyway, the coordinator having failed): then the profile is
 // chosen on a fresh sample.
-func (t *sharedState) claimed(o api.StartOutcome) bool {
-	st := &t.start
+func (t *startClaim) claimed(o api.StartOutcome) bool {
 	if o.Err != nil {
 		t.logf("cannot claim the start on GPU %s (%v); starting anyway", o.GPU, o.Err)
 	} else if !o.Granted {
-		st.phase = startIdle
+		t.phase = startIdle
 		t.starting.Store(false)
-		if st.waitingFor != o.Holder {
-			st.waitingFor = o.Holder
+		if t.waitingFor != o.Holder {
+			t.waitingFor = o.Holder
 			t.logf("waiting for %s to finish starting on GPU %s (one start at a time)", o.Holder, o.GPU)
 		}
 		return false
 	}
-	st.waitingFor = ""
-	st.phase, st.granted = startGranted, time.Now()
+	t.waitingFor = ""
+	t.phase, t.granted = startGranted, time.Now()
 	return true
 }
 
-// beganStarting follows a launch: the start lasts until the child settles.
-func (l *loop) beganStarting(now time.Time) {
-	used, _, own := startUsage(l.lastSample, l.childTree)
+// began follows a launch (or a live wake) at now, with the newest sample
+// s and the child's processes tree: the start lasts until the child
+// settles.
+func (t *startClaim) began(now time.Time, s gpu.Sample, tree map[int]bool, settle time.Duration) {
+	used, _, own := startUsage(s, tree)
 	if own {
 		used = 0 // the new child's own usage starts from nothing
 	}
-	l.shared.launched(now, used, l.pol.Watch.Settle)
+	t.launched(now, used, settle)
 }
 
 // launched follows a launch with the memory used then: a granted start
 // now lasts until the child settles; any other ends.
-func (t *sharedState) launched(now time.Time, used uint64, settle time.Duration) {
-	st := &t.start
-	if st.phase != startGranted {
+func (t *startClaim) launched(now time.Time, used uint64, settle time.Duration) {
+	if t.phase != startGranted {
 		t.endStarting("")
 		return
 	}
-	st.phase = startLaunched
-	st.launched = now
-	st.settle = newSettleTracker(now, settle, used)
+	t.phase = startLaunched
+	t.launchedAt = now
+	t.settle = newSettleTracker(now, settle, used)
 }
 
-// trackStart feeds a sample to the settle tracker of a starting child.
-func (l *loop) trackStart(now time.Time, r sampleResult) {
-	if l.shared.start.phase != startLaunched || l.child == nil {
+// sample feeds sample r to the settle tracker of a starting child
+// (running: one runs, with processes tree).
+func (t *startClaim) sample(now time.Time, r sampleResult, running bool, tree map[int]bool, settle time.Duration) {
+	if t.phase != startLaunched || !running {
 		return
 	}
-	used, total, _ := startUsage(r.sample, l.childTree)
-	l.shared.track(now, r.err == nil, used, total, l.pol.Watch.Settle)
+	used, total, _ := startUsage(r.sample, tree)
+	t.track(now, r.err == nil, used, total, settle)
 }
 
 // track ends a start whose child's memory has been flat for settle (ok:
 // the sample read used of total), or that has lasted StartHoldFactor x
 // settle.
-func (t *sharedState) track(now time.Time, ok bool, used, total uint64, settle time.Duration) {
-	st := &t.start
+func (t *startClaim) track(now time.Time, ok bool, used, total uint64, settle time.Duration) {
 	switch {
-	case ok && st.settle.observe(now, used, total):
+	case ok && t.settle.observe(now, used, total):
 		t.endStarting("its memory has not grown for " + settle.String())
-	case now.Sub(st.launched) >= api.StartHoldFactor*settle:
+	case now.Sub(t.launchedAt) >= api.StartHoldFactor*settle:
 		t.endStarting("10 x settle (" + (api.StartHoldFactor * settle).String() + ") passed")
 	}
 }
@@ -200,19 +223,18 @@ func startUsage(s gpu.Sample, tree map[int]bool) (used, total uint64, own bool) 
 
 // endStarting ends this instance's start (or an attempt at one): the other
 // tenants may start theirs. why is logged when a start completes.
-func (t *sharedState) endStarting(why string) {
-	st := &t.start
-	if st.phase == startLaunched && why != "" {
+func (t *startClaim) endStarting(why string) {
+	if t.phase == startLaunched && why != "" {
 		t.logf("start complete: %s", why)
 	}
-	st.phase = startIdle
+	t.phase = startIdle
 	t.starting.Store(false)
 }
 
-// watchedUUIDs are the UUIDs of the watched GPUs from the newest sample.
-func (l *loop) watchedUUIDs() []string {
+// watchedUUIDs are the UUIDs of the watched GPUs devs.
+func watchedUUIDs(devs []gpu.Device) []string {
 	var out []string
-	for _, d := range l.lastSample.Devices {
+	for _, d := range devs {
 		if d.UUID != "" {
 			out = append(out, d.UUID)
 		}

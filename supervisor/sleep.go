@@ -2,60 +2,135 @@ package supervisor
 
 import (
 	"fmt"
+	"syscall"
+	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // A serving = false profile entered without live actions (live = false,
-// or no enter) is slept in by stopping the child: its memory is free,
-// child_pid is 0, and nothing restarts it until the instance leaves the
-// profile. Any server, even one with no admin API (TGI), can share a GPU
-// on demand this way.
+// or no enter: core.StopsToSleep) is slept in by stopping the child: its
+// memory is free, child_pid is 0, and nothing restarts it until the
+// instance leaves the profile. Any server, even one with no admin API
+// (TGI), can share a GPU on demand this way.
+//
+// The sleeper (below, and wake.go) owns sleeping and waking. It holds
+// its own state (a held request's wish to wake, when the server became
+// able to answer, what it used while it served); the lifecycle's fields
+// it reads and moves are lent to it for each call (sleepView), and what
+// it asks of the lifecycle goes through lifeVerbs.
 
-// stopsToSleep reports whether entering profile p means stopping the
-// child.
-func stopsToSleep(p policy.Profile) bool {
-	return !p.Serving() && (!p.Live || len(p.Enter) == 0)
+// sleeper is the loop's side of sleeping and waking.
+type sleeper struct {
+	want bool // a held request asked for a wake not yet begun
+	// awake is when the server last became able to serve (its first
+	// healthy answer, or a wake by a live change), for the idle rule.
+	awake time.Time
+	// served is what the child's processes used at the newest sample while
+	// it served (0: not known), the needs of a wake into a serving profile
+	// that states none (core.WakeFit).
+	served uint64
 }
 
-// sleepByStop begins the change into level by stopping the child (the
-// door drains first, as for any stop gpuguard starts), when level is a
+// lifeVerbs is what a sleep or a wake asks of the child's lifecycle; the
+// loop implements it.
+type lifeVerbs interface {
+	coreFeed // the journal, and the decision core (an idle sleep is its step)
+	emitStep(event string, to int, reason, why string)
+	stopChild(sig syscall.Signal)
+	writeState(why string) (api.ProfileState, error)
+	publish(st api.ProfileState)
+	publishSnapshot()
+	enterWaiting(level int, release map[int]bool)
+	changeProfile(level int, reason, why string, reply chan response) bool
+}
+
+// sleepView is the lifecycle as a sleep or a wake sees it, lent for one
+// call: the fields it moves or reads as they change (pointers), the
+// newest reading, and the verbs it acts through.
+type sleepView struct {
+	do  lifeVerbs
+	pol *policy.Policy
+	// moved by a sleep or a wake
+	plan          **restartPlan
+	state         *string
+	level, target *int
+	rules         *core.Rules // the decision core's: a wake starts their grace
+	claim         *startClaim // a live wake claims as a start does
+	// read as they are at each step of the call
+	child              *Child
+	stopping, finished *bool
+	acts               *actionState
+	door               *doorLink // nil: no front door
+	// the newest reading (have: good, and the probe is up) and the child's
+	// processes in it; claims, to make a claim with
+	sample      gpu.Sample
+	have        bool
+	tree        map[int]bool
+	childStart  time.Time
+	lastRequest time.Time
+	claims      claimCtx
+}
+
+// sleepView lends the loop's lifecycle to the sleeper for one call.
+func (l *loop) sleepView() sleepView {
+	v := sleepView{do: l, pol: l.pol, plan: &l.plan, state: &l.state, level: &l.level, target: &l.target,
+		rules: &l.core.Rules, claim: &l.shared.startClaim, child: &l.child, stopping: &l.stopping, finished: &l.finished,
+		acts: &l.acts, sample: l.lastSample, have: l.haveSample && !l.health.down(), tree: l.childTree,
+		childStart: l.childStart, lastRequest: time.Unix(0, l.s.lastRequest.Load()), claims: l.claims()}
+	if l.deps.Door != nil {
+		v.door = &l.door
+	}
+	return v
+}
+
+// stoppedAsleep reports an instance asleep with its child stopped.
+func (v sleepView) stoppedAsleep() bool { return *v.child == nil && *v.state == api.StateAsleep }
+
+// profile is the profile at level.
+func (v sleepView) profile(level int) policy.Profile { return v.pol.Profiles[level] }
+
+// byStop begins the change into level by stopping the child (the door
+// drains first, as for any stop gpuguard starts), when level is a
 // serving = false profile without live actions; it journals the step
 // (event) first.
-func (l *loop) sleepByStop(event string, level int, reason, why string, reply chan response) bool {
-	if !stopsToSleep(l.pol.Profiles[level]) {
+func (z *sleeper) byStop(v sleepView, event string, level int, reason, why string, reply chan response) bool {
+	if !core.StopsToSleep(v.profile(level)) {
 		return false
 	}
-	l.emitStep(event, level, reason, why)
-	l.beginSleep(level, reason, reply)
+	v.do.emitStep(event, level, reason, why)
+	z.begin(v, level, reason, reply)
 	return true
 }
 
-// beginSleep stops the child so that the instance sleeps in level: the
-// exit ends in fellAsleep, not in a restart.
-func (l *loop) beginSleep(level int, reason string, reply chan response) {
-	l.plan = &restartPlan{level: level, reason: reason, from: l.pol.Profiles[l.level].Name, sleep: true}
+// begin stops the child so that the instance sleeps in level: the exit
+// ends in fellAsleep, not in a restart.
+func (z *sleeper) begin(v sleepView, level int, reason string, reply chan response) {
+	plan := &restartPlan{level: level, reason: reason, from: v.profile(*v.level).Name, sleep: true}
 	if reply != nil {
-		l.plan.replies = append(l.plan.replies, reply)
+		plan.replies = append(plan.replies, reply)
 	}
-	l.state = api.StateStepping
-	l.deps.Logf("stopping the child to sleep in profile %s (%s)", l.pol.Profiles[level].Name, reason)
-	l.stopChild(l.pol.Restart.StopSignal)
+	*v.plan = plan
+	*v.state = api.StateStepping
+	v.do.logf("stopping the child to sleep in profile %s (%s)", v.profile(level).Name, reason)
+	v.do.stopChild(v.pol.Restart.StopSignal)
 }
 
 // fellAsleep handles the exit of a child stopped to sleep: the instance
 // is now asleep in the plan's profile, with no child.
-func (l *loop) fellAsleep() bool {
-	plan := l.plan
+func (z *sleeper) fellAsleep(v sleepView) bool {
+	plan := *v.plan
 	if plan == nil || !plan.sleep {
 		return false
 	}
-	l.plan = nil
-	name := l.pol.Profiles[plan.level].Name
-	l.asleepNoChild(plan.level, fmt.Sprintf("asleep in profile %s (%s): the child is stopped", name, plan.reason))
+	*v.plan = nil
+	name := v.profile(plan.level).Name
+	z.asleepNoChild(v, plan.level, fmt.Sprintf("asleep in profile %s (%s): the child is stopped", name, plan.reason))
 	if len(plan.replies) > 0 {
-		l.publishSnapshot()
+		v.do.publishSnapshot()
 	}
 	for _, r := range plan.replies {
 		r <- response{profile: name}
@@ -66,25 +141,31 @@ func (l *loop) fellAsleep() bool {
 // asleepNoChild makes the instance asleep in level with no child, the
 // state file saying why: it stays so until it leaves the profile
 // (wakeStopped), through the normal start path.
-func (l *loop) asleepNoChild(level int, why string) {
-	l.level, l.target = level, level
-	l.state = api.StateAsleep
-	st, err := l.writeState(why)
+func (z *sleeper) asleepNoChild(v sleepView, level int, why string) {
+	*v.level, *v.target = level, level
+	*v.state = api.StateAsleep
+	writeAndPublish(v, why)
+	v.do.logf("asleep in profile %s: no child runs until the instance leaves it", v.profile(level).Name)
+}
+
+// writeAndPublish writes the state file (why) and publishes what it
+// says; a failed write is logged.
+func writeAndPublish(v sleepView, why string) {
+	st, err := v.do.writeState(why)
 	if err != nil {
-		l.deps.Logf("%v", err)
-	} else {
-		l.publish(st)
+		v.do.logf("%v", err)
+		return
 	}
-	l.deps.Logf("asleep in profile %s: no child runs until the instance leaves it", l.pol.Profiles[level].Name)
+	v.do.publish(st)
 }
 
 // startAsleep begins the run asleep, with no child, when the start level
 // serves nothing: a child started there would serve against its profile.
-func (l *loop) startAsleep() bool {
-	if l.pol.Profiles[l.target].Serving() {
+func (z *sleeper) startAsleep(v sleepView) bool {
+	if v.profile(*v.target).Serving() {
 		return false
 	}
-	l.asleepNoChild(l.target, "start: asleep in profile "+l.pol.Profiles[l.target].Name)
+	z.asleepNoChild(v, *v.target, "start: asleep in profile "+v.profile(*v.target).Name)
 	return true
 }
 
@@ -96,57 +177,50 @@ func (l *loop) startAsleep() bool {
 // the sleep is gone, so no leave runs (acts.exited cleared entered). An
 // exit that ends the run anyway (clean, or a crash without on_crash)
 // reports false and ends it as always.
-func (l *loop) exitedAsleep(kind exitKind, notifyDeath bool) bool {
-	if l.pol.Profiles[l.level].Serving() {
+func (z *sleeper) exitedAsleep(v sleepView, kind exitKind, notifyDeath bool) bool {
+	if v.profile(*v.level).Serving() {
 		return false
 	}
-	if !notifyDeath && (kind == exitClean || kind == exitCrash && !l.pol.Restart.OnCrash) {
+	if !notifyDeath && (kind == exitClean || kind == exitCrash && !v.pol.Restart.OnCrash) {
 		return false
 	}
-	name := l.pol.Profiles[l.level].Name
-	l.deps.Logf("the child ended (%s) while asleep in profile %s: not restarting it until the instance leaves the profile", kind, name)
-	l.asleepNoChild(l.level, fmt.Sprintf("asleep in profile %s: the child ended (%s)", name, kind))
+	name := v.profile(*v.level).Name
+	v.do.logf("the child ended (%s) while asleep in profile %s: not restarting it until the instance leaves the profile", kind, name)
+	z.asleepNoChild(v, *v.level, fmt.Sprintf("asleep in profile %s: the child ended (%s)", name, kind))
 	return true
 }
-
-// stoppedAsleep reports an instance asleep with its child stopped.
-func (l *loop) stoppedAsleep() bool { return l.child == nil && l.state == api.StateAsleep }
 
 // wakeStopped leaves a stopped sleep for level (above the current one):
 // into another serving = false profile by a change of the state file
 // alone, else by starting the child again, as soon as level fits. reply,
 // if any, gets the profile at the start.
-func (l *loop) wakeStopped(level int, reason, why string, reply chan response) {
-	l.emitStep(api.EventStepUp, level, reason, why)
-	name := l.pol.Profiles[level].Name
-	if !l.pol.Profiles[level].Serving() {
-		l.level, l.target = level, level
-		st, err := l.writeState(why)
-		if err != nil {
-			l.deps.Logf("%v", err)
-		} else {
-			l.publish(st)
-		}
+func (z *sleeper) wakeStopped(v sleepView, level int, reason, why string, reply chan response) {
+	v.do.emitStep(api.EventStepUp, level, reason, why)
+	name := v.profile(level).Name
+	if !v.profile(level).Serving() {
+		*v.level, *v.target = level, level
+		writeAndPublish(v, why)
 		if reply != nil {
-			l.publishSnapshot()
+			v.do.publishSnapshot()
 			reply <- response{profile: name}
 		}
 		return
 	}
-	l.plan = &restartPlan{level: level, reason: reason, from: l.pol.Profiles[l.level].Name}
+	plan := &restartPlan{level: level, reason: reason, from: v.profile(*v.level).Name}
 	if reply != nil {
-		l.plan.replies = append(l.plan.replies, reply)
+		plan.replies = append(plan.replies, reply)
 	}
-	l.deps.Logf("waking: starting the child in profile %s (%s)", name, why)
-	l.level = level
-	l.enterWaiting(level, nil)
+	*v.plan = plan
+	v.do.logf("waking: starting the child in profile %s (%s)", name, why)
+	*v.level = level
+	v.do.enterWaiting(level, nil)
 }
 
 // manualWake is `step up` while the child is stopped asleep.
-func (l *loop) manualWake(r request) bool {
-	if !l.stoppedAsleep() || !r.up || l.level == 0 {
+func (z *sleeper) manualWake(v sleepView, r request) bool {
+	if !v.stoppedAsleep() || !r.up || *v.level == 0 {
 		return false
 	}
-	l.wakeStopped(l.level-1, api.ReasonManual, "manual step up", r.reply)
+	z.wakeStopped(v, *v.level-1, api.ReasonManual, "manual step up", r.reply)
 	return true
 }

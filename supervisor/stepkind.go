@@ -1,10 +1,8 @@
 package supervisor
 
 import (
-	"fmt"
 	"time"
 
-	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor/core"
@@ -12,9 +10,8 @@ import (
 
 // A step of a kind (api.Kind*: down, predicted, critical, up), whoever
 // decided it: this instance's own rules, or the tenants of a shared GPU
-// (sharedState hands its decisions to stepKind). This is the decision
-// core's entry point for a peer's verdict; nothing here is shared-GPU code,
-// so a lone instance's step never enters it.
+// (sharedState hands its decisions to the core as core.Peer). Nothing here
+// is shared-GPU code, so a lone instance's step never enters it.
 
 // proposalKind maps a watermark verdict to the decision it proposes; ""
 // for none.
@@ -34,39 +31,12 @@ func worstGPU(devs []gpu.Device, pol *policy.Policy) string {
 	return best
 }
 
-// stepKind performs a decision of kind here, as the watermark rules of a
-// lone instance do. The caller has checked that the ladder allows it.
-func (l *loop) stepKind(now time.Time, kind, why string) {
-	l.peerStep(now, core.ReasonOfKind(kind), why)
-}
-
-// criticalNobody is the rate-limited `critical` event when the watermark
-// is at or above critical and no tenant (on a GPU of our own: not we) can
-// step lower.
-func (l *loop) criticalNobody(now time.Time, gpu string, shared bool) {
-	wm := l.pol.Watermark
-	if !l.core.Rules.FloorAlarm(now, l.ratio, wm) {
-		return
-	}
-	detail := fmt.Sprintf("watermark %.2f >= critical %.2f at the last profile; nothing lower to step to", l.ratio, wm.Critical)
-	if shared {
-		detail = fmt.Sprintf("watermark %.2f >= critical %.2f and no tenant of shared GPU %s can step lower", l.ratio, wm.Critical, gpu)
-	}
-	l.emit(api.Event{Event: api.EventCritical, Watermark: l.ratio, GPU: gpu, Detail: detail})
-	l.deps.Logf("%s", detail)
-}
-
 // predicted says whether the trend asks for a predicted step. A server's
 // own start-up (weights, cache, CUDA graphs) is growth toward its budget,
-// not toward an OOM: no predicted step until it has run for grace, the time
-// a step is given to take effect.
-func (l *loop) predicted(now time.Time) bool {
-	return l.pace.fc.Predicted && now.Sub(l.childStart) >= l.pol.Watermark.Grace
-}
-
-// whyKind is the detail of a step decided by our own rules alone.
-func (l *loop) whyKind(kind string) string {
-	return core.ReasonOfKind(kind).Why(l.ratio, l.pol.Watermark, l.pace.fc.ETA.Seconds())
+// not toward an OOM: no predicted step until its child (started at since)
+// has run for grace, the time a step is given to take effect.
+func (p *pacer) predicted(now, since time.Time, grace time.Duration) bool {
+	return p.fc.Predicted && now.Sub(since) >= grace
 }
 
 func kindReason(kind string) string { return string(core.ReasonOfKind(kind)) }

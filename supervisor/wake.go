@@ -1,11 +1,9 @@
 package supervisor
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
@@ -24,159 +22,119 @@ func (s *Supervisor) Requested(held bool) {
 	}
 }
 
-// wakeState is the loop's side of waking on request.
-type wakeState struct {
-	want bool // a held request asked for a wake not yet begun
-	// awake is when the server last became able to serve (its first
-	// healthy answer, or a wake by a live change), for the idle rule.
-	awake time.Time
-	// served is what the child's processes used at the newest sample while
-	// it served (0: not known), the needs of a wake into a serving profile
-	// that states none (core.WakeFit).
-	served uint64
-}
-
 // onWanted takes a held request's wish to wake the server.
-func (l *loop) onWanted() {
-	if !l.pol.Serve.Wake || l.pol.Profiles[l.level].Serving() || l.stopping || l.finished {
+func (z *sleeper) onWanted(v sleepView) {
+	if !v.pol.Serve.Wake || v.profile(*v.level).Serving() || *v.stopping || *v.finished {
 		return
 	}
-	l.wake.want = true
-	l.tryWake(nil)
+	z.want = true
+	z.tryWake(v, nil)
 }
 
-// tryWake steps up to the nearest serving profile for a held request, as
-// soon as it can: a stopped child is started again (the start waits for
-// that profile to fit, in the shared-GPU start order); a sleeping one is
-// woken live once the profile fits and, on a shared GPU, once it holds the
-// one-start-at-a-time claim (wakeClaimed). It runs at every sample until
-// then; r is that sample, nil when a request asks between samples.
-func (l *loop) tryWake(r *sampleResult) {
-	if !l.wake.want {
+// claimWanted reports whether an answer to a start claim is still wanted
+// in state: a waiting start's, or a live wake's (which claims as a start
+// does).
+func (z *sleeper) claimWanted(state string) bool {
+	return state == api.StateWaiting || state == api.StateAsleep && z.want
+}
+
+// tryWake steps up to the nearest serving profile (core.WakeTo) for a
+// held request, as soon as it can: a stopped child is started again (the
+// start waits for that profile to fit, in the shared-GPU start order); a
+// sleeping one is woken live once the profile fits (core.WakeFit) and, on
+// a shared GPU, once it holds the one-start-at-a-time claim. It runs at
+// every sample until then; r is that sample, nil when a request asks
+// between samples.
+func (z *sleeper) tryWake(v sleepView, r *sampleResult) {
+	if !z.want {
 		return
 	}
-	to := nearestServing(l.pol.Profiles, l.level)
-	if to < 0 || l.pol.Profiles[l.level].Serving() {
-		l.wake.want = false
-		if l.state != api.StateWaiting && l.shared.start.phase == startGranted {
-			l.shared.endStarting("") // a wake's claim, no longer needed
+	to := core.WakeTo(v.pol.Profiles, *v.level)
+	if to < 0 {
+		z.want = false
+		if *v.state != api.StateWaiting && v.claim.phase == startGranted {
+			v.claim.endStarting("") // a wake's claim, no longer needed
 		}
 		return
 	}
 	const why = "a request arrived while asleep"
 	switch {
-	case l.stoppedAsleep():
-		l.wake.want = false
-		l.wakeStopped(to, api.ReasonRequest, why, nil)
-	case l.child != nil && l.state == api.StateAsleep && !l.acts.acting() && l.plan == nil && !l.stopping:
-		if fit := l.wakeFit(to); fit != "" {
-			if l.shared.start.phase == startGranted {
-				l.shared.endStarting("") // the claim's fresh sample says it does not fit
+	case v.stoppedAsleep():
+		z.want = false
+		z.wakeStopped(v, to, api.ReasonRequest, why, nil)
+	case *v.child != nil && *v.state == api.StateAsleep && !v.acts.acting() && *v.plan == nil && !*v.stopping:
+		if fit := z.wakeFit(v, to); fit != "" {
+			if v.claim.phase == startGranted {
+				v.claim.endStarting("") // the claim's fresh sample says it does not fit
 			}
 			return // not yet: the request waits, up to hold
 		}
-		if !l.wakeClaimed(r) {
+		// A server that wakes takes back the memory it freed, as a start
+		// takes memory, so on a shared GPU it goes in the start order: it
+		// claims the one start at a time first (its peers see it
+		// starting), and its fit is judged again on a sample taken after
+		// the grant, as a start's is.
+		if !v.claim.gate(r, v.claims, func() bool { return true }) {
 			return
 		}
-		l.wake.want = false
+		z.want = false
 		now := time.Now()
-		l.core.Rules.Stepped(now)
-		if l.changeProfile(to, api.ReasonRequest, why, nil) {
-			l.beganStarting(now) // the claim lasts until the woken server's memory settles
-		} else if l.shared.start.phase == startGranted {
-			l.shared.endStarting("")
+		v.rules.Stepped(now)
+		if v.do.changeProfile(to, api.ReasonRequest, why, nil) {
+			v.claim.began(now, v.sample, v.tree, v.claims.settle) // the claim lasts until the woken server's memory settles
+		} else if v.claim.phase == startGranted {
+			v.claim.endStarting("")
 		}
 	}
 }
 
-// wakeClaimed reports whether a live wake may go ahead. A server that wakes
-// takes back the memory it freed, as a start takes memory, so on a shared
-// GPU it goes in the start order: it claims the one start at a time first
-// (its peers see it starting), and its fit is judged again on a sample
-// taken after the grant, as a start's is. Without a coordinator, or with
-// no GPU known yet, there is nothing to agree on.
-func (l *loop) wakeClaimed(r *sampleResult) bool {
-	return l.claimGate(r, func() bool { return true })
+// sample runs the wake and idle rules after each sample r.
+func (z *sleeper) sample(v sleepView, now time.Time, r sampleResult) {
+	z.noteServed(v, r)
+	z.tryWake(v, &r)
+	z.checkIdle(v, now)
 }
 
-// nearestServing is the serving profile of ps closest above level (every
-// serving profile comes before every serving = false one), or -1.
-func nearestServing(ps []policy.Profile, level int) int {
-	for i := level; i >= 0; i-- {
-		if ps[i].Serving() {
-			return i
-		}
-	}
-	return -1
-}
-
-// firstAsleep is the first serving = false profile of ps, or -1.
-func firstAsleep(ps []policy.Profile) int {
-	for i, p := range ps {
-		if !p.Serving() {
-			return i
-		}
-	}
-	return -1
-}
-
-// checkIdle applies [serve] idle: no request for that long, while the
-// server serves, steps down to the first serving = false profile. The
-// count starts when the child is ready (its first healthy answer, or a
-// wake), never at its launch: a server still loading its weights has not
-// been idle, it has not been able to answer.
-func (l *loop) checkIdle(now time.Time) {
-	idle := l.pol.Serve.Idle
-	if idle <= 0 || l.deps.Door == nil || l.child == nil || !l.door.healthy || l.stopping || l.plan != nil || l.acts.acting() ||
-		l.state != api.StateRunning || !l.pol.Profiles[l.level].Serving() {
+// checkIdle hands the decision core [serve] idle's facts (core.IdleCheck):
+// whether the server can answer (a front door saw it healthy, it runs,
+// nothing else is under way), and since when it has had nothing to do.
+func (z *sleeper) checkIdle(v sleepView, now time.Time) {
+	if v.pol.Serve.Idle <= 0 || v.door == nil {
 		return
 	}
-	to := firstAsleep(l.pol.Profiles)
-	if to < 0 {
-		return
+	ready := *v.child != nil && v.door.healthy && !*v.stopping && *v.plan == nil && !v.acts.acting() &&
+		*v.state == api.StateRunning
+	since := v.childStart
+	if z.awake.After(since) {
+		since = z.awake
 	}
-	last := l.childStart
-	if l.wake.awake.After(last) {
-		last = l.wake.awake
+	if v.lastRequest.After(since) {
+		since = v.lastRequest
 	}
-	if r := time.Unix(0, l.s.lastRequest.Load()); r.After(last) {
-		last = r
-	}
-	if now.Sub(last) < idle {
-		return
-	}
-	l.core.Rules.Stepped(now)
-	l.changeProfile(to, api.ReasonIdle, fmt.Sprintf("no request for %s", idle), nil)
-}
-
-// wakeSample runs the wake and idle rules after each sample r.
-func (l *loop) wakeSample(now time.Time, r sampleResult) {
-	l.noteServed(r)
-	l.tryWake(&r)
-	l.checkIdle(now)
+	v.do.doAll(v.do.decide(core.IdleCheck{Now: now, Since: since, Ready: ready}), nil)
 }
 
 // noteServed keeps what the child's processes use while it serves, for a
 // later wake's fit (wakeFit).
-func (l *loop) noteServed(r sampleResult) {
-	if r.err != nil || r.sample.ProcessesAt.IsZero() || l.child == nil || l.state != api.StateRunning ||
-		l.acts.acting() || !l.pol.Profiles[l.level].Serving() {
+func (z *sleeper) noteServed(v sleepView, r sampleResult) {
+	if r.err != nil || r.sample.ProcessesAt.IsZero() || *v.child == nil || *v.state != api.StateRunning ||
+		v.acts.acting() || !v.profile(*v.level).Serving() {
 		return
 	}
 	var used uint64
 	for _, p := range r.sample.Processes {
-		if l.childTree[p.PID] {
+		if v.tree[p.PID] {
 			used += p.Used
 		}
 	}
-	l.wake.served = used
+	z.served = used
 }
 
 // wakeFit is stepFit for a wake: see core.WakeFit.
-func (l *loop) wakeFit(to int) string {
+func (z *sleeper) wakeFit(v sleepView, to int) string {
 	var r *core.Reading
-	if l.haveSample && !l.health.down() {
-		r = reading(l.lastSample)
+	if v.have {
+		r = reading(v.sample)
 	}
-	return core.WakeFit(l.pol, l.level, to, r, l.childTree, l.wake.served)
+	return core.WakeFit(v.pol, *v.level, to, r, v.tree, z.served)
 }

@@ -46,6 +46,10 @@ func Decide(st State, in Input) (State, []Effect) {
 		return st, effs
 	case BackoffOver:
 		return st, []Effect{Relaunch{Level: in.Target}}
+	case IdleCheck:
+		return st.idle(in)
+	case PeerNobody:
+		return st.nobody(in)
 	}
 	return st, nil
 }

@@ -81,6 +81,10 @@ func TestDecide(t *testing.T) {
 	exit := func(d time.Duration, e Exit, ran time.Duration) Input { return Exited{Now: at(d), Exit: e, Ran: ran} }
 	free := func(used uint64) []Device { return []Device{{Index: 0, UUID: "a", Used: used, Total: 16 * gib}} }
 	crash := Exit{Code: 1}
+	sleepy := func(p *policy.Policy) {
+		p.Serve.Idle = time.Minute
+		p.Profiles[2].NotServing = true
+	}
 	type in struct {
 		level int
 		in    Input
@@ -251,6 +255,26 @@ func TestDecide(t *testing.T) {
 		{"the backoff's end starts the next child", nil, false, []in{
 			{0, BackoffOver{Target: 2}, "relaunch 2 after 0s"},
 		}},
+		{"idle: to the first serving = false profile after [serve] idle since ready, once per grace", sleepy, false, []in{
+			{0, IdleCheck{Now: at(59 * time.Second), Since: at(0), Ready: true}, ""},
+			{0, IdleCheck{Now: at(time.Minute), Since: at(0), Ready: false}, ""},
+			{0, IdleCheck{Now: at(time.Minute), Since: at(0), Ready: true}, "step stepdown to 2 (idle)"},
+			{0, NotTaken{}, ""}, // not undone: the grace holds the next watermark step
+			{0, smp(time.Minute, 0.93), ""},
+			{0, smp(time.Minute+time.Second, 0.93), ""},
+		}},
+		{"idle: never out of a serving = false profile, never without [serve] idle", sleepy, false, []in{
+			{2, IdleCheck{Now: at(time.Hour), Since: at(0), Ready: true}, ""},
+		}},
+		{"idle: off without [serve] idle or a serving = false profile", nil, false, []in{
+			{0, IdleCheck{Now: at(time.Hour), Since: at(0), Ready: true}, ""},
+		}},
+		{"nobody can step lower: the critical alarm once per grace", nil, false, []in{
+			{0, PeerNobody{Now: at(0), Ratio: 0.93, GPU: "a", Shared: true}, ""},
+			{0, PeerNobody{Now: at(time.Second), Ratio: 0.98, GPU: "a", Shared: true}, "journal critical; log"},
+			{0, PeerNobody{Now: at(2 * time.Second), Ratio: 0.98, GPU: "a", Shared: true}, ""},
+			{0, PeerNobody{Now: at(7 * time.Second), Ratio: 0.99, GPU: "a"}, "journal critical; log"},
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pol := testPolicy()
@@ -325,5 +349,49 @@ func TestReasonVocabulary(t *testing.T) {
 	if string(Watermark) != api.ReasonWatermark || string(Critical) != api.ReasonCritical || string(Recovered) != api.ReasonRecovered ||
 		string(Predicted) != api.ReasonPredicted || string(Manual) != api.ReasonManual {
 		t.Error("the reasons are the journal's and the metrics' strings")
+	}
+}
+
+// TestSleepTexts: the details the sleep rules' effects carry.
+func TestSleepTexts(t *testing.T) {
+	pol := testPolicy()
+	pol.Serve.Idle = time.Minute
+	pol.Profiles[2].NotServing = true
+	t0 := time.Unix(1_000_000, 0)
+	_, effs := Decide(State{Policy: pol}, IdleCheck{Now: t0.Add(time.Minute), Since: t0, Ready: true})
+	if s, ok := effs[0].(Step); !ok || s.Why != "no request for 1m0s" || s.Reason != api.ReasonIdle {
+		t.Fatalf("idle step %+v", effs)
+	}
+	st := State{Policy: pol}
+	st, _ = Decide(st, PeerNobody{Now: t0, Ratio: 0.93})
+	_, effs = Decide(st, PeerNobody{Now: t0.Add(time.Second), Ratio: 0.98, GPU: "a", Shared: true})
+	j, ok := effs[0].(Journal)
+	if !ok || j.Event.GPU != "a" || j.Event.Detail != "watermark 0.98 >= critical 0.97 and no tenant of shared GPU a can step lower" {
+		t.Fatalf("shared alarm %+v", effs)
+	}
+	_, effs = Decide(State{Policy: pol}, PeerNobody{Now: t0, Ratio: 0.98})
+	if j, ok := effs[0].(Journal); !ok || j.Event.Detail != "watermark 0.98 >= critical 0.97 at the last profile; nothing lower to step to" {
+		t.Fatalf("own alarm %+v", effs)
+	}
+}
+
+// TestWakeRules: which profile a wake goes to, which sleep stops the
+// child, and where an idle server sleeps.
+func TestWakeRules(t *testing.T) {
+	ps := []policy.Profile{{Name: "full"}, {Name: "half"}, {Name: "nap", NotServing: true, Live: true, Enter: []policy.Action{{Path: "/sleep"}}},
+		{Name: "off", NotServing: true, Live: true}, {Name: "gone", NotServing: true}}
+	for _, tc := range []struct {
+		level, wake int
+		stops       bool
+	}{{0, -1, false}, {1, -1, false}, {2, 1, false}, {3, 1, true}, {4, 1, true}} {
+		if got := WakeTo(ps, tc.level); got != tc.wake {
+			t.Errorf("WakeTo(%d) = %d, want %d", tc.level, got, tc.wake)
+		}
+		if got := StopsToSleep(ps[tc.level]); got != tc.stops {
+			t.Errorf("StopsToSleep(%s) = %v, want %v", ps[tc.level].Name, got, tc.stops)
+		}
+	}
+	if FirstAsleep(ps) != 2 || FirstAsleep(ps[:2]) != -1 || NearestServing(ps[2:], 2) != -1 {
+		t.Fatalf("FirstAsleep %d/%d, NearestServing %d", FirstAsleep(ps), FirstAsleep(ps[:2]), NearestServing(ps[2:], 2))
 	}
 }
