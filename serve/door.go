@@ -26,6 +26,7 @@ type Door struct {
 	gate  gate
 	proxy *httputil.ReverseProxy
 	tr    http.RoundTripper // to the child, for replays of deferred requests
+	hop   *hopTransport     // tr when the door built it (no Options.Transport)
 
 	ready atomic.Bool // the gate is open for the current launch
 	short atomic.Bool // memory is short: P1 to the fallback
@@ -61,7 +62,8 @@ func New(cfg Config, opts Options) *Door {
 	d.tag.Store(&profileTag{name: "", level: "0", next: "1"})
 	tr := opts.Transport
 	if tr == nil {
-		tr = newTransport()
+		d.hop = newHopTransport(newTransport())
+		tr = d.hop
 	}
 	d.tr = tr
 	d.check = opts.Check
@@ -89,7 +91,9 @@ func New(cfg Config, opts Options) *Door {
 	return d
 }
 
-// newTransport reaches the child: keep-alive connections enough for many
+// newTransport reaches the child for what the hop does not send itself
+// (hopTransport: upgrades, Expect, large or unknown-length bodies,
+// https), and sets the hop's pool limits: keep-alive connections enough for many
 // concurrent clients, no compression of its own (bodies pass as they
 // are), and no response timeout (a generation may take minutes).
 func newTransport() *http.Transport {
@@ -247,10 +251,16 @@ func (d *Door) Close(ctx context.Context) error {
 	d.ready.Store(false)
 	d.mu.Unlock()
 	d.polls.Wait()
-	if err := d.srv.Shutdown(ctx); err != nil {
-		return d.srv.Close()
+	err := d.srv.Shutdown(ctx)
+	if err != nil {
+		err = d.srv.Close()
 	}
-	return nil
+	if d.hop != nil {
+		// The requests have ended (or were cut off): the kept connections
+		// to the child go too, rather than wait for its idle timeout.
+		d.hop.CloseIdleConnections()
+	}
+	return err
 }
 
 // logWriter turns the proxy's log lines into Logf lines.
