@@ -1,0 +1,547 @@
+package serve
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// connLog is what an upstream saw of its connections: the client ends of
+// those that carried a request other than /health (the door's hop; the
+// health checks open their own), and a channel closed when each closes.
+type connLog struct {
+	mu     sync.Mutex
+	used   []string
+	closed map[string]chan struct{}
+}
+
+func (l *connLog) saw(addr string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, a := range l.used {
+		if a == addr {
+			return
+		}
+	}
+	l.used = append(l.used, addr)
+}
+
+func (l *connLog) addr(i int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.used[i]
+}
+
+// conns is how many connections carried requests.
+func (l *connLog) conns() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.used)
+}
+
+func (l *connLog) closedCh(addr string) chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c, ok := l.closed[addr]
+	if !ok {
+		c = make(chan struct{})
+		l.closed[addr] = c
+	}
+	return c
+}
+
+// trackedUpstream is upstream with a connLog.
+func trackedUpstream(t *testing.T, h http.HandlerFunc) (*httptest.Server, *connLog) {
+	t.Helper()
+	l := &connLog{closed: map[string]chan struct{}{}}
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			return
+		}
+		l.saw(r.RemoteAddr)
+		h(w, r)
+	}))
+	s.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		if st == http.StateClosed || st == http.StateHijacked {
+			close(l.closedCh(c.RemoteAddr().String()))
+		}
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	return s, l
+}
+
+func hopKey(t *testing.T, raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hostPort(u)
+}
+
+func do1(t *testing.T, c *http.Client, method, url, body string) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(b)
+}
+
+// TestHopKeepAlive: sequential requests, with and without bodies, go to
+// the child over one kept connection.
+func TestHopKeepAlive(t *testing.T) {
+	up, log := trackedUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %s", r.Method, b)
+	})
+	fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10, Retry: true})
+	fd.launch(t, 1)
+	c := newClient(t)
+	for i := range 20 {
+		method, body := http.MethodGet, ""
+		if i%2 == 1 {
+			method, body = http.MethodPost, fmt.Sprintf(`{"n":%d}`, i)
+		}
+		if code, got := do1(t, c, method, fd.url+"/v1/x", body); code != 200 || got != method+" "+body {
+			t.Fatalf("request %d: %d %q", i, code, got)
+		}
+	}
+	if n := log.conns(); n != 1 {
+		t.Errorf("the child got the requests on %d connections, want 1", n)
+	}
+	if n := fd.hop.idleLen(hopKey(t, up.URL)); n != 1 {
+		t.Errorf("%d idle connections kept, want 1", n)
+	}
+}
+
+// TestHopIdleClosedByChild: the child closes the kept connection while
+// it is idle (its own idle timeout, a restart); the next requests go on a
+// new one and are answered, each reaching the child once, with no door
+// retry.
+func TestHopIdleClosedByChild(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	up, log := trackedUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen = append(seen, r.Method+" "+string(b))
+		mu.Unlock()
+		fmt.Fprint(w, "ok")
+	})
+	fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10, Retry: true})
+	fd.launch(t, 1)
+	c := newClient(t)
+	for i, method := range []string{http.MethodGet, http.MethodGet, http.MethodPost} {
+		body := ""
+		if method == http.MethodPost {
+			body = "p"
+		}
+		if code, got := do1(t, c, method, fd.url+"/v1/x", body); code != 200 || got != "ok" {
+			t.Fatalf("request %d: %d %q", i, code, got)
+		}
+		up.CloseClientConnections()
+		<-log.closedCh(log.addr(i))
+	}
+	if n := log.conns(); n != 3 {
+		t.Errorf("%d connections carried requests, want 3 (one per request)", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"GET ", "GET ", "POST p"}; fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Errorf("the child saw %q, want %q", seen, want)
+	}
+	// The hop saw the close before it wrote (a peek at the idle
+	// connection), so even the POST went on a new connection without a
+	// door retry (which would close the gate until a health check).
+	if r := fd.meter.retries.Load(); r != 0 {
+		t.Errorf("%d door retries", r)
+	}
+}
+
+// TestHopDroppedOnKeptConn: the child takes a request on a kept
+// connection and drops it before answering a byte. An idempotent request
+// is sent again on a new connection by the hop itself, as http.Transport
+// does (no door retry); a POST surfaces to the door's retry rules: sent
+// once more with retry on (one retry counted), 502 with retry off.
+func TestHopDroppedOnKeptConn(t *testing.T) {
+	for _, c := range []struct {
+		name, method string
+		retry        bool
+		code         int
+		calls        int
+		retries      int64
+	}{
+		{"get", http.MethodGet, true, 200, 3, 0},
+		{"get-retry-off", http.MethodGet, false, 200, 3, 0},
+		{"post", http.MethodPost, true, 200, 3, 1},
+		{"post-retry-off", http.MethodPost, false, 502, 2, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			calls := 0
+			up, log := trackedUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.ReadAll(r.Body)
+				mu.Lock()
+				calls++
+				n := calls
+				mu.Unlock()
+				if n == 2 {
+					panic(http.ErrAbortHandler) // the kept connection's second request
+				}
+				fmt.Fprint(w, "answer")
+			})
+			fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10, Retry: c.retry})
+			fd.launch(t, 1)
+			cl := newClient(t)
+			if code, _ := do1(t, cl, http.MethodGet, fd.url+"/v1/x", ""); code != 200 {
+				t.Fatalf("first request: %d", code)
+			}
+			body := ""
+			if c.method == http.MethodPost {
+				body = `{"n":2}`
+			}
+			code, got := do1(t, cl, c.method, fd.url+"/v1/x", body)
+			if code != c.code || (code == 200 && got != "answer") {
+				t.Errorf("second request: %d %q, want %d", code, got, c.code)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if calls != c.calls {
+				t.Errorf("the child got %d requests, want %d", calls, c.calls)
+			}
+			if r := fd.meter.retries.Load(); r != c.retries {
+				t.Errorf("door retries %d, want %d", r, c.retries)
+			}
+			if c.code == 200 && log.conns() != 2 {
+				t.Errorf("%d connections carried requests, want 2", log.conns())
+			}
+		})
+	}
+}
+
+// TestHopRequestBodies: bodies of known length, of unknown length
+// (chunked), empty, none, and one sent with Expect: 100-continue, each
+// reach the child whole, with the framing the client chose.
+func TestHopRequestBodies(t *testing.T) {
+	up, _ := trackedUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("reading the body: %v", err)
+		}
+		fmt.Fprintf(w, "len=%d te=%v expect=%q body=%s", r.ContentLength, r.TransferEncoding, r.Header.Get("Expect"), b)
+	})
+	fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10, Retry: true})
+	fd.launch(t, 1)
+	tr := &http.Transport{ExpectContinueTimeout: 5 * time.Second}
+	t.Cleanup(tr.CloseIdleConnections)
+	c := &http.Client{Transport: tr}
+	big := strings.Repeat("b", maxInlineBody+1)
+	for _, k := range []struct {
+		name   string
+		method string
+		body   func() io.Reader
+		expect bool
+		want   string
+	}{
+		{"length", http.MethodPost, func() io.Reader { return strings.NewReader("hello") }, false, "len=5 te=[] expect=\"\" body=hello"},
+		{"chunked", http.MethodPost, func() io.Reader { return io.MultiReader(strings.NewReader("hel"), strings.NewReader("lo")) }, false,
+			"len=-1 te=[chunked] expect=\"\" body=hello"},
+		{"empty", http.MethodPost, func() io.Reader { return strings.NewReader("") }, false, "len=0 te=[] expect=\"\" body="},
+		{"none", http.MethodGet, func() io.Reader { return nil }, false, "len=0 te=[] expect=\"\" body="},
+		{"100-continue", http.MethodPut, func() io.Reader { return strings.NewReader("hello") }, true,
+			"len=5 te=[] expect=\"100-continue\" body=hello"},
+		{"over-inline", http.MethodPost, func() io.Reader { return strings.NewReader(big) }, false,
+			fmt.Sprintf("len=%d te=[] expect=\"\" body=%s", len(big), big)},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			req, _ := http.NewRequest(k.method, fd.url+"/v1/x", k.body())
+			if k.expect {
+				req.Header.Set("Expect", "100-continue")
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || string(b) != k.want {
+				t.Errorf("%d %.80q, want %.80q", resp.StatusCode, b, k.want)
+			}
+		})
+	}
+}
+
+// TestHopResponses: each kind of answer reaches the client whole, and
+// the connection is kept only when the answer ended where its framing
+// said and neither side asked to close: known length, chunked, HEAD,
+// 204, 304, 103 Early Hints before the answer (kept); close-delimited and
+// Connection: close (not kept).
+func TestHopResponses(t *testing.T) {
+	up, _ := trackedUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/length":
+			w.Header().Set("Content-Length", "5")
+			fmt.Fprint(w, "fixed")
+		case "/chunked":
+			fmt.Fprint(w, "chu")
+			w.(http.Flusher).Flush()
+			fmt.Fprint(w, "nked")
+		case "/head":
+			w.Header().Set("Content-Length", "10")
+		case "/204":
+			w.WriteHeader(204)
+		case "/304":
+			w.WriteHeader(304)
+		case "/hints":
+			w.Header().Set("Link", "</style.css>; rel=preload")
+			w.WriteHeader(103)
+			fmt.Fprint(w, "after hints")
+		case "/closing":
+			w.Header().Set("Connection", "close")
+			fmt.Fprint(w, "bye")
+		case "/until-close":
+			conn, bw, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = bw.WriteString("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end")
+			_ = bw.Flush()
+			conn.Close()
+		}
+	})
+	fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10, Retry: true})
+	fd.launch(t, 1)
+	c := newClient(t)
+	key := hopKey(t, up.URL)
+	for _, k := range []struct {
+		method, path string
+		code         int
+		body         string
+		kept         int
+	}{
+		{"GET", "/length", 200, "fixed", 1},
+		{"GET", "/chunked", 200, "chunked", 1},
+		{"HEAD", "/head", 200, "", 1},
+		{"GET", "/204", 204, "", 1},
+		{"GET", "/304", 304, "", 1},
+		{"GET", "/hints", 200, "after hints", 1},
+		{"GET", "/closing", 200, "bye", 0},
+		{"GET", "/length", 200, "fixed", 1},
+		{"GET", "/until-close", 200, "until the end", 0},
+		{"GET", "/chunked", 200, "chunked", 1},
+	} {
+		code, body := do1(t, c, k.method, fd.url+k.path, "")
+		if code != k.code || body != k.body {
+			t.Errorf("%s %s: %d %q, want %d %q", k.method, k.path, code, body, k.code, k.body)
+		}
+		if n := fd.hop.idleLen(key); n != k.kept {
+			t.Errorf("%s %s: %d connections kept, want %d", k.method, k.path, n, k.kept)
+		}
+	}
+}
+
+// TestHopBodyNotReadToEnd: a client that leaves in the middle of an
+// answer makes the door close the child's connection (the child's
+// handler sees it end), not keep it; the next request opens a new one.
+func TestHopBodyNotReadToEnd(t *testing.T) {
+	ended := make(chan struct{}, 1)
+	up, log := trackedUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/endless" {
+			fmt.Fprint(w, "short")
+			return
+		}
+		chunk := strings.Repeat("x", 32<<10)
+		for {
+			if _, err := fmt.Fprint(w, chunk); err != nil {
+				ended <- struct{}{}
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+	})
+	fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10})
+	fd.launch(t, 1)
+	c := newClient(t)
+	resp, err := c.Get(fd.url + "/endless")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(resp.Body, make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() // before the end: the client's transport closes its connection
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the child's connection was never closed")
+	}
+	if code, body := do1(t, c, "GET", fd.url+"/next", ""); code != 200 || body != "short" {
+		t.Fatalf("next: %d %q", code, body)
+	}
+	if n := log.conns(); n != 2 {
+		t.Errorf("%d connections carried requests, want 2", n)
+	}
+}
+
+// TestHopCancelWhileWaiting: a client that leaves while the child has not
+// answered yet makes the door close the child's connection at once (the
+// child's request context ends), and it is not kept.
+func TestHopCancelWhileWaiting(t *testing.T) {
+	arrived, gone := make(chan struct{}, 1), make(chan struct{}, 1)
+	up, _ := trackedUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body) // so that the child's server watches the connection
+		arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			gone <- struct{}{}
+		case <-time.After(10 * time.Second):
+			t.Error("the child's request was never cancelled")
+		}
+	})
+	fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10, Retry: true})
+	fd.launch(t, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", fd.url+"/v1/slow", strings.NewReader("p"))
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := newClient(t).Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-arrived
+	cancel()
+	select {
+	case <-gone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the child's connection stayed open after the client left")
+	}
+	if err := <-errc; err == nil {
+		t.Error("the cancelled request got an answer")
+	}
+	if n := fd.hop.idleLen(hopKey(t, up.URL)); n != 0 {
+		t.Errorf("%d connections kept after a cancelled request", n)
+	}
+	if r := fd.meter.retries.Load(); r != 0 {
+		t.Errorf("%d door retries of a request the client left", r)
+	}
+}
+
+// TestHopRequestClose: a request that asks to close its connection says
+// so to the child and leaves nothing kept; the next one is kept.
+func TestHopRequestClose(t *testing.T) {
+	up, _ := trackedUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "close=%v", r.Close)
+	})
+	hop := newHopTransport(newTransport())
+	t.Cleanup(hop.CloseIdleConnections)
+	key := hopKey(t, up.URL)
+	for _, k := range []struct {
+		close bool
+		kept  int
+	}{{true, 0}, {false, 1}} {
+		req, _ := http.NewRequest("GET", up.URL+"/x", nil)
+		req.Close = k.close
+		resp, err := hop.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != fmt.Sprintf("close=%v", k.close) {
+			t.Errorf("the child saw %q", b)
+		}
+		if n := hop.idleLen(key); n != k.kept {
+			t.Errorf("close %v: %d kept, want %d", k.close, n, k.kept)
+		}
+	}
+}
+
+// TestHopUpgrade: a protocol upgrade (101, as websockets) passes through
+// the door both ways.
+func TestHopUpgrade(t *testing.T) {
+	up, _ := trackedUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "x-echo" {
+			http.Error(w, "no upgrade", 400)
+			return
+		}
+		conn, bw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		_, _ = bw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: x-echo\r\n\r\n")
+		_ = bw.Flush()
+		line, err := bw.ReadString('\n')
+		if err != nil {
+			return
+		}
+		_, _ = bw.WriteString("echo " + line)
+		_ = bw.Flush()
+	})
+	fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10})
+	fd.launch(t, 1)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(fd.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "GET /ws HTTP/1.1\r\nHost: door\r\nConnection: Upgrade\r\nUpgrade: x-echo\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 101 {
+		t.Fatalf("status %d, want 101", resp.StatusCode)
+	}
+	fmt.Fprint(conn, "ping\n")
+	line, err := br.ReadString('\n')
+	if err != nil || line != "echo ping\n" {
+		t.Fatalf("%q %v, want the echo", line, err)
+	}
+}
+
+// TestHopCloseIdle: the door's Close closes its kept connections to the
+// child.
+func TestHopCloseIdle(t *testing.T) {
+	up, log := trackedUpstream(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	var addr string
+	// Cleanups run last first: this one after the door's Close.
+	t.Cleanup(func() {
+		select {
+		case <-log.closedCh(addr):
+		case <-time.After(5 * time.Second):
+			t.Error("the kept connection outlived the door's Close")
+		}
+	})
+	fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10})
+	fd.launch(t, 1)
+	if code, _ := do1(t, newClient(t), "GET", fd.url+"/x", ""); code != 200 {
+		t.Fatalf("status %d", code)
+	}
+	if fd.hop.idleLen(hopKey(t, up.URL)) != 1 {
+		t.Fatal("no kept connection")
+	}
+	addr = log.addr(0)
+}
