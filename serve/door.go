@@ -49,6 +49,16 @@ type Door struct {
 type profileTag struct {
 	name, level string
 	next        string // the level past the ladder, for fallback answers
+	// The same as header values, made once per profile change rather
+	// than once per answer (stamp). An answer's header map takes them as
+	// they are: the proxy copies values out of it, it never appends to
+	// or writes into them.
+	nameV, levelV, nextV, fallbackV []string
+}
+
+func newProfileTag(name, level, next string) *profileTag {
+	return &profileTag{name: name, level: level, next: next,
+		nameV: []string{name}, levelV: []string{level}, nextV: []string{next}, fallbackV: []string{"1"}}
 }
 
 // New returns a closed door: it holds every request until the first
@@ -59,7 +69,7 @@ func New(cfg Config, opts Options) *Door {
 	}
 	d := &Door{opts: opts}
 	d.Configure(cfg)
-	d.tag.Store(&profileTag{name: "", level: "0", next: "1"})
+	d.tag.Store(newProfileTag("", "0", "1"))
 	tr := opts.Transport
 	if tr == nil {
 		d.hop = newHopTransport(newTransport())
@@ -181,7 +191,7 @@ func (d *Door) Profile(name string, level, levels int) {
 	if t := d.tag.Load(); t.name == name && t.level == strconv.Itoa(level) {
 		return
 	}
-	d.tag.Store(&profileTag{name: name, level: strconv.Itoa(level), next: strconv.Itoa(max(levels, level+1))})
+	d.tag.Store(newProfileTag(name, strconv.Itoa(level), strconv.Itoa(max(levels, level+1))))
 }
 
 // Short says whether memory is short (a step down is pending, or the

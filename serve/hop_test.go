@@ -545,3 +545,13 @@ func TestHopCloseIdle(t *testing.T) {
 	}
 	addr = log.addr(0)
 }
+
+// TestCanonicalHeaderNames: stamp's header keys are the canonical forms
+// of the exported names, as Header.Set would key them.
+func TestCanonicalHeaderNames(t *testing.T) {
+	for name, key := range map[string]string{HeaderProfile: canonProfile, HeaderLevel: canonLevel, HeaderFallback: canonFallback} {
+		if got := http.CanonicalHeaderKey(name); got != key {
+			t.Errorf("%s is keyed %q, not %q", name, got, key)
+		}
+	}
+}
