@@ -345,28 +345,43 @@ func (c *hopConn) done(stop func() bool, keep bool) {
 
 // hopBody is an answer's body: read to its end, the connection goes back
 // to the pool at once (the proxy's Close comes later and touches it no
-// more); closed before its end, the connection is closed.
+// more); closed before its end, the connection is closed. The lock is
+// not held over the read itself, so a Close from another goroutine does
+// not wait for a blocked read: it closes the connection, which ends it.
 type hopBody struct {
 	c    *hopConn
 	body io.ReadCloser
 	stop func() bool
 	keep bool
-	mu   sync.Mutex
-	end  bool
+
+	mu     sync.Mutex
+	end    bool // the connection is pooled or closed: no more reads of it
+	closed bool // by Close
 }
 
 func (b *hopBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.end {
+	end, closed := b.end, b.closed
+	b.mu.Unlock()
+	switch {
+	case closed:
+		return 0, http.ErrBodyReadAfterClose
+	case end:
 		return 0, io.EOF
 	}
 	n, err := b.body.Read(p)
+	if err == nil {
+		return n, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.end { // closed meanwhile
+		return n, err
+	}
+	b.end = true
 	if err == io.EOF {
-		b.end = true
 		b.c.done(b.stop, b.keep)
-	} else if err != nil {
-		b.end = true
+	} else {
 		b.stop()
 		b.c.nc.Close()
 	}
@@ -376,6 +391,7 @@ func (b *hopBody) Read(p []byte) (int, error) {
 func (b *hopBody) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.closed = true
 	if !b.end {
 		b.end = true
 		b.stop()

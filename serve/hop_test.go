@@ -555,3 +555,63 @@ func TestCanonicalHeaderNames(t *testing.T) {
 		}
 	}
 }
+
+// TestHopPoolLimits: the pool keeps at most maxIdle connections per
+// host:port, and closes one idle for idleTimeout.
+func TestHopPoolLimits(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 2)
+	up, log := trackedUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/wait" {
+			arrived <- struct{}{}
+			<-release
+		}
+		fmt.Fprint(w, "ok")
+	})
+	hop := newHopTransport(newTransport())
+	hop.maxIdle, hop.idleTimeout = 1, time.Hour
+	t.Cleanup(hop.CloseIdleConnections)
+	get := func(path string) error {
+		req, _ := http.NewRequest("GET", up.URL+path, nil)
+		resp, err := hop.RoundTrip(req)
+		if err != nil {
+			return err
+		}
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return err
+	}
+	errc := make(chan error, 2)
+	for range 2 { // two at once: two connections
+		go func() { errc <- get("/wait") }()
+	}
+	<-arrived
+	<-arrived
+	close(release)
+	for range 2 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := hopKey(t, up.URL)
+	if n := hop.idleLen(key); n != 1 {
+		t.Fatalf("%d kept, want maxIdle 1", n)
+	}
+	if log.conns() != 2 {
+		t.Fatalf("%d connections, want 2", log.conns())
+	}
+	hop.idleTimeout = 10 * time.Millisecond
+	if err := get("/x"); err != nil { // kept again, now with the short timeout
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		select {
+		case <-log.closedCh(log.addr(i)):
+		case <-time.After(5 * time.Second):
+			t.Fatalf("connection %d was never closed (idle timeout)", i)
+		}
+	}
+	if n := hop.idleLen(key); n != 0 {
+		t.Errorf("%d kept after the idle timeout", n)
+	}
+}
