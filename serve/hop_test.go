@@ -615,3 +615,47 @@ func TestHopPoolLimits(t *testing.T) {
 		t.Errorf("%d kept after the idle timeout", n)
 	}
 }
+
+// countingTripper counts the requests it passes to a stdlib Transport.
+type countingTripper struct {
+	tr *http.Transport
+	mu sync.Mutex
+	k  int
+}
+
+func (c *countingTripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.k++
+	c.mu.Unlock()
+	return c.tr.RoundTrip(r)
+}
+
+// TestInjectedTransport: an Options.Transport carries every request as
+// it is; the door builds no hop of its own then.
+func TestInjectedTransport(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	ct := &countingTripper{tr: &http.Transport{}}
+	t.Cleanup(ct.tr.CloseIdleConnections)
+	d := New(Config{Upstream: up.URL, Health: "/health", Hold: time.Minute, MaxHeld: 10, Priority: P0},
+		Options{Transport: ct, Check: func(context.Context, string) error { return nil }})
+	if d.hop != nil {
+		t.Fatal("the door built a hop beside the injected transport")
+	}
+	healthy := make(chan int, 1)
+	d.opts.OnHealthy = func(gen int) { healthy <- gen }
+	d.Launched(1)
+	<-healthy
+	rec := httptest.NewRecorder()
+	d.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/x", nil))
+	if rec.Code != 200 || rec.Body.String() != "ok" {
+		t.Fatalf("%d %q", rec.Code, rec.Body.String())
+	}
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if ct.k != 1 {
+		t.Errorf("the injected transport carried %d requests, want 1", ct.k)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = d.Close(ctx)
+}
