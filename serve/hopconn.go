@@ -41,7 +41,9 @@ func (c *hopConn) expire() {
 	l := t.idle[c.key]
 	for i, x := range l {
 		if x == c {
-			t.idle[c.key] = append(l[:i], l[i+1:]...)
+			copy(l[i:], l[i+1:])
+			l[len(l)-1] = nil
+			t.idle[c.key] = l[:len(l)-1]
 			break
 		}
 	}
@@ -60,9 +62,9 @@ type hopError struct {
 
 func (e *hopError) Error() string {
 	if !e.read {
-		return "the model server closed the connection before answering: " + e.err.Error()
+		return "no byte answered: " + e.err.Error()
 	}
-	return "reading the model server's answer: " + e.err.Error()
+	return "reading the answer's headers: " + e.err.Error()
 }
 
 func (e *hopError) Unwrap() error { return e.err }
