@@ -13,6 +13,13 @@
 // whose connection to the child failed before any response byte is held
 // and sent once more; a response already begun is never repeated.
 //
+// The proxy reaches the child through the door's own HTTP/1.1 client
+// (hopTransport, hop.go): the request's goroutine writes the request and
+// reads the answer on a pooled keep-alive connection, without
+// http.Transport's per-connection goroutines; what it does not send
+// plainly (upgrades, Expect, large or unknown-length bodies, https) goes
+// through http.Transport.
+//
 // The door knows nothing of policies or of the supervisor: it is told
 // "launched", "unready", "drain", the profile and whether memory is short,
 // through methods that take plain values, and it reports a child's first

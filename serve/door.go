@@ -26,6 +26,7 @@ type Door struct {
 	gate  gate
 	proxy *httputil.ReverseProxy
 	tr    http.RoundTripper // to the child, for replays of deferred requests
+	hop   *hopTransport     // tr when the door built it (no Options.Transport)
 
 	ready atomic.Bool // the gate is open for the current launch
 	short atomic.Bool // memory is short: P1 to the fallback
@@ -48,6 +49,16 @@ type Door struct {
 type profileTag struct {
 	name, level string
 	next        string // the level past the ladder, for fallback answers
+	// The same as header values, made once per profile change rather
+	// than once per answer (stamp). An answer's header map takes them as
+	// they are: the proxy copies values out of it, it never appends to
+	// or writes into them.
+	nameV, levelV, nextV, fallbackV []string
+}
+
+func newProfileTag(name, level, next string) *profileTag {
+	return &profileTag{name: name, level: level, next: next,
+		nameV: []string{name}, levelV: []string{level}, nextV: []string{next}, fallbackV: []string{"1"}}
 }
 
 // New returns a closed door: it holds every request until the first
@@ -58,10 +69,11 @@ func New(cfg Config, opts Options) *Door {
 	}
 	d := &Door{opts: opts}
 	d.Configure(cfg)
-	d.tag.Store(&profileTag{name: "", level: "0", next: "1"})
+	d.tag.Store(newProfileTag("", "0", "1"))
 	tr := opts.Transport
 	if tr == nil {
-		tr = newTransport()
+		d.hop = newHopTransport(newTransport())
+		tr = d.hop
 	}
 	d.tr = tr
 	d.check = opts.Check
@@ -89,7 +101,9 @@ func New(cfg Config, opts Options) *Door {
 	return d
 }
 
-// newTransport reaches the child: keep-alive connections enough for many
+// newTransport reaches the child for what the hop does not send itself
+// (hopTransport: upgrades, Expect, large or unknown-length bodies,
+// https), and sets the hop's pool limits: keep-alive connections enough for many
 // concurrent clients, no compression of its own (bodies pass as they
 // are), and no response timeout (a generation may take minutes).
 func newTransport() *http.Transport {
@@ -177,7 +191,7 @@ func (d *Door) Profile(name string, level, levels int) {
 	if t := d.tag.Load(); t.name == name && t.level == strconv.Itoa(level) {
 		return
 	}
-	d.tag.Store(&profileTag{name: name, level: strconv.Itoa(level), next: strconv.Itoa(max(levels, level+1))})
+	d.tag.Store(newProfileTag(name, strconv.Itoa(level), strconv.Itoa(max(levels, level+1))))
 }
 
 // Short says whether memory is short (a step down is pending, or the
@@ -247,10 +261,16 @@ func (d *Door) Close(ctx context.Context) error {
 	d.ready.Store(false)
 	d.mu.Unlock()
 	d.polls.Wait()
-	if err := d.srv.Shutdown(ctx); err != nil {
-		return d.srv.Close()
+	err := d.srv.Shutdown(ctx)
+	if err != nil {
+		err = d.srv.Close()
 	}
-	return nil
+	if d.hop != nil {
+		// The requests have ended (or were cut off): the kept connections
+		// to the child go too, rather than wait for its idle timeout.
+		d.hop.CloseIdleConnections()
+	}
+	return err
 }
 
 // logWriter turns the proxy's log lines into Logf lines.

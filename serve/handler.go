@@ -124,18 +124,28 @@ func (d *Door) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetXForwarded()
 }
 
-// stamp adds the profile headers to the child's (or the fallback's) answer.
+// stamp adds the profile headers to the child's (or the fallback's)
+// answer, with values made once per profile (profileTag).
 func (d *Door) stamp(resp *http.Response) error {
 	t := d.tag.Load()
-	level := t.level
+	level := t.levelV
 	if ex := exchangeFrom(resp.Request.Context()); ex != nil && ex.fallback {
-		resp.Header.Set(HeaderFallback, "1")
-		level = t.next
+		resp.Header[canonFallback] = t.fallbackV
+		level = t.nextV
 	}
-	resp.Header.Set(HeaderProfile, t.name)
-	resp.Header.Set(HeaderLevel, level)
+	resp.Header[canonProfile] = t.nameV
+	resp.Header[canonLevel] = level
 	return nil
 }
+
+// The profile headers' names as http.Header keys them
+// (TestCanonicalHeaderNames), so that stamp sets them without
+// canonicalising each time and replaces the child's own of the same name.
+const (
+	canonProfile  = "X-Gpuguard-Profile"
+	canonLevel    = "X-Gpuguard-Level"
+	canonFallback = "X-Gpuguard-Fallback"
+)
 
 // proxyError answers a request the proxy could not pass: the wait for a
 // retry ran out (503, as for any held request), the client left (nothing
