@@ -5,8 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -135,7 +141,9 @@ func BenchmarkDoorLatency(b *testing.B) {
 // is the door's own CPU cost against the client's and server's (on a
 // small machine the three share the same cores); "20ms": each answer
 // takes 20 ms, as even a short generation does, and the ratio shows what
-// clients see.
+// clients see. reference-ratio is the field's plain ReverseProxy
+// (referenceProxy) in the same rounds: what any Go proxy costs here;
+// nginx-ratio is nginx's, with GPUGUARD_BENCH_NGINX=/usr/sbin/nginx.
 func BenchmarkDoorThroughput(b *testing.B) {
 	for _, c := range []struct{ name, path string }{{"instant", "/v1/completions"}, {"20ms", "/v1/slow"}} {
 		b.Run(c.name, func(b *testing.B) { doorThroughput(b, c.path) })
@@ -172,11 +180,18 @@ func doorThroughput(b *testing.B, path string) {
 		wg.Wait()
 		return n.Load()
 	}
-	dc, vc := benchClient(b, clients), benchClient(b, clients)
+	ref := referenceProxy(b, up.URL)
+	dc, vc, rc := benchClient(b, clients), benchClient(b, clients), benchClient(b, clients)
 	count(dc, up.URL+path, window/2) // open and warm every connection
 	count(vc, door+path, window/2)
-	var direct, via int64
-	var directCPU, viaCPU time.Duration
+	count(rc, ref+path, window/2)
+	ngx := nginxProxy(b, up.URL)
+	nc := benchClient(b, clients)
+	if ngx != "" {
+		count(nc, ngx+path, window/2)
+	}
+	var direct, via, refN, ngxN int64
+	var directCPU, viaCPU, refCPU time.Duration
 	b.ResetTimer()
 	for range b.N {
 		for range rounds {
@@ -184,7 +199,12 @@ func doorThroughput(b *testing.B, path string) {
 			direct += count(dc, up.URL+path, window)
 			t1 := cpuTime()
 			via += count(vc, door+path, window)
-			directCPU, viaCPU = directCPU+t1-t0, viaCPU+cpuTime()-t1
+			t2 := cpuTime()
+			refN += count(rc, ref+path, window)
+			directCPU, viaCPU, refCPU = directCPU+t1-t0, viaCPU+t2-t1, refCPU+cpuTime()-t2
+			if ngx != "" {
+				ngxN += count(nc, ngx+path, window)
+			}
 		}
 	}
 	b.StopTimer()
@@ -192,6 +212,10 @@ func doorThroughput(b *testing.B, path string) {
 	b.ReportMetric(float64(direct)/secs, "direct-req/s")
 	b.ReportMetric(float64(via)/secs, "door-req/s")
 	b.ReportMetric(float64(via)/float64(direct), "ratio")
+	b.ReportMetric(float64(refN)/float64(direct), "reference-ratio")
+	if ngx != "" {
+		b.ReportMetric(float64(ngxN)/float64(direct), "nginx-ratio")
+	}
 	// The CPU each request cost the process (client, upstream, and the
 	// door's hop on the door's side): the ratio the door would reach if
 	// the cores were the only limit is direct-cpu/door-cpu.
@@ -200,7 +224,67 @@ func doorThroughput(b *testing.B, path string) {
 	}
 	b.ReportMetric(perReq(directCPU, direct), "direct-cpu-µs/req")
 	b.ReportMetric(perReq(viaCPU, via), "door-cpu-µs/req")
+	b.ReportMetric(perReq(refCPU, refN), "reference-cpu-µs/req")
 	b.ReportMetric(0, "ns/op")
+}
+
+// referenceProxy is the field's plain proxy in front of up, for a
+// reference in the same windows: httputil.NewSingleHostReverseProxy on
+// the default Transport, as llama-swap runs it, with nothing of the door
+// (no gate, no retry, no headers of its own).
+func referenceProxy(b *testing.B, up string) string {
+	u, err := url.Parse(up)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 1024
+	p := httputil.NewSingleHostReverseProxy(u)
+	p.Transport = tr
+	s := httptest.NewServer(p)
+	b.Cleanup(func() { s.Close(); tr.CloseIdleConnections() })
+	return s.URL
+}
+
+// nginxProxy is nginx (one worker, keep-alive to up) in front of up when
+// $GPUGUARD_BENCH_NGINX names its binary, for a reference outside Go; ""
+// without it.
+func nginxProxy(b *testing.B, up string) string {
+	bin := os.Getenv("GPUGUARD_BENCH_NGINX")
+	if bin == "" {
+		return ""
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir := b.TempDir()
+	conf := fmt.Sprintf(`daemon off; master_process off; worker_processes 1; pid %[1]s/nginx.pid;
+error_log %[1]s/error.log; events { worker_connections 4096; }
+http { access_log off; client_body_temp_path %[1]s; proxy_temp_path %[1]s;
+  upstream child { server %[2]s; keepalive 128; }
+  server { listen %[3]s; location / { proxy_pass http://child; proxy_http_version 1.1;
+    proxy_set_header Connection ""; proxy_buffering off; } } }
+`, dir, strings.TrimPrefix(up, "http://"), addr)
+	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for range 100 { // until it listens
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return "http://" + addr
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.Fatal("nginx did not listen")
+	return ""
 }
 
 // BenchmarkDoorFirstByte: the time from sending a streaming request to
