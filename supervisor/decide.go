@@ -89,8 +89,9 @@ func (l *loop) peerStep(now time.Time, r core.Reason, why string) {
 	l.doAll(l.decide(core.Peer{Now: now, Reason: r, Why: why, Ratio: l.ratio}), nil)
 }
 
-// changeProfile moves to level: live when that profile is live, else by a
-// graceful restart into it. reply (if any) gets the new profile once the
+// changeProfile moves to level the way the core says (core.HowToChange):
+// live, through server actions, by a graceful restart, or by stopping the
+// child to sleep. reply (if any) gets the new profile once the
 // state file is written and the event published.
 //
 // A live change whose state file cannot be written does not happen: no
@@ -101,12 +102,18 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	if level < l.level {
 		event = api.EventStepUp
 	}
-	if l.sleepByStop(event, level, reason, why, reply) || l.liveActions(event, level, reason, why, reply) {
-		return true
-	}
-	if !l.pol.Profiles[level].Live {
+	from, to := l.pol.Profiles[l.level], l.pol.Profiles[level]
+	steps := l.acts.plan(from, to, l.pol.Serve.Upstream)
+	if how := core.HowToChange(l.pol, l.level, level, len(steps)); how != core.ByLive {
 		l.emitStep(event, level, reason, why)
-		l.beginRestart(level, reason, reply)
+		switch how {
+		case core.BySleep:
+			l.beginSleep(level, reason, reply)
+		case core.ByActions:
+			l.beginActions(level, steps, reason, why, reply)
+		default:
+			l.beginRestart(level, reason, reply)
+		}
 		return true
 	}
 	// The event is dated when the step is taken, before the write, as it
@@ -130,14 +137,6 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	}
 	return true
 }
-
-// notifyDeathWindow is how long after gpuguard sent the notify signal a
-// child's death by that signal is taken to be the notification's doing
-// (the child changed its handler between the check and the signal). The
-// default action ends a process as soon as the signal is delivered, so
-// the death is immediate; the exit is seen after the child's output is
-// drained (at most a second later). The rest of the window is margin.
-const notifyDeathWindow = 5 * time.Second
 
 // notify sends [notify] signal to the child's main process after a live
 // change, but only when the process catches or ignores it: until a server

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/internal/exitcode"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor/core"
@@ -251,7 +252,9 @@ func (l *loop) launch(level int) {
 	l.pace.sampleNow()
 }
 
-// onExit handles the child's end: finish, or plan the next start.
+// onExit handles the child's end: what every exit does (the event, the
+// rooms told), then the core's verdict on what explains it (core.Exited):
+// finish, sleep, or plan the next start.
 func (l *loop) onExit() {
 	now := time.Now()
 	e := l.child.Exit()
@@ -282,46 +285,16 @@ func (l *loop) onExit() {
 	l.emit(ev)
 	l.deps.Logf("child exited with status %d after %s", e.Status(), ran.Round(time.Millisecond))
 
-	if l.stopping {
-		if l.health.lostErr != nil {
-			l.state = api.StateFatal
-			l.finish(exitcode.Failure, l.health.lostErr)
-			return
-		}
-		l.state = api.StateExited
-		l.finish(e.Status(), nil)
-		return
-	}
-	if l.fellAsleep() {
-		return
-	}
-	if plan := l.plan; plan != nil {
-		kind := exitRequested
-		if plan.reason == api.ReasonReload {
-			kind = exitReload
-		}
-		l.restartRequested(plan.level, plan.from, kind, e, release, "")
-		return
-	}
-	notifyDeath := core.DiedOfNotify(e, l.notifiedSig, notifiedAt, now, notifyDeathWindow)
-	if k, _ := core.ClassifyExit(e, l.pol.OOM, told); l.exitedAsleep(k, notifyDeath) {
-		return
-	}
-	if notifyDeath {
-		// gpuguard's own notification killed it: no crash, no backoff,
-		// not counted against max_restarts.
-		detail := fmt.Sprintf("killed by %s, the notify signal sent %s earlier for the live change to %s (its handler was not in place)",
-			policy.SignalName(e.Signal), now.Sub(notifiedAt).Round(time.Millisecond), l.pol.Profiles[l.level].Name)
-		l.deps.Logf("the child was %s; restarting it in profile %s", detail, l.pol.Profiles[l.level].Name)
-		l.restartRequested(l.level, l.pol.Profiles[l.level].Name, exitRequested, e, release, detail)
-		return
+	in := core.Exited{Now: now, Exit: e, Ran: ran, Told: told, Stopping: l.stopping, Lost: l.health.lostErr,
+		Notified: notifiedAt, NotifySig: l.notifiedSig}
+	if p := l.plan; p != nil {
+		in.Plan = &core.Plan{Level: p.level, From: p.from, Reload: p.reason == api.ReasonReload, Sleep: p.sleep}
 	}
 	if f, ok := l.faults.cause(now, l.childStart); ok {
-		l.onGPUFaultExit(e, ran, f, release)
-		return
+		in.Fault = &core.Fault{Index: f.Index, UUID: f.UUID, Meaning: gpu.XidMeaning(f.Xid)}
 	}
 	l.release = release // the next start waits for its memory to go
-	l.doAll(l.decide(core.Exited{Now: now, Exit: e, Ran: ran, Told: told}), nil)
+	l.doAll(l.decide(in), nil)
 }
 
 // restartAfter starts the next child in level once delay (the backoff)
@@ -334,18 +307,6 @@ func (l *loop) restartAfter(delay time.Duration, level int, release map[int]bool
 	l.target, l.release = level, release
 	l.state = api.StateBackoff
 	l.backoff.arm(delay)
-}
-
-// restartRequested restarts a child that gpuguard ended itself (a restart
-// it asked for, or its notification), which ran in profile from: in level,
-// with GPUGUARD_LAST_EXIT=kind (watermark, or reload when a reload removed
-// its profile), at once and outside the crash budget.
-func (l *loop) restartRequested(level int, from string, kind exitKind, e Exit, release map[int]bool, detail string) {
-	l.restarts++
-	l.lastExit = string(kind)
-	l.emit(api.Event{Event: api.EventRestart, Reason: string(kind), From: from,
-		To: l.pol.Profiles[level].Name, Restarts: l.restarts, Status: ptr(e.Status()), Detail: detail})
-	l.enterWaiting(level, release)
 }
 
 // onStopSignal forwards a stop signal to the child exactly once, then

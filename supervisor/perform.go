@@ -77,6 +77,19 @@ func (l *loop) do(e core.Effect, reply chan response) {
 		l.stopChild(e.Sig)
 	case core.Kill:
 		_ = l.child.Kill()
+	case core.Requested:
+		// Counted and journaled at once, outside the crash budget.
+		l.restarts++
+		l.lastExit = string(e.Kind)
+		l.emit(api.Event{Event: api.EventRestart, Reason: string(e.Kind), From: e.From,
+			To: l.pol.Profiles[e.Level].Name, Restarts: l.restarts, Status: ptr(e.Status), Detail: e.Detail})
+		l.enterWaiting(e.Level, l.release)
+	case core.FellAsleep:
+		l.fellAsleep()
+	case core.StayAsleep:
+		l.asleepNoChild(l.level, e.Why)
+	case core.AwaitGPU:
+		l.faults.await()
 	default:
 		panic(fmt.Sprintf("supervisor: effect %T not performed", e))
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 	"github.com/gpuguard/gpuguard/trend"
 )
 
@@ -199,7 +200,9 @@ func (l *loop) onHung(now time.Time) {
 // ahead without data, and a starting child counts as running, though
 // unmeasured.
 func (l *loop) withoutReading(now time.Time, r sampleResult) {
-	l.checkLost(now)
+	if !l.finished && !l.stopping && l.health.lost(now, l.pol.Watch) {
+		l.doAll(l.decide(core.Lost{Err: l.health.lostErr, Running: l.child != nil, Restarting: l.plan != nil}), nil)
+	}
 	if l.finished {
 		return
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/policy"
 )
 
 // A serving = false profile entered without live actions (live = false,
@@ -12,25 +11,6 @@ import (
 // child_pid is 0, and nothing restarts it until the instance leaves the
 // profile. Any server, even one with no admin API (TGI), can share a GPU
 // on demand this way.
-
-// stopsToSleep reports whether entering profile p means stopping the
-// child.
-func stopsToSleep(p policy.Profile) bool {
-	return !p.Serving() && (!p.Live || len(p.Enter) == 0)
-}
-
-// sleepByStop begins the change into level by stopping the child (the
-// door drains first, as for any stop gpuguard starts), when level is a
-// serving = false profile without live actions; it journals the step
-// (event) first.
-func (l *loop) sleepByStop(event string, level int, reason, why string, reply chan response) bool {
-	if !stopsToSleep(l.pol.Profiles[level]) {
-		return false
-	}
-	l.emitStep(event, level, reason, why)
-	l.beginSleep(level, reason, reply)
-	return true
-}
 
 // beginSleep stops the child so that the instance sleeps in level: the
 // exit ends in fellAsleep, not in a restart.
@@ -85,27 +65,6 @@ func (l *loop) startAsleep() bool {
 		return false
 	}
 	l.asleepNoChild(l.target, "start: asleep in profile "+l.pol.Profiles[l.target].Name)
-	return true
-}
-
-// exitedAsleep handles a child that ended on its own while the instance
-// is in a serving = false profile (a live sleep: a crash, an OOM, a GPU
-// fault, its death by the notify signal): it is not restarted there,
-// where it would serve against the profile; the instance stays asleep
-// with no child, and the next wake starts one. The server that entered
-// the sleep is gone, so no leave runs (acts.exited cleared entered). An
-// exit that ends the run anyway (clean, or a crash without on_crash)
-// reports false and ends it as always.
-func (l *loop) exitedAsleep(kind exitKind, notifyDeath bool) bool {
-	if l.pol.Profiles[l.level].Serving() {
-		return false
-	}
-	if !notifyDeath && (kind == exitClean || kind == exitCrash && !l.pol.Restart.OnCrash) {
-		return false
-	}
-	name := l.pol.Profiles[l.level].Name
-	l.deps.Logf("the child ended (%s) while asleep in profile %s: not restarting it until the instance leaves the profile", kind, name)
-	l.asleepNoChild(l.level, fmt.Sprintf("asleep in profile %s: the child ended (%s)", name, kind))
 	return true
 }
 
