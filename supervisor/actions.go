@@ -234,8 +234,8 @@ func (l *loop) onActionsDone(d actionDone) {
 	if err != nil {
 		l.deps.Logf("%v", err)
 	}
-	l.notify(st)
-	l.publish(st)
+	l.childRun.notify(l.pol.Notify.Signal, st, l)
+	l.out.publish(st)
 	if prof.Serving() {
 		l.wake.awake = time.Now()
 	}

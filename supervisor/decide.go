@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
@@ -25,7 +24,8 @@ func (l *loop) onSample(r sampleResult) {
 	l.describe(l.cfg.Describe, r)
 	if r.err != nil {
 		l.pace.setPeriod(0, l.pol.Watch.Interval)
-		l.probeFailed(now, now, r.err.Error(), !hung)
+		l.decide(core.Gap{})
+		l.health.report(l, now, now, r.err.Error(), !hung)
 		l.withoutReading(now, r)
 		return
 	}
@@ -105,7 +105,7 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	from, to := l.pol.Profiles[l.level], l.pol.Profiles[level]
 	steps := l.acts.plan(from, to, l.pol.Serve.Upstream)
 	if how := core.HowToChange(l.pol, l.level, level, len(steps)); how != core.ByLive {
-		l.emitStep(event, level, reason, why)
+		l.emit(stepEvent(l.pol, l.level, l.ratio, event, level, reason, why))
 		switch how {
 		case core.BySleep:
 			l.beginSleep(level, reason, reply)
@@ -123,52 +123,19 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	ev.Time = time.Now()
 	st, err := l.stateFile.writeAt(l.pol.Profiles[level], level, why)
 	if err != nil {
-		l.stateNotWritten(event, level, err, reply)
+		l.stateFile.notWritten(l, l.pol, l.level, l.ratio, event, level, err, reply)
 		return false
 	}
 	l.emit(ev)
 	l.level = level
-	l.notify(st)
-	l.publish(st)
+	l.childRun.notify(l.pol.Notify.Signal, st, l)
+	l.out.publish(st)
 	l.deps.Logf("%s to profile %s (%s)", event, l.pol.Profiles[level].Name, why)
 	if reply != nil {
 		l.publishSnapshot() // a status asked after the reply shows the step
 		reply <- response{profile: l.pol.Profiles[level].Name}
 	}
 	return true
-}
-
-// notify sends [notify] signal to the child's main process after a live
-// change, but only when the process catches or ignores it: until a server
-// installs its handler (while it imports its framework, say) the default
-// action would end it. Otherwise, or when that cannot be told, the signal
-// is skipped and journaled; the child finds the change in the state file
-// when it starts listening.
-func (l *loop) notify(st api.ProfileState) {
-	sig := l.pol.Notify.Signal
-	if sig == 0 || l.child == nil {
-		return
-	}
-	if c, ok := l.child.(SignalChecker); ok {
-		if caught, err := c.Catches(sig); err != nil || !caught {
-			why := "it has no handler for it yet"
-			if err != nil {
-				why = fmt.Sprintf("whether it has a handler is unknown (%v)", err)
-			}
-			detail := fmt.Sprintf("%s not sent to the child (pid %d): %s; it finds profile %s in the state file (seq %d)",
-				policy.SignalName(sig), l.child.PID(), why, st.Profile, st.Seq)
-			l.emit(api.Event{Event: api.EventNotifySkipped, PID: l.child.PID(), Detail: detail})
-			l.deps.Logf("%s", detail)
-			return
-		}
-	}
-	if err := l.child.Signal(sig); err == nil {
-		l.notifiedAt, l.notifiedSig = time.Now(), sig
-	}
-}
-
-func (l *loop) emitStep(event string, to int, reason, why string) {
-	l.emit(stepEvent(l.pol, l.level, l.ratio, event, to, reason, why))
 }
 
 // stepEvent is the journal event of a step from level from to to, at

@@ -21,17 +21,6 @@ func (l *loop) noteFit(at time.Time, j core.Fit, outcome string) {
 	l.deps.Logf("fit for the %s: %s", l.startWhat(), ev.Detail)
 }
 
-// stepFit judges whether profile to fits now for a step (a manual one,
-// a wake): "" when it fits or cannot be judged (no reading, a probe down,
-// no needs estimate). The judgement is the core's (core.StepFit).
-func (l *loop) stepFit(to int) string {
-	var r *core.Reading
-	if l.haveSample && !l.health.down() {
-		r = reading(l.lastSample)
-	}
-	return core.StepFit(l.pol, l.level, to, r, l.childTree)
-}
-
 // fitTeller tells how starts chose their profile: the start-up line
 // (what the config says and the GPUs it watches) before the first fit,
 // and the newest fit event, for status.

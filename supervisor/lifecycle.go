@@ -29,8 +29,6 @@ type startWait struct {
 	release   map[int]bool // dead child's processes whose memory must go
 	waitNoted bool         // the wait for memory was told
 	backoff   timer
-	// pendingFit tells the fit of the launch under way, once the child runs.
-	pendingFit func(time.Time)
 }
 
 // stopRun is a stop under way: an operator's signal, or gpuguard's own
@@ -54,13 +52,13 @@ type ending struct {
 // the dead child's processes to free their GPU memory, then for a profile
 // that fits. An immediate sample is taken so a restart need not wait for
 // the next period.
-func (l *loop) enterWaiting(level int, release map[int]bool) {
-	l.state = api.StateWaiting
-	l.target = level
-	l.release = release
-	l.waitSince = time.Now()
-	l.waitNoted = false
-	l.pace.sampleNow()
+func (c *lifecycle) enterWaiting(level int, release map[int]bool) {
+	c.state = api.StateWaiting
+	c.target = level
+	c.release = release
+	c.waitSince = time.Now()
+	c.waitNoted = false
+	c.sampleNow()
 }
 
 // tryStart runs on every sample while waiting. Every start it makes, and
@@ -84,7 +82,7 @@ func (l *loop) tryStart(r sampleResult) {
 		// hostage to the monitoring. Start where we aimed once any
 		// release wait is over.
 		if (len(l.release) == 0 || now.Sub(l.waitSince) >= rw.ReleaseTimeout) && l.startClaimed(r) {
-			l.launchFit(l.target, core.Fit{}, fmt.Sprintf("starting in %s unchecked: no GPU reading (%v)", l.pol.Profiles[l.target].Name, r.err))
+			l.launch(l.target, core.Fit{}, fmt.Sprintf("starting in %s unchecked: no GPU reading (%v)", l.pol.Profiles[l.target].Name, r.err))
 		}
 		return
 	}
@@ -147,29 +145,13 @@ func (l *loop) writeState(reason string) (api.ProfileState, error) {
 	return l.stateFile.writeAt(l.pol.Profiles[l.level], l.level, reason)
 }
 
-// publish sends st to socket subscribers as a profile event.
-func (l *loop) publish(st api.ProfileState) {
-	if l.deps.Publisher != nil {
-		st.Type = "profile"
-		l.deps.Publisher.Publish(st)
-	}
-}
-
-// launchFit starts a child in profile level, chosen by fit j: the fit is
+// launch starts a child in profile level, chosen by fit j: the fit is
 // told once the child runs (dated as its start, journaled before it), so
-// that a command that cannot run says so in its one line and nothing else.
-func (l *loop) launchFit(level int, j core.Fit, outcome string) {
-	// The fit names the profile started in, also when none fitted
-	// (when_full = "lowest") or none could be judged (no reading).
-	j.Started, j.Level = true, level
-	l.pendingFit = func(at time.Time) { l.noteFit(at, j, outcome) }
-	l.launch(level)
-	l.pendingFit = nil
-}
-
-// launch starts a child in profile level. A command that cannot run is
-// found out before anything is written (when the launcher can check).
-func (l *loop) launch(level int) {
+// that a command that cannot run says so in its one line and nothing else;
+// that command is found out before anything is written (when the
+// launcher can check). The fit names the profile started in, also when
+// none fitted (when_full = "lowest") or none could be judged (no reading).
+func (l *loop) launch(level int, j core.Fit, outcome string) {
 	vars := childVars(&l.cfg, l.pol, level, l.history)
 	argv, err := policy.ExpandArgs(l.cfg.Command, vars)
 	if err != nil {
@@ -204,7 +186,7 @@ func (l *loop) launch(level int) {
 	if st, err := l.writeState(reason); err != nil {
 		l.deps.Logf("%v", err)
 	} else {
-		l.publish(st)
+		l.out.publish(st)
 	}
 	l.s.toldOOM.Store(nil)
 	// The child may run (and speak) before Launch returns: its start is
@@ -216,9 +198,8 @@ func (l *loop) launch(level int) {
 		l.doAll(cannotStart(err), nil)
 		return
 	}
-	if l.pendingFit != nil {
-		l.pendingFit(launched)
-	}
+	j.Started, j.Level = true, level
+	l.noteFit(launched, j, outcome)
 	l.starts++
 	l.child = child
 	l.childStart = launched
@@ -299,14 +280,14 @@ func (l *loop) onExit() {
 
 // restartAfter starts the next child in level once delay (the backoff)
 // has passed and release's GPU memory is freed.
-func (l *loop) restartAfter(delay time.Duration, level int, release map[int]bool) {
+func (c *lifecycle) restartAfter(delay time.Duration, level int, release map[int]bool) {
 	if delay <= 0 {
-		l.enterWaiting(level, release)
+		c.enterWaiting(level, release)
 		return
 	}
-	l.target, l.release = level, release
-	l.state = api.StateBackoff
-	l.backoff.arm(delay)
+	c.target, c.release = level, release
+	c.state = api.StateBackoff
+	c.backoff.arm(delay)
 }
 
 // onStopSignal forwards a stop signal to the child exactly once, then
@@ -329,32 +310,32 @@ func cannotStart(err error) []core.Effect {
 	}
 }
 
-func (l *loop) failPlan() {
-	if l.plan == nil {
+func (c *lifecycle) failPlan() {
+	if c.plan == nil {
 		return
 	}
-	for _, r := range l.plan.replies {
+	for _, r := range c.plan.replies {
 		r <- response{err: errShutdown}
 	}
-	l.plan = nil
+	c.plan = nil
 }
 
 // finish ends the run with code. err, if any, is what Run returns: the
 // caller prints it, so it is not logged here as well.
-func (l *loop) finish(code int, err error) {
-	l.finished, l.code, l.err = true, code, err
-	l.backoff.stop()
-	l.failPlan()
-	l.notifyStopping()
+func (c *lifecycle) finish(code int, err error) {
+	c.finished, c.code, c.err = true, code, err
+	c.backoff.stop()
+	c.failPlan()
+	c.notifyStopping()
 }
 
 func ptr[T any](v T) *T { return &v }
 
 // notifyStopping tells the service manager, once, that gpuguard is
 // stopping: as a stop begins, or at the latest when Run ends.
-func (l *loop) notifyStopping() {
-	if l.deps.Notifier != nil && !l.stoppingSent {
-		l.stoppingSent = true
-		_ = l.deps.Notifier.Stopping()
+func (c *lifecycle) notifyStopping() {
+	if c.notifier != nil && !c.stoppingSent {
+		c.stoppingSent = true
+		_ = c.notifier.Stopping()
 	}
 }

@@ -22,15 +22,13 @@ type loop struct {
 	pol  *policy.Policy
 	ctx  context.Context
 
-	state string
 	level int
 	core  core.State // the decision core's own state: the watermark timers, the restart budget
 
 	ledger    *admission.Ledger
-	plan      *restartPlan // a restart gpuguard asked for is under way, until the next start
-	childLife              // the child's lifecycle: the children so far, the one running, a stop, the next start, the end (child.go)
-	stateFile stateFile    // writes the state file; its seq and its failing writes (statewrite.go)
-	fitTeller              // the start-up line and the newest fit, told once (fit.go)
+	lifecycle           // the child's lifecycle: the state, the children so far, the one running, a plan, a stop, the next start, the end (child.go)
+	stateFile stateFile // writes the state file; its seq and its failing writes (statewrite.go)
+	fitTeller           // the start-up line and the newest fit, told once (fit.go)
 
 	pending []chan response
 
@@ -73,15 +71,18 @@ func (t *timer) stop() {
 func newLoop(s *Supervisor) *loop {
 	cfg := s.cfg
 	cfg.Policy = nil // the loop reads pol, which a reload replaces
-	return &loop{
-		s: s, cfg: cfg, deps: s.deps, pol: s.pol.Load(),
-		state: api.StateStarting, level: s.cfg.StartLevel,
-		childLife: childLife{history: history{lastExit: "none"}, startWait: startWait{target: s.cfg.StartLevel}},
+	l := &loop{
+		s: s, cfg: cfg, deps: s.deps, pol: s.pol.Load(), level: s.cfg.StartLevel,
+		lifecycle: lifecycle{state: api.StateStarting, history: history{lastExit: "none"}, startWait: startWait{target: s.cfg.StartLevel},
+			notifier: s.deps.Notifier},
 		stateFile: stateFile{path: s.cfg.StatePath, write: s.deps.WriteState, logf: s.deps.Logf},
 		ledger:    s.ledger, shared: newShared(s.deps.Coordinator, s.deps.Logf, &s.starting),
 		rooms: rooms{door: doorLink{d: s.deps.Door}, pace: newPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval),
 			out: newReporter(s.cfg.Name, s.deps.Observers, s.deps.Notifier)},
 	}
+	l.lifecycle.sampleNow = l.pace.sampleNow
+	l.out.publisher = s.deps.Publisher
+	return l
 }
 
 // stoppedTimer is a timer that has not been armed.

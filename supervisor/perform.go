@@ -39,7 +39,7 @@ func (l *loop) do(e core.Effect, reply chan response) {
 	case core.NoteFit:
 		l.noteFit(time.Time{}, e.Fit, e.Outcome)
 	case core.Launch:
-		l.launchFit(e.Level, e.Fit, e.Outcome)
+		l.launch(e.Level, e.Fit, e.Outcome)
 	case core.Wait:
 		// Told once per wait.
 		l.shared.endStarting("")
@@ -103,7 +103,7 @@ func (l *loop) do(e core.Effect, reply chan response) {
 func (l *loop) performStep(s core.Step, reply chan response) {
 	reason := string(s.Reason)
 	if s.Restart {
-		l.emitStep(s.Event, s.To, reason, s.Why)
+		l.emit(stepEvent(l.pol, l.level, l.ratio, s.Event, s.To, reason, s.Why))
 		l.beginRestart(s.To, reason, nil)
 		return
 	}

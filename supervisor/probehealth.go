@@ -7,7 +7,6 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/policy"
-	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // errProbeHung is the failure of a probe call that ran past ProbeTimeout.
@@ -79,15 +78,15 @@ func (h *probeHealth) lost(now time.Time, w policy.Watch) bool {
 	return true
 }
 
-// probeFailed records a failed probe call (counted) or one still hung
-// (not counted again). There is no reading from since on: the watermark
-// timers restart, so a step needs `sustain` of fresh data after the gap.
-func (l *loop) probeFailed(now, since time.Time, msg string, counted bool) {
-	l.decide(core.Gap{})
-	detail, report := l.health.failed(now, since, msg, counted)
+// report records a failed probe call (counted) or one still hung (not
+// counted again), and tells it when the journal should hear. There is no
+// reading from since on: the caller feeds the core a Gap, so that a step
+// needs `sustain` of fresh data after it.
+func (h *probeHealth) report(j journal, now, since time.Time, msg string, counted bool) {
+	detail, report := h.failed(now, since, msg, counted)
 	if !report {
 		return
 	}
-	l.deps.Logf("GPU probe failed: %s (the child keeps running; no decisions without data)", detail)
-	l.emit(api.Event{Event: api.EventProbeError, Detail: detail})
+	j.logf("GPU probe failed: %s (the child keeps running; no decisions without data)", detail)
+	j.emit(api.Event{Event: api.EventProbeError, Detail: detail})
 }

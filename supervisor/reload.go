@@ -217,6 +217,6 @@ func (l *loop) reladder(old *policy.Policy) {
 		if err != nil {
 			l.deps.Logf("%v", err)
 		}
-		l.publish(st)
+		l.out.publish(st)
 	}
 }

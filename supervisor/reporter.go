@@ -17,6 +17,7 @@ type reporter struct {
 	name      string // the instance's name, stamped on every event
 	observers []Observer
 	notifier  Notifier   // nil: no service manager
+	publisher Publisher  // nil: no socket subscribers
 	last      *api.Event // the newest event, for status
 	text      string     // the status line last sent
 }
@@ -36,6 +37,14 @@ func (r *reporter) emit(ev api.Event) {
 		o.Observe(ev)
 	}
 	r.last = &ev
+}
+
+// publish sends st to socket subscribers as a profile event.
+func (r *reporter) publish(st api.ProfileState) {
+	if r.publisher != nil {
+		st.Type = "profile"
+		r.publisher.Publish(st)
+	}
 }
 
 // status tells the service manager what runs, when it changed.

@@ -187,7 +187,8 @@ func (l *loop) onHung(now time.Time) {
 	if first && l.deps.Meter != nil {
 		l.deps.Meter.ObserveProbe(now.Sub(l.pace.next), errProbeHung)
 	}
-	l.probeFailed(now, l.pace.next, fmt.Sprintf("%v: a call has not returned within %s", errProbeHung, l.pace.timeout), first)
+	l.decide(core.Gap{})
+	l.health.report(l, now, l.pace.next, fmt.Sprintf("%v: a call has not returned within %s", errProbeHung, l.pace.timeout), first)
 	l.withoutReading(now, sampleResult{err: errProbeHung})
 	l.pace.hung.Reset(l.pol.Watch.Interval)
 }

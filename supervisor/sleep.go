@@ -53,7 +53,7 @@ func (l *loop) asleepNoChild(level int, why string) {
 	if err != nil {
 		l.deps.Logf("%v", err)
 	} else {
-		l.publish(st)
+		l.out.publish(st)
 	}
 	l.deps.Logf("asleep in profile %s: no child runs until the instance leaves it", l.pol.Profiles[level].Name)
 }
@@ -76,7 +76,7 @@ func (l *loop) stoppedAsleep() bool { return l.child == nil && l.state == api.St
 // alone, else by starting the child again, as soon as level fits. reply,
 // if any, gets the profile at the start.
 func (l *loop) wakeStopped(level int, reason, why string, reply chan response) {
-	l.emitStep(api.EventStepUp, level, reason, why)
+	l.emit(stepEvent(l.pol, l.level, l.ratio, api.EventStepUp, level, reason, why))
 	name := l.pol.Profiles[level].Name
 	if !l.pol.Profiles[level].Serving() {
 		l.level, l.target = level, level
@@ -84,7 +84,7 @@ func (l *loop) wakeStopped(level int, reason, why string, reply chan response) {
 		if err != nil {
 			l.deps.Logf("%v", err)
 		} else {
-			l.publish(st)
+			l.out.publish(st)
 		}
 		if reply != nil {
 			l.publishSnapshot()
