@@ -230,7 +230,7 @@ func (l *loop) onActionsDone(d actionDone) {
 	if !prof.Serving() {
 		l.state = api.StateAsleep
 	}
-	st, err := l.writeState(run.why)
+	st, err := l.stateFile.writeAt(l.pol.Profiles[l.level], l.level, run.why)
 	if err != nil {
 		l.deps.Logf("%v", err)
 	}

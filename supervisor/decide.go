@@ -82,13 +82,6 @@ func (l *loop) applyWatermark(now time.Time) {
 		ETA: l.pace.fc.ETA.Seconds(), PeerHeld: l.observeHeld(now)}), nil)
 }
 
-// peerStep is the entry point of a step the tenants of a shared GPU chose
-// this instance for (reason r, told as why): the core takes it as it takes
-// its own rules' verdicts.
-func (l *loop) peerStep(now time.Time, r core.Reason, why string) {
-	l.doAll(l.decide(core.Peer{Now: now, Reason: r, Why: why, Ratio: l.ratio}), nil)
-}
-
 // changeProfile moves to level the way the core says (core.HowToChange):
 // live, through server actions, by a graceful restart, or by stopping the
 // child to sleep. reply (if any) gets the new profile once the
@@ -155,7 +148,7 @@ func (l *loop) beginRestart(level int, reason string, reply chan response) {
 	}
 	l.state = api.StateStepping
 	l.deps.Logf("restarting the child in profile %s (%s)", l.pol.Profiles[level].Name, reason)
-	l.stopChild(l.pol.Restart.StopSignal)
+	l.door.stop(l.child, l.pol.Restart.StopSignal, l.pol.Restart.StopTimeout, &l.stopWait)
 }
 
 // manualStep handles `gpuguard step` and the socket's step request.

@@ -147,11 +147,6 @@ func (k *doorLink) sync(profile string, level, levels int, short bool, told *ato
 	k.d.Short(short)
 }
 
-// stopChild stops the child through the door (door.stop).
-func (l *loop) stopChild(sig syscall.Signal) {
-	l.door.stop(l.child, sig, l.pol.Restart.StopTimeout, &l.stopWait)
-}
-
 // doorStatus fills the status object's ready and held: the door's view,
 // or without one whether a child runs.
 func (s *Supervisor) doorStatus(st *api.Status) {

@@ -139,12 +139,6 @@ func childEnv(base []string, vars map[string]string) []string {
 	return env
 }
 
-// writeState replaces the state file with the current profile under a
-// new seq and returns what it wrote.
-func (l *loop) writeState(reason string) (api.ProfileState, error) {
-	return l.stateFile.writeAt(l.pol.Profiles[l.level], l.level, reason)
-}
-
 // launch starts a child in profile level, chosen by fit j: the fit is
 // told once the child runs (dated as its start, journaled before it), so
 // that a command that cannot run says so in its one line and nothing else;
@@ -183,7 +177,7 @@ func (l *loop) launch(level int, j core.Fit, outcome string) {
 	} else if l.lastExit != "none" {
 		reason = "restart after " + l.lastExit
 	}
-	if st, err := l.writeState(reason); err != nil {
+	if st, err := l.stateFile.writeAt(l.pol.Profiles[l.level], l.level, reason); err != nil {
 		l.deps.Logf("%v", err)
 	} else {
 		l.out.publish(st)
@@ -199,7 +193,7 @@ func (l *loop) launch(level int, j core.Fit, outcome string) {
 		return
 	}
 	j.Started, j.Level = true, level
-	l.noteFit(launched, j, outcome)
+	l.fitTeller.note(l, &l.out, l.pol, l.history, launched, j, outcome)
 	l.starts++
 	l.child = child
 	l.childStart = launched

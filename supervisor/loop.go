@@ -178,7 +178,18 @@ func (l *loop) onRequest(r request) {
 	case opStep:
 		l.manualStep(r)
 	case opReserve:
-		r.reply <- response{decision: l.reserve(r)}
+		var usage []admission.GPUUsage
+		if l.haveSample && !l.health.down() {
+			for _, d := range l.lastSample.Devices {
+				usage = append(usage, admission.GPUUsage{Used: d.Used, Limit: l.pol.Limit(d.Total), Leased: r.others[d.UUID]})
+			}
+		}
+		pending := l.core.Rules.StepPending() || l.plan != nil || l.child == nil
+		d, ev := reserve(l.ledger, r, time.Now(), usage, l.pol.Watermark.High, pending)
+		if ev != nil {
+			l.emit(*ev)
+		}
+		r.reply <- response{decision: d}
 	case opRelease:
 		if !l.ledger.Release(r.lease) {
 			r.reply <- response{err: errUnknownLease}
@@ -197,27 +208,24 @@ func (l *loop) onRequest(r request) {
 	}
 }
 
-func (l *loop) reserve(r request) admission.Decision {
+// reserve is the admission decision for r: the ledger's against usage,
+// the watched GPUs' newest reading (none while the probe fails: the last
+// sample is stale, so nothing is promised), with pending saying whether
+// the instance's own memory is about to change (a step pending, a
+// restart under way, no child). It returns the admission event to
+// journal, nil for a quiet request that was not granted.
+func reserve(ledger *admission.Ledger, r request, now time.Time, usage []admission.GPUUsage, high float64, pending bool) (admission.Decision, *api.Event) {
 	req := r.reserve
-	now := time.Now()
-	l.ledger.Expire(now)
-	var usage []admission.GPUUsage
-	// While the probe fails the last sample is stale: promise nothing.
-	if l.haveSample && !l.health.down() {
-		for _, d := range l.lastSample.Devices {
-			usage = append(usage, admission.GPUUsage{Used: d.Used, Limit: l.pol.Limit(d.Total), Leased: r.others[d.UUID]})
-		}
-	}
-	pending := l.core.Rules.StepPending() || l.plan != nil || l.child == nil
+	ledger.Expire(now)
 	var d admission.Decision
 	if r.refuse != "" {
 		d = admission.Refuse(req, r.refuse)
 	} else {
-		d = l.ledger.Decide(now, req, usage, l.pol.Watermark.High, pending)
+		d = ledger.Decide(now, req, usage, high, pending)
 	}
-	if !r.quiet || d.Decision == admission.DecisionGPU {
-		l.emit(api.Event{Event: api.EventAdmission, Decision: d.Decision, Bytes: req.Bytes,
-			Priority: req.Priority, Tool: admission.CutTool(req.Tool), Lease: d.Lease, Reason: d.Reason})
+	if r.quiet && d.Decision != admission.DecisionGPU {
+		return d, nil
 	}
-	return d
+	return d, &api.Event{Event: api.EventAdmission, Decision: d.Decision, Bytes: req.Bytes,
+		Priority: req.Priority, Tool: admission.CutTool(req.Tool), Lease: d.Lease, Reason: d.Reason}
 }

@@ -37,7 +37,7 @@ func (l *loop) do(e core.Effect, reply chan response) {
 	case core.Reply:
 		reply <- response{err: e.Err}
 	case core.NoteFit:
-		l.noteFit(time.Time{}, e.Fit, e.Outcome)
+		l.fitTeller.note(l, &l.out, l.pol, l.history, time.Time{}, e.Fit, e.Outcome)
 	case core.Launch:
 		l.launch(e.Level, e.Fit, e.Outcome)
 	case core.Wait:
@@ -45,7 +45,7 @@ func (l *loop) do(e core.Effect, reply chan response) {
 		l.shared.endStarting("")
 		if !l.waitNoted {
 			l.waitNoted = true
-			l.noteFit(time.Time{}, e.Fit, "no profile fits; waiting for memory")
+			l.fitTeller.note(l, &l.out, l.pol, l.history, time.Time{}, e.Fit, "no profile fits; waiting for memory")
 			l.deps.Logf("no profile fits the free GPU memory (%s); waiting", e.Free)
 			l.emit(api.Event{Event: api.EventWaiting, Detail: e.Free})
 		}
@@ -74,7 +74,7 @@ func (l *loop) do(e core.Effect, reply chan response) {
 		l.notifyStopping()
 		l.failPlan()
 	case core.StopChild:
-		l.stopChild(e.Sig)
+		l.door.stop(l.child, e.Sig, l.pol.Restart.StopTimeout, &l.stopWait)
 	case core.Kill:
 		_ = l.child.Kill()
 	case core.Requested:

@@ -213,7 +213,7 @@ func (l *loop) reladder(old *policy.Policy) {
 		return
 	}
 	if moved {
-		st, err := l.writeState(fmt.Sprintf("reload: profile %s is now level %d of %d", from, level, last+1))
+		st, err := l.stateFile.writeAt(l.pol.Profiles[l.level], l.level, fmt.Sprintf("reload: profile %s is now level %d of %d", from, level, last+1))
 		if err != nil {
 			l.deps.Logf("%v", err)
 		}

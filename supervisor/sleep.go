@@ -21,7 +21,7 @@ func (l *loop) beginSleep(level int, reason string, reply chan response) {
 	}
 	l.state = api.StateStepping
 	l.deps.Logf("stopping the child to sleep in profile %s (%s)", l.pol.Profiles[level].Name, reason)
-	l.stopChild(l.pol.Restart.StopSignal)
+	l.door.stop(l.child, l.pol.Restart.StopSignal, l.pol.Restart.StopTimeout, &l.stopWait)
 }
 
 // fellAsleep handles the exit of a child stopped to sleep: the instance
@@ -49,7 +49,7 @@ func (l *loop) fellAsleep() bool {
 func (l *loop) asleepNoChild(level int, why string) {
 	l.level, l.target = level, level
 	l.state = api.StateAsleep
-	st, err := l.writeState(why)
+	st, err := l.stateFile.writeAt(l.pol.Profiles[l.level], l.level, why)
 	if err != nil {
 		l.deps.Logf("%v", err)
 	} else {
@@ -80,7 +80,7 @@ func (l *loop) wakeStopped(level int, reason, why string, reply chan response) {
 	name := l.pol.Profiles[level].Name
 	if !l.pol.Profiles[level].Serving() {
 		l.level, l.target = level, level
-		st, err := l.writeState(why)
+		st, err := l.stateFile.writeAt(l.pol.Profiles[l.level], l.level, why)
 		if err != nil {
 			l.deps.Logf("%v", err)
 		} else {

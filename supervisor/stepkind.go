@@ -37,7 +37,7 @@ func worstGPU(devs []gpu.Device, pol *policy.Policy) string {
 // stepKind performs a decision of kind here, as the watermark rules of a
 // lone instance do. The caller has checked that the ladder allows it.
 func (l *loop) stepKind(now time.Time, kind, why string) {
-	l.peerStep(now, core.ReasonOfKind(kind), why)
+	l.doAll(l.decide(core.Peer{Now: now, Reason: core.ReasonOfKind(kind), Why: why, Ratio: l.ratio}), nil)
 }
 
 // criticalNobody is the rate-limited `critical` event when the watermark
