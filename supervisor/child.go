@@ -58,24 +58,6 @@ func (c *childRun) childDone() <-chan struct{} {
 	return c.child.Done()
 }
 
-// lifecycle is the child's lifecycle: the instance's state, the children
-// so far, the one that runs, a restart gpuguard asked for, a stop under
-// way, the wait before the next start, and how Run ends. Each part is a
-// type of its own. What it needs of the rest it is given: the pacer's
-// sampleNow (a wait takes a sample at once) and the service manager.
-type lifecycle struct {
-	state string
-	plan  *restartPlan // a restart gpuguard asked for is under way, until the next start
-	history
-	childRun
-	stopRun
-	startWait
-	ending
-
-	sampleNow func()   // the pacer's: the next sample is due now
-	notifier  Notifier // nil: no service manager
-}
-
 // latest is the newest good reading and its watermark ratio, kept for
 // what reads them between samples (status, admission, the front door, a
 // manual step's fit); the decisions take them as arguments (core inputs).

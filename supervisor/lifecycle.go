@@ -20,47 +20,6 @@ var (
 	errUnknownLease = errors.New("no such lease")
 )
 
-// startWait is the wait before the next start: the level it aims for,
-// the backoff, and the dead child's processes whose GPU memory must go
-// first.
-type startWait struct {
-	target    int // the level the next start aims for
-	waitSince time.Time
-	release   map[int]bool // dead child's processes whose memory must go
-	waitNoted bool         // the wait for memory was told
-	backoff   timer
-}
-
-// stopRun is a stop under way: an operator's signal, or gpuguard's own
-// (on_gpu_lost = "stop").
-type stopRun struct {
-	stopping bool
-	stopSig  syscall.Signal
-	stopWait timer // stop_timeout, then SIGKILL to the group
-	// stoppingSent: STOPPING=1 went out (it is sent once).
-	stoppingSent bool
-}
-
-// ending is how Run ends, once finished.
-type ending struct {
-	finished bool
-	code     int
-	err      error
-}
-
-// enterWaiting prepares the next start at level: it waits (on samples) for
-// the dead child's processes to free their GPU memory, then for a profile
-// that fits. An immediate sample is taken so a restart need not wait for
-// the next period.
-func (c *lifecycle) enterWaiting(level int, release map[int]bool) {
-	c.state = api.StateWaiting
-	c.target = level
-	c.release = release
-	c.waitSince = time.Now()
-	c.waitNoted = false
-	c.sampleNow()
-}
-
 // tryStart runs on every sample while waiting. Every start it makes, and
 // every wait for memory, is told as a fit judgement (fit.go).
 func (l *loop) tryStart(r sampleResult) {
@@ -272,18 +231,6 @@ func (l *loop) onExit() {
 	l.doAll(l.decide(in), nil)
 }
 
-// restartAfter starts the next child in level once delay (the backoff)
-// has passed and release's GPU memory is freed.
-func (c *lifecycle) restartAfter(delay time.Duration, level int, release map[int]bool) {
-	if delay <= 0 {
-		c.enterWaiting(level, release)
-		return
-	}
-	c.target, c.release = level, release
-	c.state = api.StateBackoff
-	c.backoff.arm(delay)
-}
-
 // onStopSignal forwards a stop signal to the child exactly once, then
 // waits stop_timeout before killing its group; a second signal kills now
 // (the core's rules: core.StopSignal).
@@ -304,32 +251,4 @@ func cannotStart(err error) []core.Effect {
 	}
 }
 
-func (c *lifecycle) failPlan() {
-	if c.plan == nil {
-		return
-	}
-	for _, r := range c.plan.replies {
-		r <- response{err: errShutdown}
-	}
-	c.plan = nil
-}
-
-// finish ends the run with code. err, if any, is what Run returns: the
-// caller prints it, so it is not logged here as well.
-func (c *lifecycle) finish(code int, err error) {
-	c.finished, c.code, c.err = true, code, err
-	c.backoff.stop()
-	c.failPlan()
-	c.notifyStopping()
-}
-
 func ptr[T any](v T) *T { return &v }
-
-// notifyStopping tells the service manager, once, that gpuguard is
-// stopping: as a stop begins, or at the latest when Run ends.
-func (c *lifecycle) notifyStopping() {
-	if c.notifier != nil && !c.stoppingSent {
-		c.stoppingSent = true
-		_ = c.notifier.Stopping()
-	}
-}
