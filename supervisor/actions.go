@@ -82,7 +82,7 @@ type actionDone struct {
 // profile that reloads by itself); changeProfile journaled the step.
 func (l *loop) beginActions(level int, steps []actionStep, reason, why string, reply chan response) {
 	to := l.pol.Profiles[level]
-	l.state = api.StateStepping
+	l.life.state = api.StateStepping
 	var drain <-chan struct{}
 	if l.deps.Door != nil {
 		drain = l.deps.Door.Drain()
@@ -204,7 +204,7 @@ func (l *loop) onActionsDone(d actionDone) {
 		l.emit(ev)
 	}
 	level, ok := l.pol.ProfileIndex(run.to)
-	if l.stopping || l.child == nil {
+	if l.life.stop.stopping || l.life.run.child == nil {
 		if run.reply != nil {
 			run.reply <- response{err: errShutdown}
 		}
@@ -226,21 +226,21 @@ func (l *loop) onActionsDone(d actionDone) {
 	l.level = level
 	prof := l.pol.Profiles[level]
 	l.acts.entered = len(prof.Enter) > 0
-	l.state = api.StateRunning
+	l.life.state = api.StateRunning
 	if !prof.Serving() {
-		l.state = api.StateAsleep
+		l.life.state = api.StateAsleep
 	}
 	st, err := l.stateFile.writeAt(l.pol.Profiles[l.level], l.level, run.why)
 	if err != nil {
 		l.deps.Logf("%v", err)
 	}
-	l.childRun.notify(l.pol.Notify.Signal, st, l)
+	l.life.run.notify(l.pol.Notify.Signal, st, l)
 	l.out.publish(st)
 	if prof.Serving() {
 		l.wake.awake = time.Now()
 	}
 	if prof.Serving() && l.deps.Door != nil {
-		l.deps.Door.Launched(l.starts) // open again at the next healthy answer
+		l.deps.Door.Launched(l.life.hist.starts) // open again at the next healthy answer
 	}
 	l.deps.Logf("now in profile %s (%s)", prof.Name, run.why)
 	if run.reply != nil {

@@ -21,7 +21,7 @@ func (l *loop) onSample(r sampleResult) {
 	if l.deps.Meter != nil && !hung {
 		l.deps.Meter.ObserveProbe(r.took, r.err)
 	}
-	l.describe(l.cfg.Describe, r)
+	l.fit.describe(l.cfg.Describe, r)
 	if r.err != nil {
 		l.pace.setPeriod(0, l.pol.Watch.Interval)
 		l.decide(core.Gap{})
@@ -33,35 +33,35 @@ func (l *loop) onSample(r sampleResult) {
 		l.deps.Logf("GPU probe recovered after %s without a reading", down.Round(time.Millisecond))
 	}
 	l.faults.answered(r.sample, l)
-	l.lastSample, l.haveSample = r.sample, true
-	if l.child != nil && r.forPID == l.child.PID() && r.tree != nil {
-		l.childTree = make(map[int]bool, len(r.tree))
+	l.latest.lastSample, l.latest.haveSample = r.sample, true
+	if l.life.run.child != nil && r.forPID == l.life.run.child.PID() && r.tree != nil {
+		l.life.run.childTree = make(map[int]bool, len(r.tree))
 		for _, pid := range r.tree {
-			l.childTree[pid] = true
+			l.life.run.childTree[pid] = true
 		}
 	}
 	if l.pol.Watch.Scope == "process" {
-		l.ratio = core.ProcessRatio(*reading(r.sample), l.childTree, l.pol.Watch.Quota)
+		l.latest.ratio = core.ProcessRatio(*reading(r.sample), l.life.run.childTree, l.pol.Watch.Quota)
 	} else {
-		l.ratio = core.DeviceRatio(devices(r.sample.Devices), l.pol)
+		l.latest.ratio = core.DeviceRatio(devices(r.sample.Devices), l.pol)
 	}
-	l.pace.forecast(now, l.ratio, l.pol)
-	if l.child != nil {
-		l.minute.note(now, l.ratio, worstGPU(r.sample.Devices, l.pol), l.pol.Watermark, l)
+	l.pace.forecast(now, l.latest.ratio, l.pol)
+	if l.life.run.child != nil {
+		l.minute.note(now, l.latest.ratio, worstGPU(r.sample.Devices, l.pol), l.pol.Watermark, l)
 	}
 	l.trackStart(now, r)
 	// Publish the sample before a start it may lead to, so that anyone who
 	// sees the new child also sees the GPUs it was started against. (The
 	// loop publishes after every event anyway.)
-	if l.state == api.StateWaiting {
+	if l.life.state == api.StateWaiting {
 		l.publishSnapshot()
 	}
 	switch {
-	case l.state == api.StateWaiting:
+	case l.life.state == api.StateWaiting:
 		l.tryStart(r)
-	case l.child != nil && !l.stopping && l.plan == nil && !l.acts.acting():
-		if l.state == api.StateStarting {
-			l.state = api.StateRunning
+	case l.life.run.child != nil && !l.life.stop.stopping && l.life.plan == nil && !l.acts.acting():
+		if l.life.state == api.StateStarting {
+			l.life.state = api.StateRunning
 		}
 		l.applyWatermark(now)
 	}
@@ -78,7 +78,7 @@ func (l *loop) applyWatermark(now time.Time) {
 		l.proposeShared(now) // the tenants of the GPU decide together
 		return
 	}
-	l.doAll(l.decide(core.Sample{Now: now, Ratio: l.ratio, Predicted: l.predicted(now),
+	l.doAll(l.decide(core.Sample{Now: now, Ratio: l.latest.ratio, Predicted: l.predicted(now),
 		ETA: l.pace.fc.ETA.Seconds(), PeerHeld: l.observeHeld(now)}), nil)
 }
 
@@ -98,7 +98,7 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	from, to := l.pol.Profiles[l.level], l.pol.Profiles[level]
 	steps := l.acts.plan(from, to, l.pol.Serve.Upstream)
 	if how := core.HowToChange(l.pol, l.level, level, len(steps)); how != core.ByLive {
-		l.emit(stepEvent(l.pol, l.level, l.ratio, event, level, reason, why))
+		l.emit(stepEvent(l.pol, l.level, l.latest.ratio, event, level, reason, why))
 		switch how {
 		case core.BySleep:
 			l.beginSleep(level, reason, reply)
@@ -112,16 +112,16 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	// The event is dated when the step is taken, before the write, as it
 	// was when it was journaled first; it is journaled only once the
 	// state file is written.
-	ev := stepEvent(l.pol, l.level, l.ratio, event, level, reason, why)
+	ev := stepEvent(l.pol, l.level, l.latest.ratio, event, level, reason, why)
 	ev.Time = time.Now()
 	st, err := l.stateFile.writeAt(l.pol.Profiles[level], level, why)
 	if err != nil {
-		l.stateFile.notWritten(l, l.pol, l.level, l.ratio, event, level, err, reply)
+		l.stateFile.notWritten(l, l.pol, l.level, l.latest.ratio, event, level, err, reply)
 		return false
 	}
 	l.emit(ev)
 	l.level = level
-	l.childRun.notify(l.pol.Notify.Signal, st, l)
+	l.life.run.notify(l.pol.Notify.Signal, st, l)
 	l.out.publish(st)
 	l.deps.Logf("%s to profile %s (%s)", event, l.pol.Profiles[level].Name, why)
 	if reply != nil {
@@ -142,13 +142,13 @@ func stepEvent(pol *policy.Policy, from int, ratio float64, event string, to int
 // beginRestart stops the child with stop_signal so that it restarts in
 // level (GPUGUARD_LAST_EXIT=watermark).
 func (l *loop) beginRestart(level int, reason string, reply chan response) {
-	l.plan = &restartPlan{level: level, reason: reason, from: l.pol.Profiles[l.level].Name}
+	l.life.plan = &restartPlan{level: level, reason: reason, from: l.pol.Profiles[l.level].Name}
 	if reply != nil {
-		l.plan.replies = append(l.plan.replies, reply)
+		l.life.plan.replies = append(l.life.plan.replies, reply)
 	}
-	l.state = api.StateStepping
+	l.life.state = api.StateStepping
 	l.deps.Logf("restarting the child in profile %s (%s)", l.pol.Profiles[level].Name, reason)
-	l.door.stop(l.child, l.pol.Restart.StopSignal, l.pol.Restart.StopTimeout, &l.stopWait)
+	l.door.stop(l.life.run.child, l.pol.Restart.StopSignal, l.pol.Restart.StopTimeout, &l.life.stop.stopWait)
 }
 
 // manualStep handles `gpuguard step` and the socket's step request.
@@ -156,10 +156,10 @@ func (l *loop) manualStep(r request) {
 	if l.manualWake(r) {
 		return
 	}
-	in := core.ManualStep{Now: time.Now(), Up: r.up, State: l.state, Tree: l.childTree,
-		Running: l.child != nil && !l.stopping && l.plan == nil && !l.acts.acting()}
-	if l.haveSample && !l.health.down() {
-		in.Reading = reading(l.lastSample)
+	in := core.ManualStep{Now: time.Now(), Up: r.up, State: l.life.state, Tree: l.life.run.childTree,
+		Running: l.life.run.child != nil && !l.life.stop.stopping && l.life.plan == nil && !l.acts.acting()}
+	if l.latest.haveSample && !l.health.down() {
+		in.Reading = reading(l.latest.lastSample)
 	}
 	l.doAll(l.decide(in), r.reply)
 }

@@ -15,11 +15,11 @@ import (
 type lifecycle struct {
 	state string
 	plan  *restartPlan // a restart gpuguard asked for is under way, until the next start
-	history
-	childRun
-	stopRun
-	startWait
-	ending
+	hist  history      // the children so far (child.go)
+	run   childRun     // the child that runs now (child.go)
+	stop  stopRun      // a stop under way
+	wait  startWait    // the wait before the next start
+	end   ending       // how Run ends
 
 	sampleNow func()   // the pacer's: the next sample is due now
 	notifier  Notifier // nil: no service manager
@@ -59,10 +59,10 @@ type ending struct {
 // the next period.
 func (c *lifecycle) enterWaiting(level int, release map[int]bool) {
 	c.state = api.StateWaiting
-	c.target = level
-	c.release = release
-	c.waitSince = time.Now()
-	c.waitNoted = false
+	c.wait.target = level
+	c.wait.release = release
+	c.wait.waitSince = time.Now()
+	c.wait.waitNoted = false
 	c.sampleNow()
 }
 
@@ -73,9 +73,9 @@ func (c *lifecycle) restartAfter(delay time.Duration, level int, release map[int
 		c.enterWaiting(level, release)
 		return
 	}
-	c.target, c.release = level, release
+	c.wait.target, c.wait.release = level, release
 	c.state = api.StateBackoff
-	c.backoff.arm(delay)
+	c.wait.backoff.arm(delay)
 }
 
 func (c *lifecycle) failPlan() {
@@ -91,8 +91,8 @@ func (c *lifecycle) failPlan() {
 // finish ends the run with code. err, if any, is what Run returns: the
 // caller prints it, so it is not logged here as well.
 func (c *lifecycle) finish(code int, err error) {
-	c.finished, c.code, c.err = true, code, err
-	c.backoff.stop()
+	c.end.finished, c.end.code, c.end.err = true, code, err
+	c.wait.backoff.stop()
 	c.failPlan()
 	c.notifyStopping()
 }
@@ -100,8 +100,8 @@ func (c *lifecycle) finish(code int, err error) {
 // notifyStopping tells the service manager, once, that gpuguard is
 // stopping: as a stop begins, or at the latest when Run ends.
 func (c *lifecycle) notifyStopping() {
-	if c.notifier != nil && !c.stoppingSent {
-		c.stoppingSent = true
+	if c.notifier != nil && !c.stop.stoppingSent {
+		c.stop.stoppingSent = true
 		_ = c.notifier.Stopping()
 	}
 }

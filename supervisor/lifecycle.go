@@ -26,7 +26,7 @@ func (l *loop) tryStart(r sampleResult) {
 	var devs []core.Device
 	if r.err == nil {
 		devs = devices(r.sample.Devices)
-		if effs := l.decide(core.NoFitEver{Devices: devs, Target: l.target}); len(effs) > 0 {
+		if effs := l.decide(core.NoFitEver{Devices: devs, Target: l.life.wait.target}); len(effs) > 0 {
 			l.doAll(effs, nil)
 			return
 		}
@@ -40,24 +40,24 @@ func (l *loop) tryStart(r sampleResult) {
 		// Without data there is no fit to judge; do not hold the service
 		// hostage to the monitoring. Start where we aimed once any
 		// release wait is over.
-		if (len(l.release) == 0 || now.Sub(l.waitSince) >= rw.ReleaseTimeout) && l.startClaimed(r) {
-			l.launch(l.target, core.Fit{}, fmt.Sprintf("starting in %s unchecked: no GPU reading (%v)", l.pol.Profiles[l.target].Name, r.err))
+		if (len(l.life.wait.release) == 0 || now.Sub(l.life.wait.waitSince) >= rw.ReleaseTimeout) && l.startClaimed(r) {
+			l.launch(l.life.wait.target, core.Fit{}, fmt.Sprintf("starting in %s unchecked: no GPU reading (%v)", l.pol.Profiles[l.life.wait.target].Name, r.err))
 		}
 		return
 	}
-	if len(l.release) > 0 {
-		if anyAlive(r.sample, l.release) && now.Sub(l.waitSince) < rw.ReleaseTimeout {
+	if len(l.life.wait.release) > 0 {
+		if anyAlive(r.sample, l.life.wait.release) && now.Sub(l.life.wait.waitSince) < rw.ReleaseTimeout {
 			return
 		}
-		if anyAlive(r.sample, l.release) {
+		if anyAlive(r.sample, l.life.wait.release) {
 			l.deps.Logf("the last child's GPU memory was not freed within %s; starting anyway", rw.ReleaseTimeout)
 		}
-		l.release = nil
+		l.life.wait.release = nil
 	}
 	if !l.startClaimed(r) {
 		return // one start at a time on a shared GPU
 	}
-	l.doAll(l.decide(core.Start{Devices: devs, Target: l.target}), nil)
+	l.doAll(l.decide(core.Start{Devices: devs, Target: l.life.wait.target}), nil)
 }
 
 // childVars are the GPUGUARD_* variables and the profile's env, which both
@@ -105,11 +105,11 @@ func childEnv(base []string, vars map[string]string) []string {
 // launcher can check). The fit names the profile started in, also when
 // none fitted (when_full = "lowest") or none could be judged (no reading).
 func (l *loop) launch(level int, j core.Fit, outcome string) {
-	vars := childVars(&l.cfg, l.pol, level, l.history)
+	vars := childVars(&l.cfg, l.pol, level, l.life.hist)
 	argv, err := policy.ExpandArgs(l.cfg.Command, vars)
 	if err != nil {
-		l.state = api.StateFatal
-		l.finish(exitcode.Config, fmt.Errorf("expanding the command: %w", err))
+		l.life.state = api.StateFatal
+		l.life.finish(exitcode.Config, fmt.Errorf("expanding the command: %w", err))
 		return
 	}
 	spec := LaunchSpec{Argv: argv, Env: childEnv(l.cfg.BaseEnv, vars), ScanStderr: l.pol.OOM.ScanStderr}
@@ -121,7 +121,7 @@ func (l *loop) launch(level int, j core.Fit, outcome string) {
 	}
 	from := l.level
 	l.level = level
-	if l.starts > 0 {
+	if l.life.hist.starts > 0 {
 		if err := l.deps.RotateCheckpoint(l.cfg.CheckpointPath, l.pol.Checkpoint.Keep); err != nil {
 			// The checkpoint itself is untouched; only a generation is missing.
 			l.deps.Logf("keeping a checkpoint generation failed (the checkpoint is untouched): %v", err)
@@ -131,10 +131,10 @@ func (l *loop) launch(level int, j core.Fit, outcome string) {
 	// state file names the plan's reason (critical, manual, ...) where
 	// GPUGUARD_LAST_EXIT says watermark.
 	reason := "start"
-	if l.plan != nil {
-		reason = "restart after " + l.plan.reason
-	} else if l.lastExit != "none" {
-		reason = "restart after " + l.lastExit
+	if l.life.plan != nil {
+		reason = "restart after " + l.life.plan.reason
+	} else if l.life.hist.lastExit != "none" {
+		reason = "restart after " + l.life.hist.lastExit
 	}
 	if st, err := l.stateFile.writeAt(l.pol.Profiles[l.level], l.level, reason); err != nil {
 		l.deps.Logf("%v", err)
@@ -152,35 +152,35 @@ func (l *loop) launch(level int, j core.Fit, outcome string) {
 		return
 	}
 	j.Started, j.Level = true, level
-	l.fitTeller.note(l, &l.out, l.pol, l.history, launched, j, outcome)
-	l.starts++
-	l.child = child
-	l.childStart = launched
-	l.childTree = map[int]bool{child.PID(): true}
-	l.state = api.StateStarting
+	l.fit.note(l, &l.out, l.pol, l.life.hist, launched, j, outcome)
+	l.life.hist.starts++
+	l.life.run.child = child
+	l.life.run.childStart = launched
+	l.life.run.childTree = map[int]bool{child.PID(): true}
+	l.life.state = api.StateStarting
 	l.decide(core.Launched{})
 	l.pace.reset()
-	l.pace.setTarget(l.child, l.deps.Owned)
-	l.beganStarting(l.childStart)
-	ev := api.Event{Time: launched, Event: api.EventStart, PID: child.PID(), Restarts: l.restarts, Reason: l.lastExit}
+	l.pace.setTarget(l.life.run.child, l.deps.Owned)
+	l.beganStarting(l.life.run.childStart)
+	ev := api.Event{Time: launched, Event: api.EventStart, PID: child.PID(), Restarts: l.life.hist.restarts, Reason: l.life.hist.lastExit}
 	if from != level {
 		ev.From, ev.To = l.pol.Profiles[from].Name, l.pol.Profiles[level].Name
 	}
 	l.emit(ev)
 	l.deps.Logf("started %s (pid %d) in profile %s (%d/%d)", argv[0], child.PID(), l.pol.Profiles[level].Name, level, len(l.pol.Profiles))
-	l.door.launched(l.starts)
-	if n := l.deps.Notifier; n != nil && l.starts == 1 && l.door.readyAtLaunch() { // READY=1 once, for the first child
+	l.door.launched(l.life.hist.starts)
+	if n := l.deps.Notifier; n != nil && l.life.hist.starts == 1 && l.door.readyAtLaunch() { // READY=1 once, for the first child
 		_ = n.Ready()
 	}
 	l.updateStatusText()
-	if l.plan != nil {
-		if len(l.plan.replies) > 0 {
+	if l.life.plan != nil {
+		if len(l.life.plan.replies) > 0 {
 			l.publishSnapshot() // a status asked after the reply shows the new child
 		}
-		for _, r := range l.plan.replies {
+		for _, r := range l.life.plan.replies {
 			r <- response{profile: l.pol.Profiles[level].Name}
 		}
-		l.plan = nil
+		l.life.plan = nil
 	}
 	// The first sample of the new child is due now, not a period away.
 	l.pace.sampleNow()
@@ -191,15 +191,15 @@ func (l *loop) launch(level int, j core.Fit, outcome string) {
 // finish, sleep, or plan the next start.
 func (l *loop) onExit() {
 	now := time.Now()
-	e := l.child.Exit()
-	ran := now.Sub(l.childStart)
-	notifiedAt := l.notifiedAt
-	l.notifiedAt = time.Time{}
-	release := l.childTree
-	l.child = nil
+	e := l.life.run.child.Exit()
+	ran := now.Sub(l.life.run.childStart)
+	notifiedAt := l.life.run.notifiedAt
+	l.life.run.notifiedAt = time.Time{}
+	release := l.life.run.childTree
+	l.life.run.child = nil
 	l.pace.setTarget(nil, l.deps.Owned)
 	l.shared.endStarting("") // the exit line says it; "start complete" would be wrong
-	l.stopWait.stop()
+	l.life.stop.stopWait.stop()
 	l.door.exited()
 	l.acts.exited()
 	l.ledger.Clear()
@@ -219,15 +219,15 @@ func (l *loop) onExit() {
 	l.emit(ev)
 	l.deps.Logf("child exited with status %d after %s", e.Status(), ran.Round(time.Millisecond))
 
-	in := core.Exited{Now: now, Exit: e, Ran: ran, Told: told, Stopping: l.stopping, Lost: l.health.lostErr,
-		Notified: notifiedAt, NotifySig: l.notifiedSig}
-	if p := l.plan; p != nil {
+	in := core.Exited{Now: now, Exit: e, Ran: ran, Told: told, Stopping: l.life.stop.stopping, Lost: l.health.lostErr,
+		Notified: notifiedAt, NotifySig: l.life.run.notifiedSig}
+	if p := l.life.plan; p != nil {
 		in.Plan = &core.Plan{Level: p.level, From: p.from, Reload: p.reason == api.ReasonReload, Sleep: p.sleep}
 	}
-	if f, ok := l.faults.cause(now, l.childStart); ok {
+	if f, ok := l.faults.cause(now, l.life.run.childStart); ok {
 		in.Fault = &core.Fault{Index: f.Index, UUID: f.UUID, Meaning: gpu.XidMeaning(f.Xid)}
 	}
-	l.release = release // the next start waits for its memory to go
+	l.life.wait.release = release // the next start waits for its memory to go
 	l.doAll(l.decide(in), nil)
 }
 
@@ -235,10 +235,10 @@ func (l *loop) onExit() {
 // waits stop_timeout before killing its group; a second signal kills now
 // (the core's rules: core.StopSignal).
 func (l *loop) onStopSignal(sig syscall.Signal) {
-	if l.finished {
+	if l.life.end.finished {
 		return
 	}
-	l.doAll(l.decide(core.StopSignal{Sig: sig, Running: l.child != nil, Stopping: l.stopping, Lost: l.health.lostErr != nil}), nil)
+	l.doAll(l.decide(core.StopSignal{Sig: sig, Running: l.life.run.child != nil, Stopping: l.life.stop.stopping, Lost: l.health.lostErr != nil}), nil)
 }
 
 // cannotStart is the end of a run after a failed start. err comes from the

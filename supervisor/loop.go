@@ -26,14 +26,14 @@ type loop struct {
 	core  core.State // the decision core's own state: the watermark timers, the restart budget
 
 	ledger    *admission.Ledger
-	lifecycle           // the child's lifecycle: the state, the children so far, the one running, a plan, a stop, the next start, the end (child.go)
+	life      lifecycle // the child's lifecycle: the state, the children so far, the one running, a plan, a stop, the next start, the end (life.go)
 	stateFile stateFile // writes the state file; its seq and its failing writes (statewrite.go)
-	fitTeller           // the start-up line and the newest fit, told once (fit.go)
+	fit       fitTeller // the start-up line and the newest fit, told once (fit.go)
 
 	pending []chan response
 
-	rooms  // the rooms around the loop, one job each (rooms.go)
-	latest // the newest good reading and its watermark, for status, admission and the door (child.go)
+	rooms         // the rooms around the loop, one job each (rooms.go)
+	latest latest // the newest good reading and its watermark, for status, admission and the door (child.go)
 
 	shared sharedState // agreeing with the other tenants of shared GPUs
 }
@@ -73,14 +73,14 @@ func newLoop(s *Supervisor) *loop {
 	cfg.Policy = nil // the loop reads pol, which a reload replaces
 	l := &loop{
 		s: s, cfg: cfg, deps: s.deps, pol: s.pol.Load(), level: s.cfg.StartLevel,
-		lifecycle: lifecycle{state: api.StateStarting, history: history{lastExit: "none"}, startWait: startWait{target: s.cfg.StartLevel},
+		life: lifecycle{state: api.StateStarting, hist: history{lastExit: "none"}, wait: startWait{target: s.cfg.StartLevel},
 			notifier: s.deps.Notifier},
 		stateFile: stateFile{path: s.cfg.StatePath, write: s.deps.WriteState, logf: s.deps.Logf},
 		ledger:    s.ledger, shared: newShared(s.deps.Coordinator, s.deps.Logf, &s.starting),
 		rooms: rooms{door: doorLink{d: s.deps.Door}, pace: newPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval),
 			out: newReporter(s.cfg.Name, s.deps.Observers, s.deps.Notifier)},
 	}
-	l.lifecycle.sampleNow = l.pace.sampleNow
+	l.life.sampleNow = l.pace.sampleNow
 	l.out.publisher = s.deps.Publisher
 	return l
 }
@@ -105,12 +105,12 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 		watchdog = t.C
 		_ = n.Watchdog()
 	}
-	defer l.backoff.stop()
-	defer l.stopWait.stop()
+	defer l.life.wait.backoff.stop()
+	defer l.life.stop.stopWait.stop()
 	defer l.door.limit.stop()
 
 	if !l.startAsleep() {
-		l.enterWaiting(l.target, nil)
+		l.life.enterWaiting(l.life.wait.target, nil)
 	}
 	// A stop queued before Run (gpuguard listens from before its backend
 	// opens) came while no child ran: it goes first, not by the select's
@@ -124,7 +124,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	default:
 	}
 	ctxDone := ctx.Done()
-	for !l.finished {
+	for !l.life.end.finished {
 		select {
 		case r := <-l.pace.smp.out:
 			l.onSample(r)
@@ -133,18 +133,18 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 			l.onHung(now)
 		case f := <-l.deps.Faults:
 			l.faults.observe(f, l)
-		case <-l.childDone():
+		case <-l.life.run.childDone():
 			l.onExit()
-		case <-l.backoff.C:
-			l.backoff.stop()
-			l.doAll(l.decide(core.BackoffOver{Target: l.target}), nil)
-		case <-l.stopWait.C:
-			l.stopWait.stop()
-			l.doAll(l.decide(core.StopWaitOver{Running: l.child != nil}), nil)
+		case <-l.life.wait.backoff.C:
+			l.life.wait.backoff.stop()
+			l.doAll(l.decide(core.BackoffOver{Target: l.life.wait.target}), nil)
+		case <-l.life.stop.stopWait.C:
+			l.life.stop.stopWait.stop()
+			l.doAll(l.decide(core.StopWaitOver{Running: l.life.run.child != nil}), nil)
 		case <-l.door.drain:
-			l.door.drained(false, l.child, l.pol.Restart.StopTimeout, &l.stopWait, l)
+			l.door.drained(false, l.life.run.child, l.pol.Restart.StopTimeout, &l.life.stop.stopWait, l)
 		case <-l.door.limit.C:
-			l.door.drained(true, l.child, l.pol.Restart.StopTimeout, &l.stopWait, l)
+			l.door.drained(true, l.life.run.child, l.pol.Restart.StopTimeout, &l.life.stop.stopWait, l)
 		case d := <-l.acts.out:
 			l.onActionsDone(d)
 		case <-l.s.wanted:
@@ -170,7 +170,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	for _, p := range l.pending {
 		p <- response{err: errShutdown}
 	}
-	return l.code, l.err
+	return l.life.end.code, l.life.end.err
 }
 
 func (l *loop) onRequest(r request) {
@@ -179,12 +179,12 @@ func (l *loop) onRequest(r request) {
 		l.manualStep(r)
 	case opReserve:
 		var usage []admission.GPUUsage
-		if l.haveSample && !l.health.down() {
-			for _, d := range l.lastSample.Devices {
+		if l.latest.haveSample && !l.health.down() {
+			for _, d := range l.latest.lastSample.Devices {
 				usage = append(usage, admission.GPUUsage{Used: d.Used, Limit: l.pol.Limit(d.Total), Leased: r.others[d.UUID]})
 			}
 		}
-		pending := l.core.Rules.StepPending() || l.plan != nil || l.child == nil
+		pending := l.core.Rules.StepPending() || l.life.plan != nil || l.life.run.child == nil
 		d, ev := reserve(l.ledger, r, time.Now(), usage, l.pol.Watermark.High, pending)
 		if ev != nil {
 			l.emit(*ev)

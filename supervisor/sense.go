@@ -201,17 +201,17 @@ func (l *loop) onHung(now time.Time) {
 // ahead without data, and a starting child counts as running, though
 // unmeasured.
 func (l *loop) withoutReading(now time.Time, r sampleResult) {
-	if !l.finished && !l.stopping && l.health.lost(now, l.pol.Watch) {
-		l.doAll(l.decide(core.Lost{Err: l.health.lostErr, Running: l.child != nil, Restarting: l.plan != nil}), nil)
+	if !l.life.end.finished && !l.life.stop.stopping && l.health.lost(now, l.pol.Watch) {
+		l.doAll(l.decide(core.Lost{Err: l.health.lostErr, Running: l.life.run.child != nil, Restarting: l.life.plan != nil}), nil)
 	}
-	if l.finished {
+	if l.life.end.finished {
 		return
 	}
 	l.trackStart(now, r)
 	switch {
-	case l.state == api.StateWaiting:
+	case l.life.state == api.StateWaiting:
 		l.tryStart(r)
-	case l.state == api.StateStarting && l.child != nil:
-		l.state = api.StateRunning // up, though unmeasured
+	case l.life.state == api.StateStarting && l.life.run.child != nil:
+		l.life.state = api.StateRunning // up, though unmeasured
 	}
 }

@@ -137,18 +137,18 @@ func (s *Supervisor) watched() []string {
 // tenantInfo is the loop's current TenantInfo, without the parts read live.
 func (l *loop) tenantInfo() api.TenantInfo {
 	info := api.TenantInfo{Name: l.cfg.Name, PID: l.s.snap.Load().status.PID, Priority: l.pol.Priority,
-		Scope: l.pol.Watch.Scope, Observe: l.cfg.Observe, State: l.state, Level: l.level,
+		Scope: l.pol.Watch.Scope, Observe: l.cfg.Observe, State: l.life.state, Level: l.level,
 		Levels: len(l.pol.Profiles), GPUs: []api.TenantGPU{},
 		GraceSeconds: l.pol.Watermark.Grace.Seconds(), SettleSeconds: l.pol.Watch.Settle.Seconds()}
-	if !l.haveSample {
+	if !l.latest.haveSample {
 		return info
 	}
-	own := !l.lastSample.ProcessesAt.IsZero()
-	for _, d := range l.lastSample.Devices {
+	own := !l.latest.lastSample.ProcessesAt.IsZero()
+	for _, d := range l.latest.lastSample.Devices {
 		g := api.TenantGPU{UUID: d.UUID}
-		if own && l.child != nil {
-			for _, p := range l.lastSample.Processes {
-				if p.Device == d.Index && l.childTree[p.PID] {
+		if own && l.life.run.child != nil {
+			for _, p := range l.latest.lastSample.Processes {
+				if p.Device == d.Index && l.life.run.childTree[p.PID] {
 					g.UsedBytes += p.Used
 				}
 			}

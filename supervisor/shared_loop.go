@@ -44,8 +44,8 @@ func (l *loop) proposeShared(now time.Time) {
 	// the last profile (or the first, for a step up) another tenant may be
 	// able to step. Level 1 of 3 makes the rules judge the GPU only; the
 	// real ladder is checked by whoever is chosen.
-	v := l.core.Rules.Observe(now, l.ratio, l.predicted(now), l.pol.Watermark, 1, 3)
-	l.shared.propose(l.ctx, l.s.done, now, proposalKind(v), worstGPU(l.lastSample.Devices, l.pol), l.ratio, l.tenantInfo)
+	v := l.core.Rules.Observe(now, l.latest.ratio, l.predicted(now), l.pol.Watermark, 1, 3)
+	l.shared.propose(l.ctx, l.s.done, now, proposalKind(v), worstGPU(l.latest.lastSample.Devices, l.pol), l.latest.ratio, l.tenantInfo)
 }
 
 // peerFacts are the loop's facts for an input to the agreement at now.
@@ -55,8 +55,8 @@ func (l *loop) peerFacts(now time.Time) peerFacts {
 		names[i] = p.Name
 	}
 	return peerFacts{now: now, name: l.cfg.Name, coordinated: l.coordinated(), notes: l.notesDecisions(),
-		ratio: l.ratio, devices: l.lastSample.Devices,
-		canStep: l.child != nil && !l.stopping && l.plan == nil && !l.acts.acting(), state: l.state,
+		ratio: l.latest.ratio, devices: l.latest.lastSample.Devices,
+		canStep: l.life.run.child != nil && !l.life.stop.stopping && l.life.plan == nil && !l.acts.acting(), state: l.life.state,
 		level: l.level, levels: names, grace: l.pol.Watermark.Grace, sustain: l.pol.Watermark.Sustain,
 		writable: func() error { return l.stateFile.writable(l.pol.Profiles[l.level], l.level) }}
 }

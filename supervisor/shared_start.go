@@ -46,7 +46,7 @@ func (l *loop) startClaimed(r sampleResult) bool {
 		if r.err != nil || l.pol.Restart.WhenFull != policy.WhenFullWait {
 			return true
 		}
-		_, ok := core.PickProfile(l.pol, l.target, devices(r.sample.Devices))
+		_, ok := core.PickProfile(l.pol, l.life.wait.target, devices(r.sample.Devices))
 		return ok
 	})
 }
@@ -101,8 +101,8 @@ func (l *loop) onStartClaim(o api.StartOutcome) {
 	if l.shared.start.phase != startClaiming {
 		return
 	}
-	waking := l.state == api.StateAsleep && l.wake.want // a live wake claims as a start does (wake.go)
-	if (l.state != api.StateWaiting && !waking) || l.stopping || l.finished {
+	waking := l.life.state == api.StateAsleep && l.wake.want // a live wake claims as a start does (wake.go)
+	if (l.life.state != api.StateWaiting && !waking) || l.life.stop.stopping || l.life.end.finished {
 		l.shared.endStarting("")
 		return
 	}
@@ -135,7 +135,7 @@ func (t *sharedState) claimed(o api.StartOutcome) bool {
 
 // beganStarting follows a launch: the start lasts until the child settles.
 func (l *loop) beganStarting(now time.Time) {
-	used, _, own := startUsage(l.lastSample, l.childTree)
+	used, _, own := startUsage(l.latest.lastSample, l.life.run.childTree)
 	if own {
 		used = 0 // the new child's own usage starts from nothing
 	}
@@ -157,10 +157,10 @@ func (t *sharedState) launched(now time.Time, used uint64, settle time.Duration)
 
 // trackStart feeds a sample to the settle tracker of a starting child.
 func (l *loop) trackStart(now time.Time, r sampleResult) {
-	if l.shared.start.phase != startLaunched || l.child == nil {
+	if l.shared.start.phase != startLaunched || l.life.run.child == nil {
 		return
 	}
-	used, total, _ := startUsage(r.sample, l.childTree)
+	used, total, _ := startUsage(r.sample, l.life.run.childTree)
 	l.shared.track(now, r.err == nil, used, total, l.pol.Watch.Settle)
 }
 
@@ -212,7 +212,7 @@ func (t *sharedState) endStarting(why string) {
 // watchedUUIDs are the UUIDs of the watched GPUs from the newest sample.
 func (l *loop) watchedUUIDs() []string {
 	var out []string
-	for _, d := range l.lastSample.Devices {
+	for _, d := range l.latest.lastSample.Devices {
 		if d.UUID != "" {
 			out = append(out, d.UUID)
 		}

@@ -37,7 +37,7 @@ func worstGPU(devs []gpu.Device, pol *policy.Policy) string {
 // stepKind performs a decision of kind here, as the watermark rules of a
 // lone instance do. The caller has checked that the ladder allows it.
 func (l *loop) stepKind(now time.Time, kind, why string) {
-	l.doAll(l.decide(core.Peer{Now: now, Reason: core.ReasonOfKind(kind), Why: why, Ratio: l.ratio}), nil)
+	l.doAll(l.decide(core.Peer{Now: now, Reason: core.ReasonOfKind(kind), Why: why, Ratio: l.latest.ratio}), nil)
 }
 
 // criticalNobody is the rate-limited `critical` event when the watermark
@@ -45,14 +45,14 @@ func (l *loop) stepKind(now time.Time, kind, why string) {
 // step lower.
 func (l *loop) criticalNobody(now time.Time, gpu string, shared bool) {
 	wm := l.pol.Watermark
-	if !l.core.Rules.FloorAlarm(now, l.ratio, wm) {
+	if !l.core.Rules.FloorAlarm(now, l.latest.ratio, wm) {
 		return
 	}
-	detail := fmt.Sprintf("watermark %.2f >= critical %.2f at the last profile; nothing lower to step to", l.ratio, wm.Critical)
+	detail := fmt.Sprintf("watermark %.2f >= critical %.2f at the last profile; nothing lower to step to", l.latest.ratio, wm.Critical)
 	if shared {
-		detail = fmt.Sprintf("watermark %.2f >= critical %.2f and no tenant of shared GPU %s can step lower", l.ratio, wm.Critical, gpu)
+		detail = fmt.Sprintf("watermark %.2f >= critical %.2f and no tenant of shared GPU %s can step lower", l.latest.ratio, wm.Critical, gpu)
 	}
-	l.emit(api.Event{Event: api.EventCritical, Watermark: l.ratio, GPU: gpu, Detail: detail})
+	l.emit(api.Event{Event: api.EventCritical, Watermark: l.latest.ratio, GPU: gpu, Detail: detail})
 	l.deps.Logf("%s", detail)
 }
 
@@ -61,12 +61,12 @@ func (l *loop) criticalNobody(now time.Time, gpu string, shared bool) {
 // not toward an OOM: no predicted step until it has run for grace, the time
 // a step is given to take effect.
 func (l *loop) predicted(now time.Time) bool {
-	return l.pace.fc.Predicted && now.Sub(l.childStart) >= l.pol.Watermark.Grace
+	return l.pace.fc.Predicted && now.Sub(l.life.run.childStart) >= l.pol.Watermark.Grace
 }
 
 // whyKind is the detail of a step decided by our own rules alone.
 func (l *loop) whyKind(kind string) string {
-	return core.ReasonOfKind(kind).Why(l.ratio, l.pol.Watermark, l.pace.fc.ETA.Seconds())
+	return core.ReasonOfKind(kind).Why(l.latest.ratio, l.pol.Watermark, l.pace.fc.ETA.Seconds())
 }
 
 func kindReason(kind string) string { return string(core.ReasonOfKind(kind)) }

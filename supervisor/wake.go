@@ -38,7 +38,7 @@ type wakeState struct {
 
 // onWanted takes a held request's wish to wake the server.
 func (l *loop) onWanted() {
-	if !l.pol.Serve.Wake || l.pol.Profiles[l.level].Serving() || l.stopping || l.finished {
+	if !l.pol.Serve.Wake || l.pol.Profiles[l.level].Serving() || l.life.stop.stopping || l.life.end.finished {
 		return
 	}
 	l.wake.want = true
@@ -58,7 +58,7 @@ func (l *loop) tryWake(r *sampleResult) {
 	to := nearestServing(l.pol.Profiles, l.level)
 	if to < 0 || l.pol.Profiles[l.level].Serving() {
 		l.wake.want = false
-		if l.state != api.StateWaiting && l.shared.start.phase == startGranted {
+		if l.life.state != api.StateWaiting && l.shared.start.phase == startGranted {
 			l.shared.endStarting("") // a wake's claim, no longer needed
 		}
 		return
@@ -68,7 +68,7 @@ func (l *loop) tryWake(r *sampleResult) {
 	case l.stoppedAsleep():
 		l.wake.want = false
 		l.wakeStopped(to, api.ReasonRequest, why, nil)
-	case l.child != nil && l.state == api.StateAsleep && !l.acts.acting() && l.plan == nil && !l.stopping:
+	case l.life.run.child != nil && l.life.state == api.StateAsleep && !l.acts.acting() && l.life.plan == nil && !l.life.stop.stopping:
 		if fit := l.wakeFit(to); fit != "" {
 			if l.shared.start.phase == startGranted {
 				l.shared.endStarting("") // the claim's fresh sample says it does not fit
@@ -127,15 +127,15 @@ func firstAsleep(ps []policy.Profile) int {
 // been idle, it has not been able to answer.
 func (l *loop) checkIdle(now time.Time) {
 	idle := l.pol.Serve.Idle
-	if idle <= 0 || l.deps.Door == nil || l.child == nil || !l.door.healthy || l.stopping || l.plan != nil || l.acts.acting() ||
-		l.state != api.StateRunning || !l.pol.Profiles[l.level].Serving() {
+	if idle <= 0 || l.deps.Door == nil || l.life.run.child == nil || !l.door.healthy || l.life.stop.stopping || l.life.plan != nil || l.acts.acting() ||
+		l.life.state != api.StateRunning || !l.pol.Profiles[l.level].Serving() {
 		return
 	}
 	to := firstAsleep(l.pol.Profiles)
 	if to < 0 {
 		return
 	}
-	last := l.childStart
+	last := l.life.run.childStart
 	if l.wake.awake.After(last) {
 		last = l.wake.awake
 	}
@@ -159,13 +159,13 @@ func (l *loop) wakeSample(now time.Time, r sampleResult) {
 // noteServed keeps what the child's processes use while it serves, for a
 // later wake's fit (wakeFit).
 func (l *loop) noteServed(r sampleResult) {
-	if r.err != nil || r.sample.ProcessesAt.IsZero() || l.child == nil || l.state != api.StateRunning ||
+	if r.err != nil || r.sample.ProcessesAt.IsZero() || l.life.run.child == nil || l.life.state != api.StateRunning ||
 		l.acts.acting() || !l.pol.Profiles[l.level].Serving() {
 		return
 	}
 	var used uint64
 	for _, p := range r.sample.Processes {
-		if l.childTree[p.PID] {
+		if l.life.run.childTree[p.PID] {
 			used += p.Used
 		}
 	}
@@ -175,8 +175,8 @@ func (l *loop) noteServed(r sampleResult) {
 // wakeFit is stepFit for a wake: see core.WakeFit.
 func (l *loop) wakeFit(to int) string {
 	var r *core.Reading
-	if l.haveSample && !l.health.down() {
-		r = reading(l.lastSample)
+	if l.latest.haveSample && !l.health.down() {
+		r = reading(l.latest.lastSample)
 	}
-	return core.WakeFit(l.pol, l.level, to, r, l.childTree, l.wake.served)
+	return core.WakeFit(l.pol, l.level, to, r, l.life.run.childTree, l.wake.served)
 }
