@@ -172,7 +172,7 @@ func (l *loop) noteServed(r sampleResult) {
 	l.wake.served = used
 }
 
-// wakeFit is stepFit for a wake: see core.WakeFit.
+// wakeFit judges whether profile to fits for a wake: see core.WakeFit.
 func (l *loop) wakeFit(to int) string {
 	var r *core.Reading
 	if l.latest.haveSample && !l.health.down() {
