@@ -25,6 +25,16 @@ type lifecycle struct {
 	notifier  Notifier // nil: no service manager
 }
 
+// restartPlan is a restart that gpuguard itself started (a step into a
+// profile with live = false, a critical restart, a manual step).
+type restartPlan struct {
+	level   int
+	reason  string // watermark | critical | manual | recovered | reload
+	from    string // the profile the stopped child runs in
+	sleep   bool   // no restart: the instance sleeps in level (sleep.go)
+	replies []chan response
+}
+
 // startWait is the wait before the next start: the level it aims for,
 // the backoff, and the dead child's processes whose GPU memory must go
 // first.

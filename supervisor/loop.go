@@ -38,16 +38,6 @@ type loop struct {
 	shared sharedState // agreeing with the other tenants of shared GPUs
 }
 
-// restartPlan is a restart that gpuguard itself started (a step into a
-// profile with live = false, a critical restart, a manual step).
-type restartPlan struct {
-	level   int
-	reason  string // watermark | critical | manual | recovered | reload
-	from    string // the profile the stopped child runs in
-	sleep   bool   // no restart: the instance sleeps in level (sleep.go)
-	replies []chan response
-}
-
 // timer is a restartable one-shot timer whose channel is nil when unarmed,
 // so a select on it blocks forever.
 type timer struct {
