@@ -76,33 +76,19 @@ type actionDone struct {
 	drainTimed bool
 }
 
-// liveActions begins the live change into level through actions (and
-// journals the step, event) when
-// there are any to run: the running profile's leave (only if it was
-// entered live) and the new profile's enter. It reports false when the
-// change is an ordinary one (a restart into a live = false profile, or a
-// live change with no actions).
-func (l *loop) liveActions(event string, level int, reason, why string, reply chan response) bool {
+// beginActions begins the live change into level through the server
+// actions steps (the running profile's leave, only if it was entered
+// live, and the new profile's enter; none when leaving a serving = false
+// profile that reloads by itself); changeProfile journaled the step.
+func (l *loop) beginActions(level int, steps []actionStep, reason, why string, reply chan response) {
 	to := l.pol.Profiles[level]
-	if !to.Live {
-		return false
-	}
-	from := l.pol.Profiles[l.level]
-	steps := l.acts.plan(from, to, l.pol.Serve.Upstream)
-	// Leaving a serving = false profile takes this path even with no call
-	// to make (Ollama reloads by itself): the door must open again.
-	if len(steps) == 0 && from.Serving() {
-		return false
-	}
-	l.emitStep(event, level, reason, why)
-	l.state = api.StateStepping
+	l.life.state = api.StateStepping
 	var drain <-chan struct{}
 	if l.deps.Door != nil {
 		drain = l.deps.Door.Drain()
 	}
 	l.deps.Logf("live change to profile %s through %d server action(s) (%s)", to.Name, len(steps), reason)
 	l.acts.begin(l.ctx, l.deps.Actions, steps, drain, l.pol.Restart.StopTimeout, &actionRun{to: to.Name, reason: reason, why: why, reply: reply}, l.s.done)
-	return true
 }
 
 // plan is the calls of a live change from one profile to another: from's
@@ -218,7 +204,7 @@ func (l *loop) onActionsDone(d actionDone) {
 		l.emit(ev)
 	}
 	level, ok := l.pol.ProfileIndex(run.to)
-	if l.stopping || l.child == nil {
+	if l.life.stop.stopping || l.life.run.child == nil {
 		if run.reply != nil {
 			run.reply <- response{err: errShutdown}
 		}
@@ -240,21 +226,21 @@ func (l *loop) onActionsDone(d actionDone) {
 	l.level = level
 	prof := l.pol.Profiles[level]
 	l.acts.entered = len(prof.Enter) > 0
-	l.state = api.StateRunning
+	l.life.state = api.StateRunning
 	if !prof.Serving() {
-		l.state = api.StateAsleep
+		l.life.state = api.StateAsleep
 	}
-	st, err := l.writeState(run.why)
+	st, err := l.stateFile.writeAt(l.pol.Profiles[l.level], l.level, run.why)
 	if err != nil {
 		l.deps.Logf("%v", err)
 	}
-	l.notify(st)
-	l.publish(st)
+	l.life.run.notify(l.pol.Notify.Signal, st, l)
+	l.out.publish(st)
 	if prof.Serving() {
 		l.wake.awake = time.Now()
 	}
 	if prof.Serving() && l.deps.Door != nil {
-		l.deps.Door.Launched(l.starts) // open again at the next healthy answer
+		l.deps.Door.Launched(l.life.hist.starts) // open again at the next healthy answer
 	}
 	l.deps.Logf("now in profile %s (%s)", prof.Name, run.why)
 	if run.reply != nil {

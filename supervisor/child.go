@@ -1,10 +1,13 @@
 package supervisor
 
 import (
+	"fmt"
 	"syscall"
 	"time"
 
+	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/policy"
 )
 
 // history is what the loop remembers of the children so far: how many it
@@ -55,17 +58,6 @@ func (c *childRun) childDone() <-chan struct{} {
 	return c.child.Done()
 }
 
-// childLife is the child's lifecycle: the children so far, the one that
-// runs, a stop under way, the wait before the next start, and how Run
-// ends. Each part is a type of its own; the loop embeds them together.
-type childLife struct {
-	history
-	childRun
-	stopRun
-	startWait
-	ending
-}
-
 // latest is the newest good reading and its watermark ratio, kept for
 // what reads them between samples (status, admission, the front door, a
 // manual step's fit); the decisions take them as arguments (core inputs).
@@ -73,4 +65,32 @@ type latest struct {
 	haveSample bool
 	lastSample gpu.Sample
 	ratio      float64
+}
+
+// notify sends sig ([notify] signal) to the child's main process after
+// a live change, but only when the process catches or ignores it: until a server
+// installs its handler (while it imports its framework, say) the default
+// action would end it. Otherwise, or when that cannot be told, the signal
+// is skipped and journaled; the child finds the change in the state file
+// when it starts listening.
+func (c *childRun) notify(sig syscall.Signal, st api.ProfileState, j journal) {
+	if sig == 0 || c.child == nil {
+		return
+	}
+	if sc, ok := c.child.(SignalChecker); ok {
+		if caught, err := sc.Catches(sig); err != nil || !caught {
+			why := "it has no handler for it yet"
+			if err != nil {
+				why = fmt.Sprintf("whether it has a handler is unknown (%v)", err)
+			}
+			detail := fmt.Sprintf("%s not sent to the child (pid %d): %s; it finds profile %s in the state file (seq %d)",
+				policy.SignalName(sig), c.child.PID(), why, st.Profile, st.Seq)
+			j.emit(api.Event{Event: api.EventNotifySkipped, PID: c.child.PID(), Detail: detail})
+			j.logf("%s", detail)
+			return
+		}
+	}
+	if err := c.child.Signal(sig); err == nil {
+		c.notifiedAt, c.notifiedSig = time.Now(), sig
+	}
 }

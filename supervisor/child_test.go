@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // livePolicy is testPolicy with every profile live.
@@ -206,7 +207,7 @@ func TestDeathBySignalIsACrashUnlessNotified(t *testing.T) {
 		}},
 		{"notified outside the window", func(t *testing.T, h *harness, c *fakeChild) {
 			step(t, h, "down")
-			time.Sleep(notifyDeathWindow + time.Second)
+			time.Sleep(core.NotifyDeathWindow + time.Second)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

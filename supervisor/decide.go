@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
@@ -22,10 +21,11 @@ func (l *loop) onSample(r sampleResult) {
 	if l.deps.Meter != nil && !hung {
 		l.deps.Meter.ObserveProbe(r.took, r.err)
 	}
-	l.describe(l.cfg.Describe, r)
+	l.fit.describe(l.cfg.Describe, r)
 	if r.err != nil {
 		l.pace.setPeriod(0, l.pol.Watch.Interval)
-		l.probeFailed(now, now, r.err.Error(), !hung)
+		l.decide(core.Gap{})
+		l.health.report(l, now, now, r.err.Error(), !hung)
 		l.withoutReading(now, r)
 		return
 	}
@@ -33,35 +33,35 @@ func (l *loop) onSample(r sampleResult) {
 		l.deps.Logf("GPU probe recovered after %s without a reading", down.Round(time.Millisecond))
 	}
 	l.faults.answered(r.sample, l)
-	l.lastSample, l.haveSample = r.sample, true
-	if l.child != nil && r.forPID == l.child.PID() && r.tree != nil {
-		l.childTree = make(map[int]bool, len(r.tree))
+	l.latest.lastSample, l.latest.haveSample = r.sample, true
+	if l.life.run.child != nil && r.forPID == l.life.run.child.PID() && r.tree != nil {
+		l.life.run.childTree = make(map[int]bool, len(r.tree))
 		for _, pid := range r.tree {
-			l.childTree[pid] = true
+			l.life.run.childTree[pid] = true
 		}
 	}
 	if l.pol.Watch.Scope == "process" {
-		l.ratio = core.ProcessRatio(*reading(r.sample), l.childTree, l.pol.Watch.Quota)
+		l.latest.ratio = core.ProcessRatio(*reading(r.sample), l.life.run.childTree, l.pol.Watch.Quota)
 	} else {
-		l.ratio = core.DeviceRatio(devices(r.sample.Devices), l.pol)
+		l.latest.ratio = core.DeviceRatio(devices(r.sample.Devices), l.pol)
 	}
-	l.pace.forecast(now, l.ratio, l.pol)
-	if l.child != nil {
-		l.minute.note(now, l.ratio, worstGPU(r.sample.Devices, l.pol), l.pol.Watermark, l)
+	l.pace.forecast(now, l.latest.ratio, l.pol)
+	if l.life.run.child != nil {
+		l.minute.note(now, l.latest.ratio, worstGPU(r.sample.Devices, l.pol), l.pol.Watermark, l)
 	}
-	l.shared.sample(now, r, l.child != nil, l.childTree, l.pol.Watch.Settle)
+	l.shared.sample(now, r, l.life.run.child != nil, l.life.run.childTree, l.pol.Watch.Settle)
 	// Publish the sample before a start it may lead to, so that anyone who
 	// sees the new child also sees the GPUs it was started against. (The
 	// loop publishes after every event anyway.)
-	if l.state == api.StateWaiting {
+	if l.life.state == api.StateWaiting {
 		l.publishSnapshot()
 	}
 	switch {
-	case l.state == api.StateWaiting:
+	case l.life.state == api.StateWaiting:
 		l.tryStart(r)
-	case l.child != nil && !l.stopping && l.plan == nil && !l.acts.acting():
-		if l.state == api.StateStarting {
-			l.state = api.StateRunning
+	case l.life.run.child != nil && !l.life.stop.stopping && l.life.plan == nil && !l.acts.acting():
+		if l.life.state == api.StateStarting {
+			l.life.state = api.StateRunning
 		}
 		l.applyWatermark(now)
 	}
@@ -74,19 +74,20 @@ func (l *loop) onSample(r sampleResult) {
 // instance's sample goes to the tenants of its GPU instead; a lone one's
 // never enters the shared-GPU code.
 func (l *loop) applyWatermark(now time.Time) {
-	in := core.Sample{Now: now, Ratio: l.ratio, Predicted: l.pace.predicted(now, l.childStart, l.pol.Watermark.Grace),
+	in := core.Sample{Now: now, Ratio: l.latest.ratio, Predicted: l.pace.predicted(now, l.life.run.childStart, l.pol.Watermark.Grace),
 		ETA: l.pace.fc.ETA.Seconds()}
 	if l.shared.coordinated(l.cfg.Observe, l.pol.Watch.Scope) {
 		// the tenants of the GPU decide together
-		l.shared.proposeSample(l.ctx, l.s.done, in, &l.core.Rules, l.pol, l.lastSample.Devices, l.peerFacts)
+		l.shared.proposeSample(l.ctx, l.s.done, in, &l.core.Rules, l.pol, l.latest.lastSample.Devices, l.peerFacts)
 		return
 	}
 	in.PeerHeld = l.shared.observeHeld(now, l.cfg.Observe, l.pol.Watch.Scope)
 	l.doAll(l.decide(in), nil)
 }
 
-// changeProfile moves to level: live when that profile is live, else by a
-// graceful restart into it. reply (if any) gets the new profile once the
+// changeProfile moves to level the way the core says (core.HowToChange):
+// live, through server actions, by a graceful restart, or by stopping the
+// child to sleep. reply (if any) gets the new profile once the
 // state file is written and the event published.
 //
 // A live change whose state file cannot be written does not happen: no
@@ -97,75 +98,40 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	if level < l.level {
 		event = api.EventStepUp
 	}
-	if l.wake.byStop(l.sleepView(), event, level, reason, why, reply) || l.liveActions(event, level, reason, why, reply) {
-		return true
-	}
-	if !l.pol.Profiles[level].Live {
-		l.emitStep(event, level, reason, why)
-		l.beginRestart(level, reason, reply)
+	from, to := l.pol.Profiles[l.level], l.pol.Profiles[level]
+	steps := l.acts.plan(from, to, l.pol.Serve.Upstream)
+	if how := core.HowToChange(l.pol, l.level, level, len(steps)); how != core.ByLive {
+		l.emit(stepEvent(l.pol, l.level, l.latest.ratio, event, level, reason, why))
+		switch how {
+		case core.BySleep:
+			l.wake.begin(l.sleepView(), level, reason, reply)
+		case core.ByActions:
+			l.beginActions(level, steps, reason, why, reply)
+		default:
+			l.beginRestart(level, reason, reply)
+		}
 		return true
 	}
 	// The event is dated when the step is taken, before the write, as it
 	// was when it was journaled first; it is journaled only once the
 	// state file is written.
-	ev := stepEvent(l.pol, l.level, l.ratio, event, level, reason, why)
+	ev := stepEvent(l.pol, l.level, l.latest.ratio, event, level, reason, why)
 	ev.Time = time.Now()
 	st, err := l.stateFile.writeAt(l.pol.Profiles[level], level, why)
 	if err != nil {
-		l.stateNotWritten(event, level, err, reply)
+		l.stateFile.notWritten(l, l.pol, l.level, l.latest.ratio, event, level, err, reply)
 		return false
 	}
 	l.emit(ev)
 	l.level = level
-	l.notify(st)
-	l.publish(st)
+	l.life.run.notify(l.pol.Notify.Signal, st, l)
+	l.out.publish(st)
 	l.deps.Logf("%s to profile %s (%s)", event, l.pol.Profiles[level].Name, why)
 	if reply != nil {
 		l.publishSnapshot() // a status asked after the reply shows the step
 		reply <- response{profile: l.pol.Profiles[level].Name}
 	}
 	return true
-}
-
-// notifyDeathWindow is how long after gpuguard sent the notify signal a
-// child's death by that signal is taken to be the notification's doing
-// (the child changed its handler between the check and the signal). The
-// default action ends a process as soon as the signal is delivered, so
-// the death is immediate; the exit is seen after the child's output is
-// drained (at most a second later). The rest of the window is margin.
-const notifyDeathWindow = 5 * time.Second
-
-// notify sends [notify] signal to the child's main process after a live
-// change, but only when the process catches or ignores it: until a server
-// installs its handler (while it imports its framework, say) the default
-// action would end it. Otherwise, or when that cannot be told, the signal
-// is skipped and journaled; the child finds the change in the state file
-// when it starts listening.
-func (l *loop) notify(st api.ProfileState) {
-	sig := l.pol.Notify.Signal
-	if sig == 0 || l.child == nil {
-		return
-	}
-	if c, ok := l.child.(SignalChecker); ok {
-		if caught, err := c.Catches(sig); err != nil || !caught {
-			why := "it has no handler for it yet"
-			if err != nil {
-				why = fmt.Sprintf("whether it has a handler is unknown (%v)", err)
-			}
-			detail := fmt.Sprintf("%s not sent to the child (pid %d): %s; it finds profile %s in the state file (seq %d)",
-				policy.SignalName(sig), l.child.PID(), why, st.Profile, st.Seq)
-			l.emit(api.Event{Event: api.EventNotifySkipped, PID: l.child.PID(), Detail: detail})
-			l.deps.Logf("%s", detail)
-			return
-		}
-	}
-	if err := l.child.Signal(sig); err == nil {
-		l.notifiedAt, l.notifiedSig = time.Now(), sig
-	}
-}
-
-func (l *loop) emitStep(event string, to int, reason, why string) {
-	l.emit(stepEvent(l.pol, l.level, l.ratio, event, to, reason, why))
 }
 
 // stepEvent is the journal event of a step from level from to to, at
@@ -179,13 +145,13 @@ func stepEvent(pol *policy.Policy, from int, ratio float64, event string, to int
 // beginRestart stops the child with stop_signal so that it restarts in
 // level (GPUGUARD_LAST_EXIT=watermark).
 func (l *loop) beginRestart(level int, reason string, reply chan response) {
-	l.plan = &restartPlan{level: level, reason: reason, from: l.pol.Profiles[l.level].Name}
+	l.life.plan = &restartPlan{level: level, reason: reason, from: l.pol.Profiles[l.level].Name}
 	if reply != nil {
-		l.plan.replies = append(l.plan.replies, reply)
+		l.life.plan.replies = append(l.life.plan.replies, reply)
 	}
-	l.state = api.StateStepping
+	l.life.state = api.StateStepping
 	l.deps.Logf("restarting the child in profile %s (%s)", l.pol.Profiles[level].Name, reason)
-	l.stopChild(l.pol.Restart.StopSignal)
+	l.door.stop(l.life.run.child, l.pol.Restart.StopSignal, l.pol.Restart.StopTimeout, &l.life.stop.stopWait)
 }
 
 // manualStep handles `gpuguard step` and the socket's step request.
@@ -193,10 +159,10 @@ func (l *loop) manualStep(r request) {
 	if l.wake.manualWake(l.sleepView(), r) {
 		return
 	}
-	in := core.ManualStep{Now: time.Now(), Up: r.up, State: l.state, Tree: l.childTree,
-		Running: l.child != nil && !l.stopping && l.plan == nil && !l.acts.acting()}
-	if l.haveSample && !l.health.down() {
-		in.Reading = reading(l.lastSample)
+	in := core.ManualStep{Now: time.Now(), Up: r.up, State: l.life.state, Tree: l.life.run.childTree,
+		Running: l.life.run.child != nil && !l.life.stop.stopping && l.life.plan == nil && !l.acts.acting()}
+	if l.latest.haveSample && !l.health.down() {
+		in.Reading = reading(l.latest.lastSample)
 	}
 	l.doAll(l.decide(in), r.reply)
 }

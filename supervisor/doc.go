@@ -5,6 +5,18 @@
 // the child is started through a Launcher and the GPUs are read through a
 // gpu.Probe, both supplied by the caller.
 //
+// The loop (loop.go) is the dispatcher: its select receives each input,
+// feeds the decision core (supervisor/core: Decide(State, Input) (State,
+// []Effect), which also routes a child's exit and picks the way of a
+// change of profile) and performs the effects (perform.go). Its state
+// lives with owners it reaches by name: the child's lifecycle in l.life
+// (life.go: the state, the plan, the children so far, the running child,
+// a stop, the next start's wait, the end), the newest reading in
+// l.latest, the fits told in l.fit, the state file in l.stateFile, and
+// the rooms around the loop (rooms.go: the pacer, the probe's health, the
+// reporter, the door, the server actions, GPU faults, the minute record,
+// waking), each given what it needs rather than a pointer to the loop.
+//
 // Every start says how it chose its profile (fit.go): the profiles tried
 // from the one aimed at, their needs, and the room on the fullest watched
 // GPU, told once as a stderr line, a `fit` journal event and status's `fit`.

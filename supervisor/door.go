@@ -60,13 +60,13 @@ func (s *Supervisor) Healthy(gen int) {
 // onHealthy journals the child's readiness and lets what waited for it go
 // on: the next tenant's start on a shared GPU, and systemd's READY=1.
 func (l *loop) onHealthy(gen int) {
-	if gen != l.starts || l.child == nil || l.door.healthy || l.stopping {
+	if gen != l.life.hist.starts || l.life.run.child == nil || l.door.healthy || l.life.stop.stopping {
 		return
 	}
 	l.door.healthy = true
 	l.wake.awake = time.Now() // the idle rule counts from here
-	after := time.Since(l.childStart)
-	l.emit(api.Event{Event: api.EventReady, PID: l.child.PID(), AfterSeconds: after.Seconds()})
+	after := time.Since(l.life.run.childStart)
+	l.emit(api.Event{Event: api.EventReady, PID: l.life.run.child.PID(), AfterSeconds: after.Seconds()})
 	l.deps.Logf("the child answered its health check %s after its start: ready", after.Round(time.Millisecond))
 	l.shared.endStarting("it answered its health check")
 	if n := l.deps.Notifier; n != nil && !l.door.notified {
@@ -145,11 +145,6 @@ func (k *doorLink) sync(profile string, level, levels int, short bool, told *ato
 	k.d.Profile(profile, level, levels)
 	told.Store(short)
 	k.d.Short(short)
-}
-
-// stopChild stops the child through the door (door.stop).
-func (l *loop) stopChild(sig syscall.Signal) {
-	l.door.stop(l.child, sig, l.pol.Restart.StopTimeout, &l.stopWait)
 }
 
 // doorStatus fills the status object's ready and held: the door's view,

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // GPU faults as the loop sees them: a GPU lost mid-run, a probe call that
@@ -308,7 +309,7 @@ func TestOnGPULostStop(t *testing.T) {
 				t.Fatalf("child got %v, want the stop signal once", sigs)
 			}
 			g := h.rec.named(api.EventGiveUp)
-			if len(g) != 1 || g[0].Reason != reasonGPULost {
+			if len(g) != 1 || g[0].Reason != core.ReasonGPULost {
 				t.Fatalf("giveup events %+v", g)
 			}
 			if st := h.sup.Status(); st.State != api.StateFatal {

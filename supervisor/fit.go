@@ -10,28 +10,6 @@ import (
 	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
-// noteFit journals and prints a fit judgement dated at (zero: now), and
-// keeps it for status.
-func (l *loop) noteFit(at time.Time, j core.Fit, outcome string) {
-	l.sayStartup(l.deps.Logf)
-	ev := j.Event(l.pol, l.startReason(), outcome)
-	ev.Time = at
-	l.emit(ev)
-	l.lastFit = l.out.last
-	l.deps.Logf("fit for the %s: %s", l.startWhat(), ev.Detail)
-}
-
-// stepFit judges whether profile to fits now for a step (a manual one,
-// a wake): "" when it fits or cannot be judged (no reading, a probe down,
-// no needs estimate). The judgement is the core's (core.StepFit).
-func (l *loop) stepFit(to int) string {
-	var r *core.Reading
-	if l.haveSample && !l.health.down() {
-		r = reading(l.lastSample)
-	}
-	return core.StepFit(l.pol, l.level, to, r, l.childTree)
-}
-
 // fitTeller tells how starts chose their profile: the start-up line
 // (what the config says and the GPUs it watches) before the first fit,
 // and the newest fit event, for status.
@@ -62,6 +40,18 @@ func (f *fitTeller) describe(what string, r sampleResult) {
 		}
 		f.startup = what + ", watching " + strings.Join(gpus, ", ")
 	}
+}
+
+// note journals (through j) and prints a fit judgement dated at (zero:
+// now), for the start h is about to make, and keeps the event as out
+// stamped it, for status.
+func (f *fitTeller) note(j journal, out *reporter, pol *policy.Policy, h history, at time.Time, fit core.Fit, outcome string) {
+	f.sayStartup(j.logf)
+	ev := fit.Event(pol, h.startReason(), outcome)
+	ev.Time = at
+	j.emit(ev)
+	f.lastFit = out.last
+	j.logf("fit for the %s: %s", h.startWhat(), ev.Detail)
 }
 
 // sayStartup prints the start-up line, once.

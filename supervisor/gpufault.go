@@ -1,13 +1,10 @@
 package supervisor
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
-	"github.com/gpuguard/gpuguard/internal/exitcode"
-	"github.com/gpuguard/gpuguard/policy"
 )
 
 // faultWindow is how long after a critical Xid a child's exit is still
@@ -15,9 +12,6 @@ import (
 // a while to die of a fault (a CUDA call fails, the server logs, cleans
 // up and exits).
 const faultWindow = 10 * time.Second
-
-// exitGPUFault is the kind of a child exit caused by a GPU fault.
-const exitGPUFault exitKind = api.ReasonGPUFault
 
 // gpuFaults is what the loop knows about GPU faults (Xid events).
 type gpuFaults struct {
@@ -80,42 +74,6 @@ func (g *gpuFaults) cause(now, started time.Time) (gpu.Fault, bool) {
 		return gpu.Fault{}, false
 	}
 	return *cause, true
-}
-
-// onGPUFaultExit handles a child exit caused by a GPU fault: never an OOM,
-// a crash or a clean end. Status 0 included: a server that shuts itself
-// down "cleanly" because its GPU failed under it did not finish its work,
-// and exiting 0 would tell the service manager that all is well.
-// on_gpu_fault = "stop" ends gpuguard with exit 1 (restarting onto a broken
-// GPU would loop); "restart" restarts in the same profile, with backoff,
-// once the GPU answers again.
-func (l *loop) onGPUFaultExit(e Exit, ran time.Duration, f gpu.Fault, release map[int]bool) {
-	now := time.Now()
-	detail := fmt.Sprintf("the child exited with status %d after a GPU fault on GPU %d (%s): %s",
-		e.Status(), f.Index, f.UUID, gpu.XidMeaning(f.Xid))
-	if l.pol.Restart.OnGPUFault != policy.OnGPUFaultRestart {
-		l.gpuFaultGiveUp(e, detail+"; on_gpu_fault = \"stop\"")
-		return
-	}
-	delay, giveUp := l.core.Budget.Failure(now, ran, l.pol.Restart)
-	if giveUp {
-		l.gpuFaultGiveUp(e, fmt.Sprintf("%s; %d restarts within %s (max_restarts)", detail, l.pol.Restart.MaxRestarts, l.pol.Restart.Window))
-		return
-	}
-	l.restarts++
-	l.lastExit = string(exitGPUFault)
-	name := l.pol.Profiles[l.level].Name
-	l.emit(api.Event{Event: api.EventRestart, Reason: api.ReasonGPUFault, From: name, To: name,
-		FromLevel: ptr(l.level), ToLevel: ptr(l.level), Restarts: l.restarts, Status: ptr(e.Status()), Detail: detail})
-	l.deps.Logf("%s: restarting in profile %s once the GPU answers again", detail, name)
-	l.faults.await()
-	l.restartAfter(delay, l.level, release)
-}
-
-func (l *loop) gpuFaultGiveUp(e Exit, detail string) {
-	l.state = api.StateFatal
-	l.emit(api.Event{Event: api.EventGiveUp, Reason: api.ReasonGPUFault, Status: ptr(e.Status()), Detail: detail})
-	l.finish(exitcode.Failure, fmt.Errorf("giving up: %s", detail))
 }
 
 // await makes the next start wait for the GPU to answer again (a

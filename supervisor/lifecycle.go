@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/internal/exitcode"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor/core"
@@ -19,56 +20,13 @@ var (
 	errUnknownLease = errors.New("no such lease")
 )
 
-// startWait is the wait before the next start: the level it aims for,
-// the backoff, and the dead child's processes whose GPU memory must go
-// first.
-type startWait struct {
-	target    int // the level the next start aims for
-	waitSince time.Time
-	release   map[int]bool // dead child's processes whose memory must go
-	waitNoted bool         // the wait for memory was told
-	backoff   timer
-	// pendingFit tells the fit of the launch under way, once the child runs.
-	pendingFit func(time.Time)
-}
-
-// stopRun is a stop under way: an operator's signal, or gpuguard's own
-// (on_gpu_lost = "stop").
-type stopRun struct {
-	stopping bool
-	stopSig  syscall.Signal
-	stopWait timer // stop_timeout, then SIGKILL to the group
-	// stoppingSent: STOPPING=1 went out (it is sent once).
-	stoppingSent bool
-}
-
-// ending is how Run ends, once finished.
-type ending struct {
-	finished bool
-	code     int
-	err      error
-}
-
-// enterWaiting prepares the next start at level: it waits (on samples) for
-// the dead child's processes to free their GPU memory, then for a profile
-// that fits. An immediate sample is taken so a restart need not wait for
-// the next period.
-func (l *loop) enterWaiting(level int, release map[int]bool) {
-	l.state = api.StateWaiting
-	l.target = level
-	l.release = release
-	l.waitSince = time.Now()
-	l.waitNoted = false
-	l.pace.sampleNow()
-}
-
 // tryStart runs on every sample while waiting. Every start it makes, and
 // every wait for memory, is told as a fit judgement (fit.go).
 func (l *loop) tryStart(r sampleResult) {
 	var devs []core.Device
 	if r.err == nil {
 		devs = devices(r.sample.Devices)
-		if effs := l.decide(core.NoFitEver{Devices: devs, Target: l.target}); len(effs) > 0 {
+		if effs := l.decide(core.NoFitEver{Devices: devs, Target: l.life.wait.target}); len(effs) > 0 {
 			l.doAll(effs, nil)
 			return
 		}
@@ -82,24 +40,24 @@ func (l *loop) tryStart(r sampleResult) {
 		// Without data there is no fit to judge; do not hold the service
 		// hostage to the monitoring. Start where we aimed once any
 		// release wait is over.
-		if (len(l.release) == 0 || now.Sub(l.waitSince) >= rw.ReleaseTimeout) && l.shared.forStart(r, l.pol, l.target, l.claims()) {
-			l.launchFit(l.target, core.Fit{}, fmt.Sprintf("starting in %s unchecked: no GPU reading (%v)", l.pol.Profiles[l.target].Name, r.err))
+		if (len(l.life.wait.release) == 0 || now.Sub(l.life.wait.waitSince) >= rw.ReleaseTimeout) && l.shared.forStart(r, l.pol, l.life.wait.target, l.claims()) {
+			l.launch(l.life.wait.target, core.Fit{}, fmt.Sprintf("starting in %s unchecked: no GPU reading (%v)", l.pol.Profiles[l.life.wait.target].Name, r.err))
 		}
 		return
 	}
-	if len(l.release) > 0 {
-		if anyAlive(r.sample, l.release) && now.Sub(l.waitSince) < rw.ReleaseTimeout {
+	if len(l.life.wait.release) > 0 {
+		if anyAlive(r.sample, l.life.wait.release) && now.Sub(l.life.wait.waitSince) < rw.ReleaseTimeout {
 			return
 		}
-		if anyAlive(r.sample, l.release) {
+		if anyAlive(r.sample, l.life.wait.release) {
 			l.deps.Logf("the last child's GPU memory was not freed within %s; starting anyway", rw.ReleaseTimeout)
 		}
-		l.release = nil
+		l.life.wait.release = nil
 	}
-	if !l.shared.forStart(r, l.pol, l.target, l.claims()) {
+	if !l.shared.forStart(r, l.pol, l.life.wait.target, l.claims()) {
 		return // one start at a time on a shared GPU
 	}
-	l.doAll(l.decide(core.Start{Devices: devs, Target: l.target}), nil)
+	l.doAll(l.decide(core.Start{Devices: devs, Target: l.life.wait.target}), nil)
 }
 
 // childVars are the GPUGUARD_* variables and the profile's env, which both
@@ -140,40 +98,18 @@ func childEnv(base []string, vars map[string]string) []string {
 	return env
 }
 
-// writeState replaces the state file with the current profile under a
-// new seq and returns what it wrote.
-func (l *loop) writeState(reason string) (api.ProfileState, error) {
-	return l.stateFile.writeAt(l.pol.Profiles[l.level], l.level, reason)
-}
-
-// publish sends st to socket subscribers as a profile event.
-func (l *loop) publish(st api.ProfileState) {
-	if l.deps.Publisher != nil {
-		st.Type = "profile"
-		l.deps.Publisher.Publish(st)
-	}
-}
-
-// launchFit starts a child in profile level, chosen by fit j: the fit is
+// launch starts a child in profile level, chosen by fit j: the fit is
 // told once the child runs (dated as its start, journaled before it), so
-// that a command that cannot run says so in its one line and nothing else.
-func (l *loop) launchFit(level int, j core.Fit, outcome string) {
-	// The fit names the profile started in, also when none fitted
-	// (when_full = "lowest") or none could be judged (no reading).
-	j.Started, j.Level = true, level
-	l.pendingFit = func(at time.Time) { l.noteFit(at, j, outcome) }
-	l.launch(level)
-	l.pendingFit = nil
-}
-
-// launch starts a child in profile level. A command that cannot run is
-// found out before anything is written (when the launcher can check).
-func (l *loop) launch(level int) {
-	vars := childVars(&l.cfg, l.pol, level, l.history)
+// that a command that cannot run says so in its one line and nothing else;
+// that command is found out before anything is written (when the
+// launcher can check). The fit names the profile started in, also when
+// none fitted (when_full = "lowest") or none could be judged (no reading).
+func (l *loop) launch(level int, j core.Fit, outcome string) {
+	vars := childVars(&l.cfg, l.pol, level, l.life.hist)
 	argv, err := policy.ExpandArgs(l.cfg.Command, vars)
 	if err != nil {
-		l.state = api.StateFatal
-		l.finish(exitcode.Config, fmt.Errorf("expanding the command: %w", err))
+		l.life.state = api.StateFatal
+		l.life.finish(exitcode.Config, fmt.Errorf("expanding the command: %w", err))
 		return
 	}
 	spec := LaunchSpec{Argv: argv, Env: childEnv(l.cfg.BaseEnv, vars), ScanStderr: l.pol.OOM.ScanStderr}
@@ -185,7 +121,7 @@ func (l *loop) launch(level int) {
 	}
 	from := l.level
 	l.level = level
-	if l.starts > 0 {
+	if l.life.hist.starts > 0 {
 		if err := l.deps.RotateCheckpoint(l.cfg.CheckpointPath, l.pol.Checkpoint.Keep); err != nil {
 			// The checkpoint itself is untouched; only a generation is missing.
 			l.deps.Logf("keeping a checkpoint generation failed (the checkpoint is untouched): %v", err)
@@ -195,15 +131,15 @@ func (l *loop) launch(level int) {
 	// state file names the plan's reason (critical, manual, ...) where
 	// GPUGUARD_LAST_EXIT says watermark.
 	reason := "start"
-	if l.plan != nil {
-		reason = "restart after " + l.plan.reason
-	} else if l.lastExit != "none" {
-		reason = "restart after " + l.lastExit
+	if l.life.plan != nil {
+		reason = "restart after " + l.life.plan.reason
+	} else if l.life.hist.lastExit != "none" {
+		reason = "restart after " + l.life.hist.lastExit
 	}
-	if st, err := l.writeState(reason); err != nil {
+	if st, err := l.stateFile.writeAt(l.pol.Profiles[l.level], l.level, reason); err != nil {
 		l.deps.Logf("%v", err)
 	} else {
-		l.publish(st)
+		l.out.publish(st)
 	}
 	l.s.toldOOM.Store(nil)
 	// The child may run (and speak) before Launch returns: its start is
@@ -215,54 +151,55 @@ func (l *loop) launch(level int) {
 		l.doAll(cannotStart(err), nil)
 		return
 	}
-	if l.pendingFit != nil {
-		l.pendingFit(launched)
-	}
-	l.starts++
-	l.child = child
-	l.childStart = launched
-	l.childTree = map[int]bool{child.PID(): true}
-	l.state = api.StateStarting
+	j.Started, j.Level = true, level
+	l.fit.note(l, &l.out, l.pol, l.life.hist, launched, j, outcome)
+	l.life.hist.starts++
+	l.life.run.child = child
+	l.life.run.childStart = launched
+	l.life.run.childTree = map[int]bool{child.PID(): true}
+	l.life.state = api.StateStarting
 	l.decide(core.Launched{})
 	l.pace.reset()
-	l.pace.setTarget(l.child, l.deps.Owned)
-	l.shared.began(l.childStart, l.lastSample, l.childTree, l.pol.Watch.Settle)
-	ev := api.Event{Time: launched, Event: api.EventStart, PID: child.PID(), Restarts: l.restarts, Reason: l.lastExit}
+	l.pace.setTarget(l.life.run.child, l.deps.Owned)
+	l.shared.began(l.life.run.childStart, l.latest.lastSample, l.life.run.childTree, l.pol.Watch.Settle)
+	ev := api.Event{Time: launched, Event: api.EventStart, PID: child.PID(), Restarts: l.life.hist.restarts, Reason: l.life.hist.lastExit}
 	if from != level {
 		ev.From, ev.To = l.pol.Profiles[from].Name, l.pol.Profiles[level].Name
 	}
 	l.emit(ev)
 	l.deps.Logf("started %s (pid %d) in profile %s (%d/%d)", argv[0], child.PID(), l.pol.Profiles[level].Name, level, len(l.pol.Profiles))
-	l.door.launched(l.starts)
-	if n := l.deps.Notifier; n != nil && l.starts == 1 && l.door.readyAtLaunch() { // READY=1 once, for the first child
+	l.door.launched(l.life.hist.starts)
+	if n := l.deps.Notifier; n != nil && l.life.hist.starts == 1 && l.door.readyAtLaunch() { // READY=1 once, for the first child
 		_ = n.Ready()
 	}
 	l.updateStatusText()
-	if l.plan != nil {
-		if len(l.plan.replies) > 0 {
+	if l.life.plan != nil {
+		if len(l.life.plan.replies) > 0 {
 			l.publishSnapshot() // a status asked after the reply shows the new child
 		}
-		for _, r := range l.plan.replies {
+		for _, r := range l.life.plan.replies {
 			r <- response{profile: l.pol.Profiles[level].Name}
 		}
-		l.plan = nil
+		l.life.plan = nil
 	}
 	// The first sample of the new child is due now, not a period away.
 	l.pace.sampleNow()
 }
 
-// onExit handles the child's end: finish, or plan the next start.
+// onExit handles the child's end: what every exit does (the event, the
+// rooms told), then the core's verdict on what explains it (core.Exited):
+// finish, sleep, or plan the next start.
 func (l *loop) onExit() {
 	now := time.Now()
-	e := l.child.Exit()
-	ran := now.Sub(l.childStart)
-	notifiedAt := l.notifiedAt
-	l.notifiedAt = time.Time{}
-	release := l.childTree
-	l.child = nil
+	e := l.life.run.child.Exit()
+	ran := now.Sub(l.life.run.childStart)
+	notifiedAt := l.life.run.notifiedAt
+	l.life.run.notifiedAt = time.Time{}
+	release := l.life.run.childTree
+	l.life.run.child = nil
 	l.pace.setTarget(nil, l.deps.Owned)
 	l.shared.endStarting("") // the exit line says it; "start complete" would be wrong
-	l.stopWait.stop()
+	l.life.stop.stopWait.stop()
 	l.door.exited()
 	l.acts.exited()
 	l.ledger.Clear()
@@ -282,80 +219,26 @@ func (l *loop) onExit() {
 	l.emit(ev)
 	l.deps.Logf("child exited with status %d after %s", e.Status(), ran.Round(time.Millisecond))
 
-	if l.stopping {
-		if l.health.lostErr != nil {
-			l.state = api.StateFatal
-			l.finish(exitcode.Failure, l.health.lostErr)
-			return
-		}
-		l.state = api.StateExited
-		l.finish(e.Status(), nil)
-		return
+	in := core.Exited{Now: now, Exit: e, Ran: ran, Told: told, Stopping: l.life.stop.stopping, Lost: l.health.lostErr,
+		Notified: notifiedAt, NotifySig: l.life.run.notifiedSig}
+	if p := l.life.plan; p != nil {
+		in.Plan = &core.Plan{Level: p.level, From: p.from, Reload: p.reason == api.ReasonReload, Sleep: p.sleep}
 	}
-	if l.wake.fellAsleep(l.sleepView()) {
-		return
+	if f, ok := l.faults.cause(now, l.life.run.childStart); ok {
+		in.Fault = &core.Fault{Index: f.Index, UUID: f.UUID, Meaning: gpu.XidMeaning(f.Xid)}
 	}
-	if plan := l.plan; plan != nil {
-		kind := exitRequested
-		if plan.reason == api.ReasonReload {
-			kind = exitReload
-		}
-		l.restartRequested(plan.level, plan.from, kind, e, release, "")
-		return
-	}
-	notifyDeath := core.DiedOfNotify(e, l.notifiedSig, notifiedAt, now, notifyDeathWindow)
-	if k, _ := core.ClassifyExit(e, l.pol.OOM, told); l.wake.exitedAsleep(l.sleepView(), k, notifyDeath) {
-		return
-	}
-	if notifyDeath {
-		// gpuguard's own notification killed it: no crash, no backoff,
-		// not counted against max_restarts.
-		detail := fmt.Sprintf("killed by %s, the notify signal sent %s earlier for the live change to %s (its handler was not in place)",
-			policy.SignalName(e.Signal), now.Sub(notifiedAt).Round(time.Millisecond), l.pol.Profiles[l.level].Name)
-		l.deps.Logf("the child was %s; restarting it in profile %s", detail, l.pol.Profiles[l.level].Name)
-		l.restartRequested(l.level, l.pol.Profiles[l.level].Name, exitRequested, e, release, detail)
-		return
-	}
-	if f, ok := l.faults.cause(now, l.childStart); ok {
-		l.onGPUFaultExit(e, ran, f, release)
-		return
-	}
-	l.release = release // the next start waits for its memory to go
-	l.doAll(l.decide(core.Exited{Now: now, Exit: e, Ran: ran, Told: told}), nil)
-}
-
-// restartAfter starts the next child in level once delay (the backoff)
-// has passed and release's GPU memory is freed.
-func (l *loop) restartAfter(delay time.Duration, level int, release map[int]bool) {
-	if delay <= 0 {
-		l.enterWaiting(level, release)
-		return
-	}
-	l.target, l.release = level, release
-	l.state = api.StateBackoff
-	l.backoff.arm(delay)
-}
-
-// restartRequested restarts a child that gpuguard ended itself (a restart
-// it asked for, or its notification), which ran in profile from: in level,
-// with GPUGUARD_LAST_EXIT=kind (watermark, or reload when a reload removed
-// its profile), at once and outside the crash budget.
-func (l *loop) restartRequested(level int, from string, kind exitKind, e Exit, release map[int]bool, detail string) {
-	l.restarts++
-	l.lastExit = string(kind)
-	l.emit(api.Event{Event: api.EventRestart, Reason: string(kind), From: from,
-		To: l.pol.Profiles[level].Name, Restarts: l.restarts, Status: ptr(e.Status()), Detail: detail})
-	l.enterWaiting(level, release)
+	l.life.wait.release = release // the next start waits for its memory to go
+	l.doAll(l.decide(in), nil)
 }
 
 // onStopSignal forwards a stop signal to the child exactly once, then
 // waits stop_timeout before killing its group; a second signal kills now
 // (the core's rules: core.StopSignal).
 func (l *loop) onStopSignal(sig syscall.Signal) {
-	if l.finished {
+	if l.life.end.finished {
 		return
 	}
-	l.doAll(l.decide(core.StopSignal{Sig: sig, Running: l.child != nil, Stopping: l.stopping, Lost: l.health.lostErr != nil}), nil)
+	l.doAll(l.decide(core.StopSignal{Sig: sig, Running: l.life.run.child != nil, Stopping: l.life.stop.stopping, Lost: l.health.lostErr != nil}), nil)
 }
 
 // cannotStart is the end of a run after a failed start. err comes from the
@@ -368,32 +251,4 @@ func cannotStart(err error) []core.Effect {
 	}
 }
 
-func (l *loop) failPlan() {
-	if l.plan == nil {
-		return
-	}
-	for _, r := range l.plan.replies {
-		r <- response{err: errShutdown}
-	}
-	l.plan = nil
-}
-
-// finish ends the run with code. err, if any, is what Run returns: the
-// caller prints it, so it is not logged here as well.
-func (l *loop) finish(code int, err error) {
-	l.finished, l.code, l.err = true, code, err
-	l.backoff.stop()
-	l.failPlan()
-	l.notifyStopping()
-}
-
 func ptr[T any](v T) *T { return &v }
-
-// notifyStopping tells the service manager, once, that gpuguard is
-// stopping: as a stop begins, or at the latest when Run ends.
-func (l *loop) notifyStopping() {
-	if l.deps.Notifier != nil && !l.stoppingSent {
-		l.stoppingSent = true
-		_ = l.deps.Notifier.Stopping()
-	}
-}

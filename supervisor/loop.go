@@ -22,32 +22,20 @@ type loop struct {
 	pol  *policy.Policy
 	ctx  context.Context
 
-	state string
 	level int
 	core  core.State // the decision core's own state: the watermark timers, the restart budget
 
 	ledger    *admission.Ledger
-	plan      *restartPlan // a restart gpuguard asked for is under way, until the next start
-	childLife              // the child's lifecycle: the children so far, the one running, a stop, the next start, the end (child.go)
-	stateFile stateFile    // writes the state file; its seq and its failing writes (statewrite.go)
-	fitTeller              // the start-up line and the newest fit, told once (fit.go)
+	life      lifecycle // the child's lifecycle: the state, the children so far, the one running, a plan, a stop, the next start, the end (life.go)
+	stateFile stateFile // writes the state file; its seq and its failing writes (statewrite.go)
+	fit       fitTeller // the start-up line and the newest fit, told once (fit.go)
 
 	pending []chan response
 
-	rooms  // the rooms around the loop, one job each (rooms.go)
-	latest // the newest good reading and its watermark, for status, admission and the door (child.go)
+	rooms         // the rooms around the loop, one job each (rooms.go)
+	latest latest // the newest good reading and its watermark, for status, admission and the door (child.go)
 
 	shared sharedState // agreeing with the other tenants of shared GPUs
-}
-
-// restartPlan is a restart that gpuguard itself started (a step into a
-// profile with live = false, a critical restart, a manual step).
-type restartPlan struct {
-	level   int
-	reason  string // watermark | critical | manual | recovered | reload
-	from    string // the profile the stopped child runs in
-	sleep   bool   // no restart: the instance sleeps in level (sleep.go)
-	replies []chan response
 }
 
 // timer is a restartable one-shot timer whose channel is nil when unarmed,
@@ -73,15 +61,18 @@ func (t *timer) stop() {
 func newLoop(s *Supervisor) *loop {
 	cfg := s.cfg
 	cfg.Policy = nil // the loop reads pol, which a reload replaces
-	return &loop{
-		s: s, cfg: cfg, deps: s.deps, pol: s.pol.Load(),
-		state: api.StateStarting, level: s.cfg.StartLevel,
-		childLife: childLife{history: history{lastExit: "none"}, startWait: startWait{target: s.cfg.StartLevel}},
+	l := &loop{
+		s: s, cfg: cfg, deps: s.deps, pol: s.pol.Load(), level: s.cfg.StartLevel,
+		life: lifecycle{state: api.StateStarting, hist: history{lastExit: "none"}, wait: startWait{target: s.cfg.StartLevel},
+			notifier: s.deps.Notifier},
 		stateFile: stateFile{path: s.cfg.StatePath, write: s.deps.WriteState, logf: s.deps.Logf},
 		ledger:    s.ledger, shared: newShared(s.deps.Coordinator, s.deps.Logf, &s.starting),
 		rooms: rooms{door: doorLink{d: s.deps.Door}, pace: newPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval),
 			out: newReporter(s.cfg.Name, s.deps.Observers, s.deps.Notifier)},
 	}
+	l.life.sampleNow = l.pace.sampleNow
+	l.out.publisher = s.deps.Publisher
+	return l
 }
 
 // stoppedTimer is a timer that has not been armed.
@@ -104,12 +95,12 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 		watchdog = t.C
 		_ = n.Watchdog()
 	}
-	defer l.backoff.stop()
-	defer l.stopWait.stop()
+	defer l.life.wait.backoff.stop()
+	defer l.life.stop.stopWait.stop()
 	defer l.door.limit.stop()
 
 	if !l.wake.startAsleep(l.sleepView()) {
-		l.enterWaiting(l.target, nil)
+		l.life.enterWaiting(l.life.wait.target, nil)
 	}
 	// A stop queued before Run (gpuguard listens from before its backend
 	// opens) came while no child ran: it goes first, not by the select's
@@ -123,7 +114,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	default:
 	}
 	ctxDone := ctx.Done()
-	for !l.finished {
+	for !l.life.end.finished {
 		select {
 		case r := <-l.pace.smp.out:
 			l.onSample(r)
@@ -132,18 +123,18 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 			l.onHung(now)
 		case f := <-l.deps.Faults:
 			l.faults.observe(f, l)
-		case <-l.childDone():
+		case <-l.life.run.childDone():
 			l.onExit()
-		case <-l.backoff.C:
-			l.backoff.stop()
-			l.doAll(l.decide(core.BackoffOver{Target: l.target}), nil)
-		case <-l.stopWait.C:
-			l.stopWait.stop()
-			l.doAll(l.decide(core.StopWaitOver{Running: l.child != nil}), nil)
+		case <-l.life.wait.backoff.C:
+			l.life.wait.backoff.stop()
+			l.doAll(l.decide(core.BackoffOver{Target: l.life.wait.target}), nil)
+		case <-l.life.stop.stopWait.C:
+			l.life.stop.stopWait.stop()
+			l.doAll(l.decide(core.StopWaitOver{Running: l.life.run.child != nil}), nil)
 		case <-l.door.drain:
-			l.door.drained(false, l.child, l.pol.Restart.StopTimeout, &l.stopWait, l)
+			l.door.drained(false, l.life.run.child, l.pol.Restart.StopTimeout, &l.life.stop.stopWait, l)
 		case <-l.door.limit.C:
-			l.door.drained(true, l.child, l.pol.Restart.StopTimeout, &l.stopWait, l)
+			l.door.drained(true, l.life.run.child, l.pol.Restart.StopTimeout, &l.life.stop.stopWait, l)
 		case d := <-l.acts.out:
 			l.onActionsDone(d)
 		case <-l.s.wanted:
@@ -163,14 +154,14 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 			l.shared.onOutcome(r, l.peerFacts(time.Now()), l)
 		case o := <-l.shared.starts:
 			// a live wake claims as a start does (wake.go)
-			l.shared.answer(o, l.wake.claimWanted(l.state) && !l.stopping && !l.finished, &l.pace)
+			l.shared.answer(o, l.wake.claimWanted(l.life.state) && !l.life.stop.stopping && !l.life.end.finished, &l.pace)
 		}
 		l.publishSnapshot()
 	}
 	for _, p := range l.pending {
 		p <- response{err: errShutdown}
 	}
-	return l.code, l.err
+	return l.life.end.code, l.life.end.err
 }
 
 func (l *loop) onRequest(r request) {
@@ -178,7 +169,18 @@ func (l *loop) onRequest(r request) {
 	case opStep:
 		l.manualStep(r)
 	case opReserve:
-		r.reply <- response{decision: l.reserve(r)}
+		var usage []admission.GPUUsage
+		if l.latest.haveSample && !l.health.down() {
+			for _, d := range l.latest.lastSample.Devices {
+				usage = append(usage, admission.GPUUsage{Used: d.Used, Limit: l.pol.Limit(d.Total), Leased: r.others[d.UUID]})
+			}
+		}
+		pending := l.core.Rules.StepPending() || l.life.plan != nil || l.life.run.child == nil
+		d, ev := reserve(l.ledger, r, time.Now(), usage, l.pol.Watermark.High, pending)
+		if ev != nil {
+			l.emit(*ev)
+		}
+		r.reply <- response{decision: d}
 	case opRelease:
 		if !l.ledger.Release(r.lease) {
 			r.reply <- response{err: errUnknownLease}
@@ -197,27 +199,24 @@ func (l *loop) onRequest(r request) {
 	}
 }
 
-func (l *loop) reserve(r request) admission.Decision {
+// reserve is the admission decision for r: the ledger's against usage,
+// the watched GPUs' newest reading (none while the probe fails: the last
+// sample is stale, so nothing is promised), with pending saying whether
+// the instance's own memory is about to change (a step pending, a
+// restart under way, no child). It returns the admission event to
+// journal, nil for a quiet request that was not granted.
+func reserve(ledger *admission.Ledger, r request, now time.Time, usage []admission.GPUUsage, high float64, pending bool) (admission.Decision, *api.Event) {
 	req := r.reserve
-	now := time.Now()
-	l.ledger.Expire(now)
-	var usage []admission.GPUUsage
-	// While the probe fails the last sample is stale: promise nothing.
-	if l.haveSample && !l.health.down() {
-		for _, d := range l.lastSample.Devices {
-			usage = append(usage, admission.GPUUsage{Used: d.Used, Limit: l.pol.Limit(d.Total), Leased: r.others[d.UUID]})
-		}
-	}
-	pending := l.core.Rules.StepPending() || l.plan != nil || l.child == nil
+	ledger.Expire(now)
 	var d admission.Decision
 	if r.refuse != "" {
 		d = admission.Refuse(req, r.refuse)
 	} else {
-		d = l.ledger.Decide(now, req, usage, l.pol.Watermark.High, pending)
+		d = ledger.Decide(now, req, usage, high, pending)
 	}
-	if !r.quiet || d.Decision == admission.DecisionGPU {
-		l.emit(api.Event{Event: api.EventAdmission, Decision: d.Decision, Bytes: req.Bytes,
-			Priority: req.Priority, Tool: admission.CutTool(req.Tool), Lease: d.Lease, Reason: d.Reason})
+	if r.quiet && d.Decision != admission.DecisionGPU {
+		return d, nil
 	}
-	return d
+	return d, &api.Event{Event: api.EventAdmission, Decision: d.Decision, Bytes: req.Bytes,
+		Priority: req.Priority, Tool: admission.CutTool(req.Tool), Lease: d.Lease, Reason: d.Reason}
 }

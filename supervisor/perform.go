@@ -37,46 +37,59 @@ func (l *loop) do(e core.Effect, reply chan response) {
 	case core.Reply:
 		reply <- response{err: e.Err}
 	case core.NoteFit:
-		l.noteFit(time.Time{}, e.Fit, e.Outcome)
+		l.fit.note(l, &l.out, l.pol, l.life.hist, time.Time{}, e.Fit, e.Outcome)
 	case core.Launch:
-		l.launchFit(e.Level, e.Fit, e.Outcome)
+		l.launch(e.Level, e.Fit, e.Outcome)
 	case core.Wait:
 		// Told once per wait.
 		l.shared.endStarting("")
-		if !l.waitNoted {
-			l.waitNoted = true
-			l.noteFit(time.Time{}, e.Fit, "no profile fits; waiting for memory")
+		if !l.life.wait.waitNoted {
+			l.life.wait.waitNoted = true
+			l.fit.note(l, &l.out, l.pol, l.life.hist, time.Time{}, e.Fit, "no profile fits; waiting for memory")
 			l.deps.Logf("no profile fits the free GPU memory (%s); waiting", e.Free)
 			l.emit(api.Event{Event: api.EventWaiting, Detail: e.Free})
 		}
 	case core.Finish:
-		l.state = e.State
-		l.finish(exitCode(e), e.Err)
+		l.life.state = e.State
+		l.life.finish(exitCode(e), e.Err)
 	case core.Restart:
-		l.restarts++
-		l.lastExit = string(e.Kind)
+		l.life.hist.restarts++
+		l.life.hist.lastExit = string(e.Kind)
 		l.emit(api.Event{Event: api.EventRestart, Reason: string(e.Kind), From: l.pol.Profiles[l.level].Name,
 			To: l.pol.Profiles[e.To].Name, FromLevel: ptr(l.level), ToLevel: ptr(e.To),
-			Restarts: l.restarts, Status: ptr(e.Status), Detail: e.Evidence})
+			Restarts: l.life.hist.restarts, Status: ptr(e.Status), Detail: e.Evidence})
 	case core.Relaunch:
-		l.restartAfter(e.Delay, e.Level, l.release)
+		l.life.restartAfter(e.Delay, e.Level, l.life.wait.release)
 	case core.BeginStop:
 		if e.TakeOver {
 			// gpuguard was stopping the child for a lost GPU; the
 			// operator's stop takes over, and the exit is the child's.
 			l.health.lostErr = nil
 		} else {
-			l.stopping = true
-			l.state = api.StateStopping
+			l.life.stop.stopping = true
+			l.life.state = api.StateStopping
 		}
-		l.stopSig = e.Sig
+		l.life.stop.stopSig = e.Sig
 	case core.AnnounceStop:
-		l.notifyStopping()
-		l.failPlan()
+		l.life.notifyStopping()
+		l.life.failPlan()
 	case core.StopChild:
-		l.stopChild(e.Sig)
+		l.door.stop(l.life.run.child, e.Sig, l.pol.Restart.StopTimeout, &l.life.stop.stopWait)
 	case core.Kill:
-		_ = l.child.Kill()
+		_ = l.life.run.child.Kill()
+	case core.Requested:
+		// Counted and journaled at once, outside the crash budget.
+		l.life.hist.restarts++
+		l.life.hist.lastExit = string(e.Kind)
+		l.emit(api.Event{Event: api.EventRestart, Reason: string(e.Kind), From: e.From,
+			To: l.pol.Profiles[e.Level].Name, Restarts: l.life.hist.restarts, Status: ptr(e.Status), Detail: e.Detail})
+		l.life.enterWaiting(e.Level, l.life.wait.release)
+	case core.FellAsleep:
+		l.wake.fellAsleep(l.sleepView())
+	case core.StayAsleep:
+		l.wake.asleepNoChild(l.sleepView(), l.level, e.Why)
+	case core.AwaitGPU:
+		l.faults.await()
 	default:
 		panic(fmt.Sprintf("supervisor: effect %T not performed", e))
 	}
@@ -90,7 +103,7 @@ func (l *loop) do(e core.Effect, reply chan response) {
 func (l *loop) performStep(s core.Step, reply chan response) {
 	reason := string(s.Reason)
 	if s.Restart {
-		l.emitStep(s.Event, s.To, reason, s.Why)
+		l.emit(stepEvent(l.pol, l.level, l.latest.ratio, s.Event, s.To, reason, s.Why))
 		l.beginRestart(s.To, reason, nil)
 		return
 	}

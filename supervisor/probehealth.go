@@ -6,16 +6,11 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/internal/exitcode"
 	"github.com/gpuguard/gpuguard/policy"
-	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // errProbeHung is the failure of a probe call that ran past ProbeTimeout.
 var errProbeHung = errors.New("GPU probe hung")
-
-// reasonGPULost is the giveup event's reason under on_gpu_lost = "stop".
-const reasonGPULost = "gpu_lost"
 
 // probeHealth is the bookkeeping of a run of failed probe calls: since
 // when there has been no reading, and what the journal was last told, so
@@ -83,41 +78,15 @@ func (h *probeHealth) lost(now time.Time, w policy.Watch) bool {
 	return true
 }
 
-// probeFailed records a failed probe call (counted) or one still hung
-// (not counted again). There is no reading from since on: the watermark
-// timers restart, so a step needs `sustain` of fresh data after the gap.
-func (l *loop) probeFailed(now, since time.Time, msg string, counted bool) {
-	l.decide(core.Gap{})
-	detail, report := l.health.failed(now, since, msg, counted)
+// report records a failed probe call (counted) or one still hung (not
+// counted again), and tells it when the journal should hear. There is no
+// reading from since on: the caller feeds the core a Gap, so that a step
+// needs `sustain` of fresh data after it.
+func (h *probeHealth) report(j journal, now, since time.Time, msg string, counted bool) {
+	detail, report := h.failed(now, since, msg, counted)
 	if !report {
 		return
 	}
-	l.deps.Logf("GPU probe failed: %s (the child keeps running; no decisions without data)", detail)
-	l.emit(api.Event{Event: api.EventProbeError, Detail: detail})
-}
-
-// checkLost applies on_gpu_lost = "stop": once no reading has succeeded
-// for lost_after, stop the child as gpuguard's own stops do (stop_signal,
-// then SIGKILL to its group after stop_timeout) and exit 1. Not the
-// child's status: the child did not fail, and the status it leaves after
-// a stop signal (often 0) would tell the service manager that all is well.
-func (l *loop) checkLost(now time.Time) {
-	if l.finished || l.stopping || !l.health.lost(now, l.pol.Watch) {
-		return
-	}
-	lostErr := l.health.lostErr
-	l.emit(api.Event{Event: api.EventGiveUp, Reason: reasonGPULost, Detail: lostErr.Error()})
-	if l.child == nil {
-		l.state = api.StateFatal
-		l.finish(exitcode.Failure, lostErr)
-		return
-	}
-	l.deps.Logf("GPU lost: stopping the child (%v)", lostErr)
-	l.stopping, l.stopSig = true, l.pol.Restart.StopSignal
-	l.state = api.StateStopping
-	l.notifyStopping()
-	if l.plan == nil { // else the stop signal is already on its way
-		l.stopChild(l.pol.Restart.StopSignal)
-	}
-	l.failPlan()
+	j.logf("GPU probe failed: %s (the child keeps running; no decisions without data)", detail)
+	j.emit(api.Event{Event: api.EventProbeError, Detail: detail})
 }

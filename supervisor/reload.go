@@ -184,9 +184,9 @@ func (l *loop) reladder(old *policy.Policy) {
 		}
 		return min(level, last), false
 	}
-	l.target, _ = follow(l.target)
-	if l.plan != nil {
-		l.plan.level, _ = follow(l.plan.level)
+	l.life.wait.target, _ = follow(l.life.wait.target)
+	if l.life.plan != nil {
+		l.life.plan.level, _ = follow(l.life.plan.level)
 	}
 	from := old.Profiles[l.level].Name
 	level, kept := follow(l.level)
@@ -197,26 +197,26 @@ func (l *loop) reladder(old *policy.Policy) {
 		// it is gone): nothing else would ever start the child, so the
 		// reload does, in the usual start (release, fit, start order).
 		l.deps.Logf("reload: profile %s serves requests: starting the child", l.pol.Profiles[level].Name)
-		l.plan = &restartPlan{level: level, reason: api.ReasonReload, from: from}
-		l.enterWaiting(level, nil)
+		l.life.plan = &restartPlan{level: level, reason: api.ReasonReload, from: from}
+		l.life.enterWaiting(level, nil)
 		return
 	}
 	// A child on its way out or being restarted gets the new ladder's
 	// level at its next start anyway.
-	if l.child == nil || l.stopping || l.plan != nil {
+	if l.life.run.child == nil || l.life.stop.stopping || l.life.plan != nil {
 		return
 	}
 	if !kept {
 		l.deps.Logf("profile %s is no longer in the ladder: restarting the child", from)
 		l.beginRestart(level, api.ReasonReload, nil)
-		l.plan.from = from
+		l.life.plan.from = from
 		return
 	}
 	if moved {
-		st, err := l.writeState(fmt.Sprintf("reload: profile %s is now level %d of %d", from, level, last+1))
+		st, err := l.stateFile.writeAt(l.pol.Profiles[l.level], l.level, fmt.Sprintf("reload: profile %s is now level %d of %d", from, level, last+1))
 		if err != nil {
 			l.deps.Logf("%v", err)
 		}
-		l.publish(st)
+		l.out.publish(st)
 	}
 }

@@ -17,6 +17,7 @@ type reporter struct {
 	name      string // the instance's name, stamped on every event
 	observers []Observer
 	notifier  Notifier   // nil: no service manager
+	publisher Publisher  // nil: no socket subscribers
 	last      *api.Event // the newest event, for status
 	text      string     // the status line last sent
 }
@@ -36,6 +37,14 @@ func (r *reporter) emit(ev api.Event) {
 		o.Observe(ev)
 	}
 	r.last = &ev
+}
+
+// publish sends st to socket subscribers as a profile event.
+func (r *reporter) publish(st api.ProfileState) {
+	if r.publisher != nil {
+		st.Type = "profile"
+		r.publisher.Publish(st)
+	}
 }
 
 // status tells the service manager what runs, when it changed.
@@ -72,7 +81,7 @@ func (l *loop) emit(ev api.Event) {
 
 // updateStatusText tells the service manager what runs, when it changed.
 func (l *loop) updateStatusText() {
-	l.out.status(l.state, l.pol.Profiles[l.level].Name, l.level, len(l.pol.Profiles), l.ratio)
+	l.out.status(l.life.state, l.pol.Profiles[l.level].Name, l.level, len(l.pol.Profiles), l.latest.ratio)
 }
 
 // publishSnapshot copies the loop's state out for Status and metrics. It
@@ -80,25 +89,25 @@ func (l *loop) updateStatusText() {
 // out what Status derives when it is read (the uptimes, the lease count).
 func (l *loop) publishSnapshot() {
 	st := api.Status{
-		Name: l.cfg.Name, PID: l.s.snap.Load().status.PID, State: l.state,
+		Name: l.cfg.Name, PID: l.s.snap.Load().status.PID, State: l.life.state,
 		Profile: l.pol.Profiles[l.level].Name, Level: l.level, Levels: len(l.pol.Profiles),
-		Priority: l.pol.Priority, Watermark: l.ratio, IntervalSeconds: l.pace.period.Seconds(), ETASeconds: l.pace.etaSeconds(),
-		Restarts: l.restarts, Observe: l.cfg.Observe,
-		LastEvent: l.out.last, Fit: l.lastFit, GPUs: []api.GPU{}, SimDir: l.cfg.SimDir,
+		Priority: l.pol.Priority, Watermark: l.latest.ratio, IntervalSeconds: l.pace.period.Seconds(), ETASeconds: l.pace.etaSeconds(),
+		Restarts: l.life.hist.restarts, Observe: l.cfg.Observe,
+		LastEvent: l.out.last, Fit: l.fit.lastFit, GPUs: []api.GPU{}, SimDir: l.cfg.SimDir,
 	}
-	if l.child != nil {
-		st.ChildPID = l.child.PID()
+	if l.life.run.child != nil {
+		st.ChildPID = l.life.run.child.PID()
 	}
-	if l.haveSample {
-		st.GPUs = statusGPUs(l.lastSample)
+	if l.latest.haveSample {
+		st.GPUs = statusGPUs(l.latest.lastSample)
 	}
 	snap := &snapshot{status: st}
-	if l.child != nil {
-		snap.childStart = l.childStart
+	if l.life.run.child != nil {
+		snap.childStart = l.life.run.childStart
 	}
 	l.s.snap.Store(snap)
 	l.shared.publishTenant(l.peerFacts(time.Time{}), &l.s.tenant, l.s.publishLeases)
-	short := l.core.Rules.StepPending() || l.plan != nil || l.haveSample && l.ratio >= l.pol.Watermark.High
+	short := l.core.Rules.StepPending() || l.life.plan != nil || l.latest.haveSample && l.latest.ratio >= l.pol.Watermark.High
 	l.door.sync(l.pol.Profiles[l.level].Name, l.level, len(l.pol.Profiles), short, &l.s.short)
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 	"github.com/gpuguard/gpuguard/trend"
 )
 
@@ -186,7 +187,8 @@ func (l *loop) onHung(now time.Time) {
 	if first && l.deps.Meter != nil {
 		l.deps.Meter.ObserveProbe(now.Sub(l.pace.next), errProbeHung)
 	}
-	l.probeFailed(now, l.pace.next, fmt.Sprintf("%v: a call has not returned within %s", errProbeHung, l.pace.timeout), first)
+	l.decide(core.Gap{})
+	l.health.report(l, now, l.pace.next, fmt.Sprintf("%v: a call has not returned within %s", errProbeHung, l.pace.timeout), first)
 	l.withoutReading(now, sampleResult{err: errProbeHung})
 	l.pace.hung.Reset(l.pol.Watch.Interval)
 }
@@ -199,15 +201,17 @@ func (l *loop) onHung(now time.Time) {
 // ahead without data, and a starting child counts as running, though
 // unmeasured.
 func (l *loop) withoutReading(now time.Time, r sampleResult) {
-	l.checkLost(now)
-	if l.finished {
+	if !l.life.end.finished && !l.life.stop.stopping && l.health.lost(now, l.pol.Watch) {
+		l.doAll(l.decide(core.Lost{Err: l.health.lostErr, Running: l.life.run.child != nil, Restarting: l.life.plan != nil}), nil)
+	}
+	if l.life.end.finished {
 		return
 	}
-	l.shared.sample(now, r, l.child != nil, l.childTree, l.pol.Watch.Settle)
+	l.shared.sample(now, r, l.life.run.child != nil, l.life.run.childTree, l.pol.Watch.Settle)
 	switch {
-	case l.state == api.StateWaiting:
+	case l.life.state == api.StateWaiting:
 		l.tryStart(r)
-	case l.state == api.StateStarting && l.child != nil:
-		l.state = api.StateRunning // up, though unmeasured
+	case l.life.state == api.StateStarting && l.life.run.child != nil:
+		l.life.state = api.StateRunning // up, though unmeasured
 	}
 }

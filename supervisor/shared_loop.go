@@ -149,11 +149,11 @@ func (l *loop) peerFacts(now time.Time) peerFacts {
 		names[i] = p.Name
 	}
 	self := tenantFacts{pid: l.s.snap.Load().status.PID, priority: l.pol.Priority, scope: l.pol.Watch.Scope,
-		observe: l.cfg.Observe, settle: l.pol.Watch.Settle, have: l.haveSample, sample: l.lastSample,
-		running: l.child != nil, tree: l.childTree}
+		observe: l.cfg.Observe, settle: l.pol.Watch.Settle, have: l.latest.haveSample, sample: l.latest.lastSample,
+		running: l.life.run.child != nil, tree: l.life.run.childTree}
 	return peerFacts{now: now, name: l.cfg.Name, coordinated: l.shared.coordinated(l.cfg.Observe, l.pol.Watch.Scope),
-		notes: l.shared.notesDecisions(l.pol.Watch.Scope), ratio: l.ratio, devices: l.lastSample.Devices,
-		canStep: l.child != nil && !l.stopping && l.plan == nil && !l.acts.acting(), state: l.state,
+		notes: l.shared.notesDecisions(l.pol.Watch.Scope), ratio: l.latest.ratio, devices: l.latest.lastSample.Devices,
+		canStep: l.life.run.child != nil && !l.life.stop.stopping && l.life.plan == nil && !l.acts.acting(), state: l.life.state,
 		level: l.level, levels: names, grace: l.pol.Watermark.Grace, sustain: l.pol.Watermark.Sustain,
 		wm: l.pol.Watermark, eta: l.pace.fc.ETA.Seconds(), self: self,
 		writable: func() error { return l.stateFile.writable(l.pol.Profiles[l.level], l.level) }}
@@ -161,5 +161,5 @@ func (l *loop) peerFacts(now time.Time) peerFacts {
 
 // claims is what a start claim is made with now (claimCtx).
 func (l *loop) claims() claimCtx {
-	return claimCtx{ctx: l.ctx, done: l.s.done, devs: l.lastSample.Devices, settle: l.pol.Watch.Settle, pace: &l.pace}
+	return claimCtx{ctx: l.ctx, done: l.s.done, devs: l.latest.lastSample.Devices, settle: l.pol.Watch.Settle, pace: &l.pace}
 }

@@ -77,10 +77,11 @@ type sleepView struct {
 
 // sleepView lends the loop's lifecycle to the sleeper for one call.
 func (l *loop) sleepView() sleepView {
-	v := sleepView{do: l, pol: l.pol, plan: &l.plan, state: &l.state, level: &l.level, target: &l.target,
-		rules: &l.core.Rules, claim: &l.shared.startClaim, child: &l.child, stopping: &l.stopping, finished: &l.finished,
-		acts: &l.acts, sample: l.lastSample, have: l.haveSample && !l.health.down(), tree: l.childTree,
-		childStart: l.childStart, lastRequest: time.Unix(0, l.s.lastRequest.Load()), claims: l.claims()}
+	do := lifeOps{loopVerbs: l, pol: l.pol, level: &l.level, ratio: l.latest.ratio, life: &l.life, file: &l.stateFile, out: &l.out, door: &l.door}
+	v := sleepView{do: do, pol: l.pol, plan: &l.life.plan, state: &l.life.state, level: &l.level, target: &l.life.wait.target,
+		rules: &l.core.Rules, claim: &l.shared.startClaim, child: &l.life.run.child, stopping: &l.life.stop.stopping, finished: &l.life.end.finished,
+		acts: &l.acts, sample: l.latest.lastSample, have: l.latest.haveSample && !l.health.down(), tree: l.life.run.childTree,
+		childStart: l.life.run.childStart, lastRequest: time.Unix(0, l.s.lastRequest.Load()), claims: l.claims()}
 	if l.deps.Door != nil {
 		v.door = &l.door
 	}
@@ -92,19 +93,6 @@ func (v sleepView) stoppedAsleep() bool { return *v.child == nil && *v.state == 
 
 // profile is the profile at level.
 func (v sleepView) profile(level int) policy.Profile { return v.pol.Profiles[level] }
-
-// byStop begins the change into level by stopping the child (the door
-// drains first, as for any stop gpuguard starts), when level is a
-// serving = false profile without live actions; it journals the step
-// (event) first.
-func (z *sleeper) byStop(v sleepView, event string, level int, reason, why string, reply chan response) bool {
-	if !core.StopsToSleep(v.profile(level)) {
-		return false
-	}
-	v.do.emitStep(event, level, reason, why)
-	z.begin(v, level, reason, reply)
-	return true
-}
 
 // begin stops the child so that the instance sleeps in level: the exit
 // ends in fellAsleep, not in a restart.
@@ -169,27 +157,6 @@ func (z *sleeper) startAsleep(v sleepView) bool {
 	return true
 }
 
-// exitedAsleep handles a child that ended on its own while the instance
-// is in a serving = false profile (a live sleep: a crash, an OOM, a GPU
-// fault, its death by the notify signal): it is not restarted there,
-// where it would serve against the profile; the instance stays asleep
-// with no child, and the next wake starts one. The server that entered
-// the sleep is gone, so no leave runs (acts.exited cleared entered). An
-// exit that ends the run anyway (clean, or a crash without on_crash)
-// reports false and ends it as always.
-func (z *sleeper) exitedAsleep(v sleepView, kind exitKind, notifyDeath bool) bool {
-	if v.profile(*v.level).Serving() {
-		return false
-	}
-	if !notifyDeath && (kind == exitClean || kind == exitCrash && !v.pol.Restart.OnCrash) {
-		return false
-	}
-	name := v.profile(*v.level).Name
-	v.do.logf("the child ended (%s) while asleep in profile %s: not restarting it until the instance leaves the profile", kind, name)
-	z.asleepNoChild(v, *v.level, fmt.Sprintf("asleep in profile %s: the child ended (%s)", name, kind))
-	return true
-}
-
 // wakeStopped leaves a stopped sleep for level (above the current one):
 // into another serving = false profile by a change of the state file
 // alone, else by starting the child again, as soon as level fits. reply,
@@ -224,3 +191,40 @@ func (z *sleeper) manualWake(v sleepView, r request) bool {
 	z.wakeStopped(v, *v.level-1, api.ReasonManual, "manual step up", r.reply)
 	return true
 }
+
+// lifeOps are the sleeper's verbs (lifeVerbs): the loop's feed of the
+// core, its snapshot and its changes of profile, and the rest one step
+// on the room that owns it.
+type lifeOps struct {
+	loopVerbs
+	pol   *policy.Policy
+	level *int // read at each call: a sleep moves it before it writes
+	ratio float64
+	life  *lifecycle
+	file  *stateFile
+	out   *reporter
+	door  *doorLink
+}
+
+// loopVerbs is what only the loop can do for the sleeper.
+type loopVerbs interface {
+	coreFeed
+	publishSnapshot()
+	changeProfile(level int, reason, why string, reply chan response) bool
+}
+
+func (o lifeOps) emitStep(event string, to int, reason, why string) {
+	o.emit(stepEvent(o.pol, *o.level, o.ratio, event, to, reason, why))
+}
+
+func (o lifeOps) stopChild(sig syscall.Signal) {
+	o.door.stop(o.life.run.child, sig, o.pol.Restart.StopTimeout, &o.life.stop.stopWait)
+}
+
+func (o lifeOps) writeState(why string) (api.ProfileState, error) {
+	return o.file.writeAt(o.pol.Profiles[*o.level], *o.level, why)
+}
+
+func (o lifeOps) publish(st api.ProfileState) { o.out.publish(st) }
+
+func (o lifeOps) enterWaiting(level int, release map[int]bool) { o.life.enterWaiting(level, release) }

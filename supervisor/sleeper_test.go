@@ -84,13 +84,14 @@ func TestSleeperStopsAndWakes(t *testing.T) {
 	var z sleeper
 	f := &fakeVerbs{}
 	x := &lent{pol: sleepyPolicy(), state: api.StateRunning, child: &fakeChild{pid: 7, done: make(chan struct{})}}
-	if !z.byStop(x.view(f), api.EventStepDown, 2, api.ReasonIdle, "idle", nil) {
+	if !core.StopsToSleep(x.pol.Profiles[2]) {
 		t.Fatal("a serving = false profile without live actions is not slept in by a stop")
 	}
+	z.begin(x.view(f), 2, api.ReasonIdle, nil)
 	if x.plan == nil || !x.plan.sleep || x.plan.from != "fp16" || x.state != api.StateStepping {
 		t.Fatalf("plan %+v, state %s", x.plan, x.state)
 	}
-	if want := []string{"step stepdown 2 idle", "log", "stop 15"}; !slices.Equal(f.ops, want) {
+	if want := []string{"log", "stop 15"}; !slices.Equal(f.ops, want) {
 		t.Fatalf("ops %q, want %q", f.ops, want)
 	}
 	f.ops, x.child = nil, nil // the child exits
@@ -118,7 +119,7 @@ func TestSleeperWakesLiveAndIdles(t *testing.T) {
 	pol := sleepyPolicy()
 	pol.Profiles[2].Live, pol.Profiles[2].Enter = true, []policy.Action{{Method: "POST", Path: "/sleep"}}
 	x := &lent{pol: pol, state: api.StateAsleep, level: 2, child: &fakeChild{pid: 7, done: make(chan struct{})}}
-	if z.byStop(x.view(f), api.EventStepDown, 2, api.ReasonIdle, "idle", nil) {
+	if core.StopsToSleep(pol.Profiles[2]) {
 		t.Fatal("a live sleep stopped the child")
 	}
 	// No coordinator: nothing to claim, so a live wake goes at once, and

@@ -81,18 +81,18 @@ func (f *stateFile) startFailing() bool {
 	return true
 }
 
-// stateNotWritten handles a live change to level that did not happen
+// notWritten handles a live change from level from to level that did not happen
 // because its state file could not be written (err).
-func (l *loop) stateNotWritten(event string, level int, err error, reply chan response) {
-	to := l.pol.Profiles[level].Name
+func (f *stateFile) notWritten(j journal, pol *policy.Policy, from int, ratio float64, event string, level int, err error, reply chan response) {
+	to := pol.Profiles[level].Name
 	if reply != nil {
 		reply <- response{err: fmt.Errorf("not stepping to %s: %w", to, err)}
 		return
 	}
-	if !l.stateFile.startFailing() {
+	if !f.startFailing() {
 		return // journaled once per run of failures; retried every sample
 	}
 	detail := fmt.Sprintf("%s to %s not taken: %v; trying again at the next sample", event, to, err)
-	l.emit(api.Event{Event: EventStateError, Watermark: l.ratio, From: l.pol.Profiles[l.level].Name, To: to, Detail: detail})
-	l.deps.Logf("%s", detail)
+	j.emit(api.Event{Event: EventStateError, Watermark: ratio, From: pol.Profiles[from].Name, To: to, Detail: detail})
+	j.logf("%s", detail)
 }

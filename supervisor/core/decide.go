@@ -38,6 +38,8 @@ func Decide(st State, in Input) (State, []Effect) {
 		return st.start(in)
 	case StopSignal:
 		return st, stop(st.Policy, in)
+	case Lost:
+		return st, lost(st.Policy, in)
 	case StopWaitOver:
 		effs := []Effect{Log{fmt.Sprintf("child did not exit within %s; killing its process group", st.Policy.Restart.StopTimeout)}}
 		if in.Running {
@@ -153,11 +155,11 @@ func (st State) manual(in ManualStep) (State, []Effect) {
 	return st, []Effect{Step{Now: in.Now, To: to, Reason: Manual, Why: "manual step " + dir, Event: event, Manual: true}}
 }
 
-// exited is the restart rules for a child that failed (or ended cleanly)
-// on its own: a clean exit ends the run; an OOM restarts one profile
+// failed is the restart rules for a child that failed (or ended cleanly)
+// on its own, with nothing of gpuguard's to explain it: a clean exit ends the run; an OOM restarts one profile
 // lower; a crash restarts in place when on_crash says so; both count
 // against max_restarts within the window, after a growing backoff.
-func (st State) exited(in Exited) (State, []Effect) {
+func (st State) failed(in Exited) (State, []Effect) {
 	pol, e := st.Policy, in.Exit
 	kind, evidence := ClassifyExit(e, pol.OOM, in.Told)
 	next := st.Level

@@ -53,6 +53,14 @@ func brief(e Effect) string {
 		return fmt.Sprintf("stop child %d", e.Sig)
 	case Kill:
 		return "kill"
+	case Requested:
+		return fmt.Sprintf("requested %s from %s to %d", e.Kind, e.From, e.Level)
+	case FellAsleep:
+		return "fell asleep"
+	case StayAsleep:
+		return "stay asleep: " + e.Why
+	case AwaitGPU:
+		return "await gpu"
 	}
 	return fmt.Sprintf("%T", e)
 }
@@ -73,7 +81,11 @@ func briefs(effs []Effect) string {
 // backoff growth, OOM one lower, when_full wait/lowest/exit, a ladder
 // that never fits, and the manual step at either end, while not running
 // and when it does not fit, stops (once, a second kills, with no child,
-// over a lost GPU's), stop_timeout and the backoff's end.
+// over a lost GPU's), stop_timeout and the backoff's end, and how an
+// exit is explained: during a stop (a lost GPU's ends 1), a sleep, a
+// restart gpuguard asked for, asleep in a serving = false profile, the
+// notify signal's death (within its window), a GPU fault (stop, restart,
+// max_restarts) and on_gpu_lost = "stop".
 func TestDecide(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
@@ -192,6 +204,56 @@ func TestDecide(t *testing.T) {
 			{0, exit(time.Second, crash, time.Second), "count crash to 0; log; relaunch 0 after 2s"},
 			{0, exit(2*time.Second, crash, time.Second), "journal giveup; log; finish fatal 1/1"},
 			{0, exit(time.Hour, crash, time.Second), "count crash to 0; log; relaunch 0 after 4s"},
+		}},
+		{"an exit during a stop ends with the child's status; a lost GPU's with 1", nil, false, []in{
+			{0, Exited{Now: at(0), Exit: Exit{Code: 0}, Stopping: true, Plan: &Plan{Level: 1}}, "finish exited 1/0"},
+			{0, Exited{Now: at(0), Exit: Exit{Code: 3}, Stopping: true}, "finish exited 1/3"},
+			{0, Exited{Now: at(0), Exit: Exit{Code: 0}, Stopping: true, Lost: errors.New("lost")}, "finish fatal 3/0"},
+		}},
+		{"an exit of a child stopped to sleep: asleep, not restarted", nil, false, []in{
+			{0, Exited{Now: at(0), Exit: crash, Plan: &Plan{Level: 2, Sleep: true}}, "fell asleep"},
+		}},
+		{"an exit gpuguard asked for restarts at once, outside the budget", func(p *policy.Policy) { p.Restart.MaxRestarts = 0 }, false, []in{
+			{0, Exited{Now: at(0), Exit: crash, Plan: &Plan{Level: 1, From: "fp16"}}, "requested watermark from fp16 to 1"},
+			{1, Exited{Now: at(0), Exit: Exit{}, Plan: &Plan{Level: 1, From: "gone", Reload: true}}, "requested reload from gone to 1"},
+		}},
+		{"the notify signal's death restarts in place, outside the budget; outside its window it is a crash", nil, false, []in{
+			{1, Exited{Now: at(time.Second), Exit: Exit{Code: -1, Signal: syscall.SIGHUP}, Notified: at(0), NotifySig: syscall.SIGHUP},
+				"log; requested watermark from int8 to 1"},
+			{1, Exited{Now: at(NotifyDeathWindow + time.Second), Exit: Exit{Code: -1, Signal: syscall.SIGHUP}, Notified: at(0), NotifySig: syscall.SIGHUP},
+				"count crash to 1; log; relaunch 1 after 1s"},
+			{1, Exited{Now: at(time.Second), Exit: Exit{Code: -1, Signal: syscall.SIGTERM}, Notified: at(0), NotifySig: syscall.SIGHUP},
+				"count crash to 1; log; relaunch 1 after 2s"},
+		}},
+		{"a child that ends on its own asleep stays down; one that ends the run ends it", func(p *policy.Policy) { p.Profiles[1].NotServing = true }, false, []in{
+			{1, exit(0, crash, time.Second), "log; stay asleep: asleep in profile int8: the child ended (crash)"},
+			{1, exit(0, Exit{Code: 42}, time.Second), "log; stay asleep: asleep in profile int8: the child ended (oom)"},
+			{1, Exited{Now: at(0), Exit: Exit{Code: -1, Signal: syscall.SIGHUP}, Notified: at(0), NotifySig: syscall.SIGHUP},
+				"log; stay asleep: asleep in profile int8: the child ended (crash)"},
+			{1, exit(0, Exit{}, time.Second), "finish exited 0/0"},
+		}},
+		{"a crash without on_crash asleep ends the run", func(p *policy.Policy) {
+			p.Profiles[1].NotServing = true
+			p.Restart.OnCrash = false
+		}, false, []in{
+			{1, exit(0, crash, time.Second), "finish exited 1/1"},
+		}},
+		{"a GPU fault's exit: on_gpu_fault = stop gives up; restart waits for the GPU, in budget", func(p *policy.Policy) {
+			p.Restart.MaxRestarts = 1
+		}, false, []in{
+			{1, Exited{Now: at(0), Exit: Exit{}, Ran: time.Second, Fault: &Fault{Index: 0, UUID: "a", Meaning: "m"}}, "journal giveup; finish fatal 3/0"},
+		}},
+		{"a GPU fault's exit with on_gpu_fault = restart", func(p *policy.Policy) {
+			p.Restart.MaxRestarts = 1
+			p.Restart.OnGPUFault = policy.OnGPUFaultRestart
+		}, false, []in{
+			{1, Exited{Now: at(0), Exit: Exit{}, Ran: time.Second, Fault: &Fault{Index: 0, UUID: "a", Meaning: "m"}}, "count gpu_fault to 1; log; await gpu; relaunch 1 after 1s"},
+			{1, Exited{Now: at(time.Second), Exit: Exit{}, Ran: time.Second, Fault: &Fault{Index: 0, UUID: "a", Meaning: "m"}}, "journal giveup; finish fatal 3/0"},
+		}},
+		{"a lost GPU stops the child as gpuguard's stops do, or ends at once with none", nil, false, []in{
+			{0, Lost{Err: errors.New("lost"), Running: true}, "journal giveup; log; begin stop 15 takeover=false; announce stop; stop child 15"},
+			{0, Lost{Err: errors.New("lost"), Running: true, Restarting: true}, "journal giveup; log; begin stop 15 takeover=false; announce stop"},
+			{0, Lost{Err: errors.New("lost")}, "journal giveup; finish fatal 3/0"},
 		}},
 		{"a start takes the first profile from the target that fits", nil, false, []in{
 			{0, Start{Devices: free(0), Target: 0}, "launch 0"},
@@ -393,5 +455,32 @@ func TestWakeRules(t *testing.T) {
 	}
 	if FirstAsleep(ps) != 2 || FirstAsleep(ps[:2]) != -1 || NearestServing(ps[2:], 2) != -1 {
 		t.Fatalf("FirstAsleep %d/%d, NearestServing %d", FirstAsleep(ps), FirstAsleep(ps[:2]), NearestServing(ps[2:], 2))
+	}
+}
+
+// TestHowToChange: the way of every change of profile, by the profile
+// stepped into (live, serving, with enter actions) and the one left.
+func TestHowToChange(t *testing.T) {
+	enter := []policy.Action{{Path: "/sleep"}}
+	for _, tc := range []struct {
+		name  string
+		from  policy.Profile
+		to    policy.Profile
+		calls int
+		want  How
+	}{
+		{"live, no actions: in place", policy.Profile{}, policy.Profile{Live: true}, 0, ByLive},
+		{"live with actions: through them", policy.Profile{}, policy.Profile{Live: true}, 1, ByActions},
+		{"live out of a serving = false profile: through the actions' path, with none to make", policy.Profile{NotServing: true, Live: true}, policy.Profile{Live: true}, 0, ByActions},
+		{"not live: a restart", policy.Profile{}, policy.Profile{}, 0, ByRestart},
+		{"not live, whatever actions: a restart", policy.Profile{}, policy.Profile{}, 2, ByRestart},
+		{"serving = false, not live: sleep by stopping", policy.Profile{}, policy.Profile{NotServing: true}, 0, BySleep},
+		{"serving = false, live without enter: sleep by stopping", policy.Profile{}, policy.Profile{NotServing: true, Live: true}, 0, BySleep},
+		{"serving = false, live with enter: through the actions", policy.Profile{}, policy.Profile{NotServing: true, Live: true, Enter: enter}, 1, ByActions},
+	} {
+		pol := &policy.Policy{Profiles: []policy.Profile{tc.from, tc.to}}
+		if got := HowToChange(pol, 0, 1, tc.calls); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }

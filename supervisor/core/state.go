@@ -77,14 +77,25 @@ type ManualStep struct {
 	Tree    map[int]bool
 }
 
-// Exited is a child's exit that no plan of gpuguard's explains (not a
-// stop, a requested restart, a sleep, its notification or a GPU fault):
-// OOM, crash or clean, by its status and output.
+// Exited is a child's exit, with what gpuguard had under way when it
+// came, which explains it first, in this order: a stop (Stopping; Lost
+// when it was gpuguard's own, for a lost GPU), a plan (a sleep, a restart
+// gpuguard asked for), the instance asleep in a serving = false profile,
+// the notify signal's doing (NotifySig sent at Notified, zero: never) and
+// a GPU fault. An exit none of them explains is OOM, crash or clean, by
+// its status and output.
 type Exited struct {
 	Now  time.Time
 	Exit Exit
 	Ran  time.Duration
 	Told string // an OOM the child reported on the control socket
+
+	Stopping  bool
+	Lost      error
+	Plan      *Plan
+	Notified  time.Time
+	NotifySig syscall.Signal
+	Fault     *Fault
 }
 
 // NoFitEver is a waiting start's reading, checked first: a ladder that

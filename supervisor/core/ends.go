@@ -1,0 +1,176 @@
+package core
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/policy"
+)
+
+// NotifyDeathWindow is how long after gpuguard sent the notify signal a
+// child's death by that signal is taken to be the notification's doing
+// (the child changed its handler between the check and the signal). The
+// default action ends a process as soon as the signal is delivered, so
+// the death is immediate; the exit is seen after the child's output is
+// drained (at most a second later). The rest of the window is margin.
+const NotifyDeathWindow = 5 * time.Second
+
+// Plan is a restart or a sleep gpuguard itself began (a step into a
+// profile with live = false, a critical restart, a manual step, a
+// reload that removed the profile, a sleep by stopping the child), as an
+// exit sees it.
+type Plan struct {
+	Level  int
+	From   string // the profile the stopped child ran in
+	Reload bool   // a reload removed the child's profile
+	Sleep  bool   // no restart: the instance sleeps in Level
+}
+
+// Fault is the GPU fault a child's exit is blamed on, as the journal
+// tells it.
+type Fault struct {
+	Index   int
+	UUID    string
+	Meaning string // what the Xid means, for people
+}
+
+// Lost is on_gpu_lost = "stop"'s verdict: no reading for lost_after.
+// Running: a child runs; Restarting: a restart gpuguard asked for is
+// under way, so its stop signal is already on its way.
+type Lost struct {
+	Err        error
+	Running    bool
+	Restarting bool
+}
+
+// Requested restarts a child that gpuguard ended itself (a restart it
+// asked for, or its notification) at once and outside the crash budget:
+// counted, journaled from From to Level with GPUGUARD_LAST_EXIT = Kind,
+// then started in Level once the dead child's memory is freed.
+type Requested struct {
+	Level  int
+	From   string
+	Kind   ExitKind
+	Status int
+	Detail string
+}
+
+// FellAsleep: the child stopped to sleep is gone; the instance sleeps in
+// the plan's profile with no child.
+type FellAsleep struct{}
+
+// StayAsleep: the child ended on its own while the instance is in a
+// serving = false profile; it is not restarted there (Why is the state
+// file's reason).
+type StayAsleep struct{ Why string }
+
+// AwaitGPU makes the next start wait for the faulted GPU to answer again.
+type AwaitGPU struct{}
+
+func (Lost) input()        {}
+func (Requested) effect()  {}
+func (FellAsleep) effect() {}
+func (StayAsleep) effect() {}
+func (AwaitGPU) effect()   {}
+
+// exited routes a child's exit: what gpuguard had under way explains it
+// first (a stop, a sleep, a restart it asked for), then the instance
+// asleep, the notify signal's doing and a GPU fault; only an exit none of
+// them explains meets the restart rules (failed).
+func (st State) exited(in Exited) (State, []Effect) {
+	pol, e := st.Policy, in.Exit
+	switch {
+	case in.Stopping && in.Lost != nil:
+		return st, []Effect{Finish{State: api.StateFatal, End: EndFailure, Err: in.Lost}}
+	case in.Stopping:
+		return st, []Effect{Finish{State: api.StateExited, End: EndStatus, Status: e.Status()}}
+	case in.Plan != nil && in.Plan.Sleep:
+		return st, []Effect{FellAsleep{}}
+	case in.Plan != nil:
+		kind := ExitRequested
+		if in.Plan.Reload {
+			kind = ExitReload
+		}
+		return st, []Effect{Requested{Level: in.Plan.Level, From: in.Plan.From, Kind: kind, Status: e.Status()}}
+	}
+	notifyDeath := DiedOfNotify(e, in.NotifySig, in.Notified, in.Now, NotifyDeathWindow)
+	name := pol.Profiles[st.Level].Name
+	if kind, _ := ClassifyExit(e, pol.OOM, in.Told); !pol.Profiles[st.Level].Serving() &&
+		(notifyDeath || kind != ExitClean && (kind != ExitCrash || pol.Restart.OnCrash)) {
+		// A live sleep's child (a crash, an OOM, a GPU fault, its death by
+		// the notify signal) would serve against the profile if restarted
+		// there; an exit that ends the run anyway ends it as always.
+		return st, []Effect{
+			Log{fmt.Sprintf("the child ended (%s) while asleep in profile %s: not restarting it until the instance leaves the profile", kind, name)},
+			StayAsleep{fmt.Sprintf("asleep in profile %s: the child ended (%s)", name, kind)},
+		}
+	}
+	if notifyDeath {
+		// gpuguard's own notification killed it: no crash, no backoff,
+		// not counted against max_restarts.
+		detail := fmt.Sprintf("killed by %s, the notify signal sent %s earlier for the live change to %s (its handler was not in place)",
+			policy.SignalName(e.Signal), in.Now.Sub(in.Notified).Round(time.Millisecond), name)
+		return st, []Effect{
+			Log{fmt.Sprintf("the child was %s; restarting it in profile %s", detail, name)},
+			Requested{Level: st.Level, From: name, Kind: ExitRequested, Status: e.Status(), Detail: detail},
+		}
+	}
+	if in.Fault != nil {
+		return st.faulted(in)
+	}
+	return st.failed(in)
+}
+
+// faulted is a child's exit caused by a GPU fault: never an OOM, a crash
+// or a clean end. Status 0 included: a server that shuts itself down
+// "cleanly" because its GPU failed under it did not finish its work, and
+// exiting 0 would tell the service manager that all is well.
+// on_gpu_fault = "stop" ends gpuguard with exit 1 (restarting onto a
+// broken GPU would loop); "restart" restarts in the same profile, with
+// backoff, once the GPU answers again.
+func (st State) faulted(in Exited) (State, []Effect) {
+	pol, e, f := st.Policy, in.Exit, in.Fault
+	detail := fmt.Sprintf("the child exited with status %d after a GPU fault on GPU %d (%s): %s", e.Status(), f.Index, f.UUID, f.Meaning)
+	giveUp := func(detail string) []Effect {
+		return []Effect{
+			Journal{api.Event{Event: api.EventGiveUp, Reason: api.ReasonGPUFault, Status: ptr(e.Status()), Detail: detail}},
+			Finish{State: api.StateFatal, End: EndFailure, Err: fmt.Errorf("giving up: %s", detail)},
+		}
+	}
+	if pol.Restart.OnGPUFault != policy.OnGPUFaultRestart {
+		return st, giveUp(detail + "; on_gpu_fault = \"stop\"")
+	}
+	delay, over := st.Budget.Failure(in.Now, in.Ran, pol.Restart)
+	if over {
+		return st, giveUp(fmt.Sprintf("%s; %d restarts within %s (max_restarts)", detail, pol.Restart.MaxRestarts, pol.Restart.Window))
+	}
+	return st, []Effect{
+		Restart{Kind: ExitGPUFault, To: st.Level, Evidence: detail, Status: e.Status()},
+		Log{fmt.Sprintf("%s: restarting in profile %s once the GPU answers again", detail, pol.Profiles[st.Level].Name)},
+		AwaitGPU{},
+		Relaunch{Delay: delay, Level: st.Level},
+	}
+}
+
+// lost applies on_gpu_lost = "stop": stop the child as gpuguard's own
+// stops do (stop_signal, then SIGKILL to its group after stop_timeout)
+// and exit 1, or exit 1 at once with no child. Not the child's status:
+// the child did not fail, and the status it leaves after a stop signal
+// (often 0) would tell the service manager that all is well.
+func lost(pol *policy.Policy, in Lost) []Effect {
+	effs := []Effect{Journal{api.Event{Event: api.EventGiveUp, Reason: ReasonGPULost, Detail: in.Err.Error()}}}
+	if !in.Running {
+		return append(effs, Finish{State: api.StateFatal, End: EndFailure, Err: in.Err})
+	}
+	sig := pol.Restart.StopSignal
+	effs = append(effs, Log{fmt.Sprintf("GPU lost: stopping the child (%v)", in.Err)}, BeginStop{Sig: sig}, AnnounceStop{})
+	if !in.Restarting { // else the stop signal is already on its way
+		effs = append(effs, StopChild{sig})
+	}
+	return effs
+}
+
+// ReasonGPULost is the give-up event's reason when on_gpu_lost = "stop"
+// ends the run.
+const ReasonGPULost = "gpu_lost"

@@ -1,0 +1,117 @@
+package supervisor
+
+import (
+	"syscall"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+)
+
+// lifecycle is the child's lifecycle: the instance's state, the children
+// so far, the one that runs, a restart gpuguard asked for, a stop under
+// way, the wait before the next start, and how Run ends. Each part is a
+// type of its own. What it needs of the rest it is given: the pacer's
+// sampleNow (a wait takes a sample at once) and the service manager.
+type lifecycle struct {
+	state string
+	plan  *restartPlan // a restart gpuguard asked for is under way, until the next start
+	hist  history      // the children so far (child.go)
+	run   childRun     // the child that runs now (child.go)
+	stop  stopRun      // a stop under way
+	wait  startWait    // the wait before the next start
+	end   ending       // how Run ends
+
+	sampleNow func()   // the pacer's: the next sample is due now
+	notifier  Notifier // nil: no service manager
+}
+
+// restartPlan is a restart that gpuguard itself started (a step into a
+// profile with live = false, a critical restart, a manual step).
+type restartPlan struct {
+	level   int
+	reason  string // watermark | critical | manual | recovered | reload
+	from    string // the profile the stopped child runs in
+	sleep   bool   // no restart: the instance sleeps in level (sleep.go)
+	replies []chan response
+}
+
+// startWait is the wait before the next start: the level it aims for,
+// the backoff, and the dead child's processes whose GPU memory must go
+// first.
+type startWait struct {
+	target    int // the level the next start aims for
+	waitSince time.Time
+	release   map[int]bool // dead child's processes whose memory must go
+	waitNoted bool         // the wait for memory was told
+	backoff   timer
+}
+
+// stopRun is a stop under way: an operator's signal, or gpuguard's own
+// (on_gpu_lost = "stop").
+type stopRun struct {
+	stopping bool
+	stopSig  syscall.Signal
+	stopWait timer // stop_timeout, then SIGKILL to the group
+	// stoppingSent: STOPPING=1 went out (it is sent once).
+	stoppingSent bool
+}
+
+// ending is how Run ends, once finished.
+type ending struct {
+	finished bool
+	code     int
+	err      error
+}
+
+// enterWaiting prepares the next start at level: it waits (on samples) for
+// the dead child's processes to free their GPU memory, then for a profile
+// that fits. An immediate sample is taken so a restart need not wait for
+// the next period.
+func (c *lifecycle) enterWaiting(level int, release map[int]bool) {
+	c.state = api.StateWaiting
+	c.wait.target = level
+	c.wait.release = release
+	c.wait.waitSince = time.Now()
+	c.wait.waitNoted = false
+	c.sampleNow()
+}
+
+// restartAfter starts the next child in level once delay (the backoff)
+// has passed and release's GPU memory is freed.
+func (c *lifecycle) restartAfter(delay time.Duration, level int, release map[int]bool) {
+	if delay <= 0 {
+		c.enterWaiting(level, release)
+		return
+	}
+	c.wait.target, c.wait.release = level, release
+	c.state = api.StateBackoff
+	c.wait.backoff.arm(delay)
+}
+
+func (c *lifecycle) failPlan() {
+	if c.plan == nil {
+		return
+	}
+	for _, r := range c.plan.replies {
+		r <- response{err: errShutdown}
+	}
+	c.plan = nil
+}
+
+// finish ends the run with code. err, if any, is what Run returns: the
+// caller prints it, so it is not logged here as well.
+func (c *lifecycle) finish(code int, err error) {
+	c.end.finished, c.end.code, c.end.err = true, code, err
+	c.wait.backoff.stop()
+	c.failPlan()
+	c.notifyStopping()
+}
+
+// notifyStopping tells the service manager, once, that gpuguard is
+// stopping: as a stop begins, or at the latest when Run ends.
+func (c *lifecycle) notifyStopping() {
+	if c.notifier != nil && !c.stop.stoppingSent {
+		c.stop.stoppingSent = true
+		_ = c.notifier.Stopping()
+	}
+}
