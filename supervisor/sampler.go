@@ -61,14 +61,20 @@ func newSampler(probe gpu.Probe, timeout, period time.Duration) *sampler {
 func (s *sampler) run(ctx context.Context, done <-chan struct{}) {
 	for {
 		var due time.Time
+		kicked := false
 		select {
 		case due = <-s.next.C:
 		case <-s.kick:
-			due = time.Now()
+			due, kicked = time.Now(), true
 		case <-done:
 			return
 		}
-		newTimeSlice()
+		if !kicked {
+			// A kicked call is one the loop waits for (a start): it runs
+			// now, not behind what the loop readied before it waited
+			// (the tenant info publisher's file write, on a restart).
+			newTimeSlice()
+		}
 		now := time.Now()
 		next := due.Add(time.Duration(s.period.Load()))
 		if next.Before(now) {
