@@ -236,3 +236,44 @@ func TestLinkNotFollowed(t *testing.T) {
 		t.Errorf("state file %v, %v; want a 0600 file", fi.Mode(), err)
 	}
 }
+
+// TestWriterSweepsOnce: a Writer removes stale temps at its first write
+// and lists the dir no more after that (a restart writes before every
+// fork); what its own writes leave is nothing.
+func TestWriterSweepsOnce(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	old := time.Now().Add(-time.Hour)
+	stale := func(name string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		os.Chtimes(p, old, old)
+	}
+	stale(".state.json.tmp-1")
+	var w Writer
+	if err := w.Write(path, api.ProfileState{Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{"state.json"}) {
+		t.Fatalf("after the first write the dir holds %v", got)
+	}
+	stale(".state.json.tmp-2")
+	for seq := 2; seq <= 5; seq++ {
+		if err := w.Write(path, api.ProfileState{Seq: seq}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{".state.json.tmp-2", "state.json"}) {
+		t.Errorf("later writes swept (or left temps): the dir holds %v", got)
+	}
+	if st, err := Read(path); err != nil || st.Seq != 5 {
+		t.Errorf("read back %+v, %v", st, err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, %v", fi.Mode(), err)
+	}
+}
