@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
@@ -276,4 +278,47 @@ func TestWriterSweepsOnce(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v, %v", fi.Mode(), err)
 	}
+}
+
+// TestWriterHoldsTheReplacedFile: a Writer's write keeps the replaced
+// file open across the rename (so that the rename does not free its inode
+// on the caller's goroutine), and every descriptor it held is closed
+// soon after: after 50 writes the process has none more than before.
+func TestWriterHoldsTheReplacedFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	if fd := holdOld(path, true); fd != -1 {
+		t.Errorf("held a file that is not there: %d", fd)
+	}
+	if err := Write(path, api.ProfileState{Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if fd := holdOld(path, false); fd != -1 {
+		t.Errorf("held with hold unset: %d", fd)
+	}
+	fd := holdOld(path, true)
+	if fd < 0 {
+		t.Fatal("the state file was not held")
+	}
+	unix.Close(fd)
+	before := openFDs(t)
+	var w Writer
+	for seq := 2; seq <= 51; seq++ {
+		if err := w.Write(path, api.ProfileState{Seq: seq}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for openFDs(t) > before && time.Now().Before(deadline) {
+		runtime.Gosched() // the closes run on goroutines of their own
+	}
+	if n := openFDs(t); n > before {
+		t.Errorf("%d descriptors open after 50 writes, %d before", n, before)
+	}
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	return len(names(t, "/proc/self/fd"))
 }
