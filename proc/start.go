@@ -37,7 +37,7 @@ func Start(spec Spec) (*Child, error) {
 			// before it runs a single instruction, so nothing it forks
 			// can be missed.
 			cmd.SysProcAttr.UseCgroupFD = true
-			cmd.SysProcAttr.CgroupFD = int(cg.dirf.Fd())
+			cmd.SysProcAttr.CgroupFD = cg.dirfd
 		}
 		if usable(os.Stdin) {
 			cmd.Stdin = os.Stdin
