@@ -66,7 +66,7 @@ func runInProcess(b *testing.B, s *sandbox, name, policyText string, command []s
 	b.Cleanup(func() { coord.Close() })
 	deps := supervisor.Deps{
 		Probe: probe, Launcher: launcher{}, Owned: proc.Descendants,
-		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
+		WriteState: new(statefile.Writer).Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Publisher: srv, Meter: m,
 		Coordinator: coord,
 	}

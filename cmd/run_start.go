@@ -161,7 +161,7 @@ func runRun(o *RunOptions) error {
 	g.Hold(func() { _ = taskStore.Close() })
 	sup, err = supervisor.New(cfg, supervisor.Deps{
 		Probe: probe, Launcher: launch, Owned: proc.Descendants,
-		WriteState: statefile.Write, RotateCheckpoint: checkpoint.Rotate,
+		WriteState: new(statefile.Writer).Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
 		Faults: faults, Coordinator: coord, Door: door.Dep(), Tasks: taskStore, Replayer: door.Replayer(),
 		Actions:  newActionCaller(),

@@ -37,7 +37,7 @@ func Start(spec Spec) (*Child, error) {
 			// before it runs a single instruction, so nothing it forks
 			// can be missed.
 			cmd.SysProcAttr.UseCgroupFD = true
-			cmd.SysProcAttr.CgroupFD = int(cg.dirf.Fd())
+			cmd.SysProcAttr.CgroupFD = cg.dirfd
 		}
 		if usable(os.Stdin) {
 			cmd.Stdin = os.Stdin
@@ -112,10 +112,15 @@ type launch struct {
 }
 
 // run starts the child and then watches it until it is gone, on one
-// goroutine locked to its OS thread. The lock is never released: Pdeathsig
-// is sent when the thread that forked exits (golang/go#27505), so that
-// thread must live as long as the child; a locked goroutine that returns
-// takes its thread with it, which is harmless once the child is gone.
+// goroutine locked to its OS thread. Pdeathsig is sent when the thread that
+// forked exits (golang/go#27505), so that thread must live as long as the
+// child: the lock is held until the child is reaped. It is released then,
+// not left for the goroutine's end, because a goroutine that returns
+// locked takes its thread with it: the runtime would retire a thread per
+// child and make a new one (a clone and its first wake-up) on the next
+// start's path, which a crash loop pays on every restart. Forking leaves
+// the thread's own state (signal mask, namespaces) as it was, so the
+// thread is fit to run other goroutines.
 func (c *Child) run(l launch, started chan<- error) {
 	runtime.LockOSThread()
 	cmd, cg, err := c.fork(l)
@@ -146,7 +151,8 @@ func (c *Child) run(l launch, started chan<- error) {
 		}()
 	}
 	c.reaped()
-	cmd.Wait() // the status is read from ProcessState; a non-zero exit is not an error here
+	cmd.Wait()               // the status is read from ProcessState; a non-zero exit is not an error here
+	runtime.UnlockOSThread() // nothing left for Pdeathsig to kill
 	if l.reaper != nil {
 		l.reaper.release(c.pid)
 	}

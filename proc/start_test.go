@@ -457,3 +457,47 @@ func TestWaitExitedPolled(t *testing.T) {
 		t.Errorf("Wait after the polled wait: %v, want exit status 3", err)
 	}
 }
+
+// TestForkingThreadOutlivesChild: the thread that forked a child is given
+// back to the runtime once the child is reaped, not retired with the
+// goroutine that watched it; a crash loop would otherwise make a thread
+// per restart on the start's path.
+func TestForkingThreadOutlivesChild(t *testing.T) {
+	var tids []string
+	for range 8 {
+		out := newLines()
+		spec := helperSpec(t, "pong")
+		spec.Stdout = out
+		c := start(t, spec)
+		out.next(t)
+		tid := forkingThread(t, c.PID())
+		c.Signal(syscall.SIGTERM)
+		wait(t, c)
+		tids = append(tids, tid)
+	}
+	for _, tid := range tids {
+		if _, err := os.Stat("/proc/self/task/" + tid); err != nil {
+			t.Errorf("thread %s, which forked a child, is gone after it (%v); forkers %v", tid, err, tids)
+		}
+	}
+}
+
+// forkingThread is the thread of this process whose child pid is.
+func forkingThread(t *testing.T, pid int) string {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		if slices.Contains(strings.Fields(string(b)), strconv.Itoa(pid)) {
+			return task.Name()
+		}
+	}
+	t.Fatalf("no thread has child %d", pid)
+	return ""
+}

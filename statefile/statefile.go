@@ -13,7 +13,11 @@ import (
 // contract's fields (seq, level, profile, env, reason); st.Type, which only
 // marks socket events, is not written, and a nil Env is written as {} so
 // readers always find an object. The directory must exist.
-func Write(path string, st api.ProfileState) error {
+func Write(path string, st api.ProfileState) error { return write(path, st, true, false) }
+
+// write is Write, sweeping the leftovers of crashed writes when sweep is
+// set, and freeing the replaced file off this goroutine when hold is.
+func write(path string, st api.ProfileState, sweep, hold bool) error {
 	st.Type = ""
 	if st.Env == nil {
 		st.Env = map[string]string{}
@@ -22,7 +26,7 @@ func Write(path string, st api.ProfileState) error {
 	if err != nil {
 		return fmt.Errorf("encoding state: %w", err)
 	}
-	if err := replace(path, append(data, '\n')); err != nil {
+	if err := replace(path, append(data, '\n'), sweep, hold); err != nil {
 		return fmt.Errorf("writing state file: %w", err)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
@@ -235,4 +237,88 @@ func TestLinkNotFollowed(t *testing.T) {
 	if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
 		t.Errorf("state file %v, %v; want a 0600 file", fi.Mode(), err)
 	}
+}
+
+// TestWriterSweepsOnce: a Writer removes stale temps at its first write
+// and lists the dir no more after that (a restart writes before every
+// fork); what its own writes leave is nothing.
+func TestWriterSweepsOnce(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	old := time.Now().Add(-time.Hour)
+	stale := func(name string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		os.Chtimes(p, old, old)
+	}
+	stale(".state.json.tmp-1")
+	var w Writer
+	if err := w.Write(path, api.ProfileState{Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{"state.json"}) {
+		t.Fatalf("after the first write the dir holds %v", got)
+	}
+	stale(".state.json.tmp-2")
+	for seq := 2; seq <= 5; seq++ {
+		if err := w.Write(path, api.ProfileState{Seq: seq}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{".state.json.tmp-2", "state.json"}) {
+		t.Errorf("later writes swept (or left temps): the dir holds %v", got)
+	}
+	if st, err := Read(path); err != nil || st.Seq != 5 {
+		t.Errorf("read back %+v, %v", st, err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, %v", fi.Mode(), err)
+	}
+}
+
+// TestWriterHoldsTheReplacedFile: a Writer's write keeps the replaced
+// file open across the rename (so that the rename does not free its inode
+// on the caller's goroutine), and every descriptor it held is closed
+// soon after: after 50 writes the process has none more than before.
+func TestWriterHoldsTheReplacedFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	if fd := holdOld(path, true); fd != -1 {
+		t.Errorf("held a file that is not there: %d", fd)
+	}
+	if err := Write(path, api.ProfileState{Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if fd := holdOld(path, false); fd != -1 {
+		t.Errorf("held with hold unset: %d", fd)
+	}
+	fd := holdOld(path, true)
+	if fd < 0 {
+		t.Fatal("the state file was not held")
+	}
+	unix.Close(fd)
+	before := openFDs(t)
+	var w Writer
+	for seq := 2; seq <= 51; seq++ {
+		if err := w.Write(path, api.ProfileState{Seq: seq}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for openFDs(t) > before && time.Now().Before(deadline) {
+		runtime.Gosched() // the closes run on goroutines of their own
+	}
+	if n := openFDs(t); n > before {
+		t.Errorf("%d descriptors open after 50 writes, %d before", n, before)
+	}
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	return len(names(t, "/proc/self/fd"))
 }

@@ -115,6 +115,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	}
 	ctxDone := ctx.Done()
 	for !l.life.end.finished {
+		l.pace.wake() // last, so that the sample it asks for runs first
 		select {
 		case r := <-l.pace.smp.out:
 			l.onSample(r)

@@ -38,6 +38,7 @@ type pacer struct {
 	next    time.Time
 	period  time.Duration
 	soon    bool          // the next sample is wanted at once
+	kicked  bool          // the idle sampler is to be woken before the loop waits (wake)
 	hung    *time.Timer   // fires when a call has not returned by timeout after it was due
 	timeout time.Duration // ProbeTimeout; a reload may change it
 	sense   sensor
@@ -106,9 +107,24 @@ func (p *pacer) armNow() {
 	p.hung.Reset(p.timeout)
 }
 
-// kick wakes the idle sampler for a call now, without a timer (a start
-// waits for that call). A kick already pending does the same.
-func (p *pacer) kick() {
+// kick asks the idle sampler for a call now, without a timer (a start
+// waits for that call). The sampler is woken by wake, when the loop is
+// about to wait, not here.
+func (p *pacer) kick() { p.kicked = true }
+
+// wake wakes the sampler for the call kick asked for; the loop calls it
+// right before it waits for its next input. Waking it last matters: the
+// goroutine readied last runs first on the loop's processor once the loop
+// waits, so a sampler woken in the middle of an exit's handling would run
+// after the goroutines readied later in it (the tenant info publisher,
+// the journal writer, each writing a file), and a restart waits for that
+// sample (docs/performance.md, "The restart gap, H55"). A kick already
+// pending does the same.
+func (p *pacer) wake() {
+	if !p.kicked {
+		return
+	}
+	p.kicked = false
 	select {
 	case p.smp.kick <- struct{}{}:
 	default:
