@@ -66,7 +66,6 @@ func (l *loop) onSample(r sampleResult) {
 		l.applyWatermark(now)
 	}
 	l.wake.sample(l.sleepView(), now, r)
-	l.updateStatusText()
 }
 
 // applyWatermark runs the watermark rules on the newest ratio and performs

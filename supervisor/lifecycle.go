@@ -172,7 +172,6 @@ func (l *loop) launch(level int, j core.Fit, outcome string) {
 	if n := l.deps.Notifier; n != nil && l.life.hist.starts == 1 && l.door.readyAtLaunch() { // READY=1 once, for the first child
 		_ = n.Ready()
 	}
-	l.updateStatusText()
 	if l.life.plan != nil {
 		if len(l.life.plan.replies) > 0 {
 			l.publishSnapshot() // a status asked after the reply shows the new child

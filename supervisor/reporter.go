@@ -79,11 +79,6 @@ func (l *loop) emit(ev api.Event) {
 	l.out.emit(ev)
 }
 
-// updateStatusText tells the service manager what runs, when it changed.
-func (l *loop) updateStatusText() {
-	l.out.status(l.life.state, l.pol.Profiles[l.level].Name, l.level, len(l.pol.Profiles), l.latest.ratio)
-}
-
 // publishSnapshot copies the loop's state out for Status and metrics. It
 // runs after every event of the loop, every sample included, so it leaves
 // out what Status derives when it is read (the uptimes, the lease count).
@@ -109,6 +104,8 @@ func (l *loop) publishSnapshot() {
 	l.shared.publishTenant(l.peerFacts(time.Time{}), &l.s.tenant, l.s.publishLeases)
 	short := l.core.Rules.StepPending() || l.life.plan != nil || l.latest.haveSample && l.latest.ratio >= l.pol.Watermark.High
 	l.door.sync(l.pol.Profiles[l.level].Name, l.level, len(l.pol.Profiles), short, &l.s.short)
+	// The service manager's status line, when what it says changed.
+	l.out.status(l.life.state, l.pol.Profiles[l.level].Name, l.level, len(l.pol.Profiles), l.latest.ratio)
 }
 
 // statusGPUs is the status object's gpus: each device of s with the
