@@ -55,6 +55,15 @@ type Store interface {
 	Extend(ctx context.Context, ticket string, now time.Time) error
 	// Ack marks a running task done at now; result is kept with it.
 	Ack(ctx context.Context, ticket string, result []byte, now time.Time) error
+	// AckLease is Ack of ticket then Lease of next, in one call: delivery
+	// is one task at a time per subscriber, so the done of one task and
+	// the lease of the next follow each other, and a store may make both
+	// durable in one commit (tasks/sqlite does: one fsync, not a commit
+	// each). err is the ack's, as Ack's; next is leased only if the ack
+	// was made, and leased says whether it was (false: not queued and due,
+	// as Lease's ErrNotQueued, or the ack failed), t is then the task as
+	// Lease answers it.
+	AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (t api.Task, leased bool, err error)
 	// Fail counts a failed attempt of a running task: dead once attempts
 	// reach maxAttempts, else queued again, due at retryAt.
 	Fail(ctx context.Context, ticket, reason string, retryAt time.Time, maxAttempts int) (api.Task, error)

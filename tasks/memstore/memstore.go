@@ -162,6 +162,18 @@ func (s *store) Ack(_ context.Context, ticket string, result []byte, now time.Ti
 	})
 }
 
+// AckLease is Ack then Lease; memory has no commit to share.
+func (s *store) AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (api.Task, bool, error) {
+	if err := s.Ack(ctx, ticket, result, now); err != nil {
+		return api.Task{}, false, err
+	}
+	t, lerr := s.Lease(ctx, next, now)
+	if lerr != nil && !errors.Is(lerr, tasks.ErrNotQueued) {
+		return api.Task{}, false, lerr
+	}
+	return t, lerr == nil, nil
+}
+
 func attempt(e *entry, reason string, retry time.Time, max int) api.Task {
 	e.t.Attempts++
 	e.t.LastError = reason

@@ -168,6 +168,19 @@ func (s *Store) Ack(ctx context.Context, ticket string, result []byte, now time.
 	return s.running(ctx, ticket, "finishing", ackScript, ticket, string(result), micros(now))
 }
 
+// AckLease is Ack then Lease: two scripts, each durable on its own
+// (appendfsync always), as the calls alone would be.
+func (s *Store) AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (api.Task, bool, error) {
+	if err := s.Ack(ctx, ticket, result, now); err != nil {
+		return api.Task{}, false, err
+	}
+	t, lerr := s.Lease(ctx, next, now)
+	if lerr != nil && !errors.Is(lerr, tasks.ErrNotQueued) {
+		return api.Task{}, false, lerr
+	}
+	return t, lerr == nil, nil
+}
+
 func (s *Store) running(ctx context.Context, ticket, what string, sc *goredis.Script, args ...any) error {
 	v, err := s.run(ctx, sc, args...)
 	if err != nil {
