@@ -44,7 +44,7 @@ type Store interface {
 	// tasks already it stores nothing and answers ErrFull.
 	Enqueue(ctx context.Context, t api.Task, maxTasks int) error
 	// Peek answers the oldest queued task due at now (by Enqueued), without
-	// leasing it. With none due, ok is false and wake is when the next
+	// leasing it; its payload may be left out (Lease answers it). With none due, ok is false and wake is when the next
 	// queued task becomes due (zero when none waits).
 	Peek(ctx context.Context, now time.Time) (t api.Task, ok bool, wake time.Time, err error)
 	// Lease takes ticket (queued and due at now) for delivery: running from

@@ -130,7 +130,7 @@ func (s *Store) prepare() error {
 	}{
 		{&s.st.enqueue, enqueueQuery},
 		{&s.st.exists, `SELECT 1 FROM tasks WHERE ticket = ?`},
-		{&s.st.peek, `SELECT ` + cols + ` FROM tasks
+		{&s.st.peek, `SELECT ` + listCols + ` FROM tasks
 			WHERE state = 'queued' AND not_before <= ? ORDER BY enqueued, rowid LIMIT 1`},
 		{&s.st.peekWake, `SELECT min(not_before) FROM tasks WHERE state = 'queued'`},
 		{&s.st.lease, `UPDATE tasks SET state = 'running', leased_at = ?
@@ -245,7 +245,8 @@ const enqueueQuery = `INSERT INTO tasks (ticket, tool, priority, bytes, payload,
 	WHERE (SELECT count(*) FROM tasks WHERE state IN ('queued', 'running')) < ?
 	ON CONFLICT (ticket) DO NOTHING`
 
-// Peek reads the oldest due queued task, or when the next one is due.
+// Peek reads the oldest due queued task, without its payload (the lease
+// reads it: not twice per task), or when the next one is due.
 func (s *Store) Peek(ctx context.Context, now time.Time) (api.Task, bool, time.Time, error) {
 	t, err := scanTask(s.st.peek.QueryRowContext(ctx, now.UnixNano()))
 	if err == nil {
