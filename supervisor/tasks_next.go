@@ -29,25 +29,36 @@ type readyTask struct {
 // (d.mu held, f taken out of flight): f held the one-at-a-time slot, no
 // other task holds it, and a subscriber waits. It then holds the slot
 // (d.finishing) until finishNext, so that pass does not lease the same
-// task meanwhile.
-func (d *deliverer) claimNext(f *taskFlight) (taskSub, bool) {
+// task meanwhile; it answers the task told due after the last one (empty:
+// none told), which only that holder reads and writes.
+func (d *deliverer) claimNext(f *taskFlight) (taskSub, api.Task, bool) {
 	if f.released || d.finishing || d.busy() || len(d.subs) == 0 || d.subs[0].deliver == nil {
-		return taskSub{}, false
+		return taskSub{}, api.Task{}, false
 	}
 	d.finishing = true
-	return d.subs[0], true
+	after := d.after
+	d.after = api.Task{}
+	return d.subs[0], after, true
 }
 
-// prepareNext peeks at the task pass would deliver next and reserves its
-// memory, as pass does; nil when pass must decide (a deferred request,
-// memory short, the window closed, the store failing: pass then says so).
-func (d *deliverer) prepareNext(ctx context.Context, sub taskSub, now time.Time) *nextTask {
+// prepareNext finds the task pass would deliver next (told, the store
+// checks it is still the oldest due, or peeked) and reserves its memory, as
+// pass does; nil when pass must decide (a deferred request, memory short,
+// the window closed, the store failing: pass then says so).
+func (d *deliverer) prepareNext(ctx context.Context, sub taskSub, told api.Task, now time.Time) *nextTask {
 	pol := d.s.pol.Load().Defer
 	if !pol.Window.Open(now) {
 		return nil
 	}
-	t, ok, _, err := d.store.Peek(ctx, now)
-	if err != nil || !ok || t.Tool == ToolHTTP {
+	t := told
+	if t.Ticket == "" {
+		var ok bool
+		var err error
+		if t, ok, _, err = d.store.Peek(ctx, now); err != nil || !ok {
+			return nil
+		}
+	}
+	if t.Tool == ToolHTTP {
 		return nil
 	}
 	dec, err := d.s.reserve(ctx, admission.Request{Bytes: t.Bytes, Priority: t.Priority, Tool: t.Tool, TTL: pol.AckTimeout}, true)
@@ -59,9 +70,9 @@ func (d *deliverer) prepareNext(ctx context.Context, sub taskSub, now time.Time)
 
 // finishNext ends what claimNext began: leased is the task AckLease
 // leased for next (ok false: none), which becomes the flight in the slot
-// and is handed to the deliverer to send; without it the reservation goes
-// and pass looks again.
-func (d *deliverer) finishNext(ctx context.Context, next *nextTask, leased api.Task, ok bool, now time.Time) {
+// and is handed to the deliverer to send, and after the task told due
+// after it; without it the reservation goes and pass looks again.
+func (d *deliverer) finishNext(ctx context.Context, next *nextTask, leased api.Task, ok bool, after api.Task, now time.Time) {
 	if next == nil || !ok {
 		if next != nil {
 			_ = d.s.Release(ctx, next.dec.Lease)
@@ -77,6 +88,7 @@ func (d *deliverer) finishNext(ctx context.Context, next *nextTask, leased api.T
 	f := &taskFlight{task: leased, attempt: leased.Attempts + 1, lease: next.dec.Lease, sub: next.sub.id, deadline: now.Add(pol.AckTimeout)}
 	d.mu.Lock()
 	d.finishing = false
+	d.after = after
 	gone := !slices.ContainsFunc(d.subs, func(s taskSub) bool { return s.id == next.sub.id })
 	if !gone {
 		d.flights = append(d.flights, f)

@@ -13,11 +13,24 @@ import (
 )
 
 // countingStore counts the store calls that make a commit of their own
-// on SQLite (Lease, Ack, AckLease).
+// on SQLite (Lease, Ack, AckLease), and the Peeks (a read transaction).
 type countingStore struct {
 	tasks.Store
-	mu                    sync.Mutex
-	lease, ack, ackLeases int
+	mu                          sync.Mutex
+	peek, lease, ack, ackLeases int
+}
+
+func (c *countingStore) Peek(ctx context.Context, now time.Time) (api.Task, bool, time.Time, error) {
+	c.mu.Lock()
+	c.peek++
+	c.mu.Unlock()
+	return c.Store.Peek(ctx, now)
+}
+
+func (c *countingStore) peeks() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.peek
 }
 
 func (c *countingStore) Lease(ctx context.Context, ticket string, now time.Time) (api.Task, error) {
@@ -34,7 +47,7 @@ func (c *countingStore) Ack(ctx context.Context, ticket string, result []byte, n
 	return c.Store.Ack(ctx, ticket, result, now)
 }
 
-func (c *countingStore) AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (api.Task, bool, error) {
+func (c *countingStore) AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (api.Task, bool, api.Task, error) {
 	c.mu.Lock()
 	c.ackLeases++
 	c.mu.Unlock()
@@ -49,7 +62,8 @@ func (c *countingStore) counts() (lease, ack, ackLease int) {
 
 // A done leases the next task in its own commit: a queue delivered to one
 // subscriber costs one store write per task (AckLease), not two (Ack, then
-// Lease), and the journal still tells each done before the next delivery.
+// Lease), and no Peek where the last AckLease told the next task; the
+// journal still tells each done before the next delivery.
 func TestTaskDoneLeasesTheNextInItsCommit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
@@ -71,8 +85,13 @@ func TestTaskDoneLeasesTheNextInItsCommit(t *testing.T) {
 			if len(got) != i+1 || got[i].Ticket != ticket || got[i].Lease == "" || string(got[i].Payload) != `{"tool":"`+got[i].Tool+`"}` {
 				t.Fatalf("deliveries %+v, want %d, the last %s with its lease and payload", got, i+1, ticket)
 			}
+			peeks := cs.peeks()
 			if err := h.sup.TaskDone(context.Background(), s.id, ticket); err != nil {
 				t.Fatal(err)
+			}
+			// b's done leases c, told due after b by a's: no Peek.
+			if n := cs.peeks() - peeks; i == 1 && n != 0 {
+				t.Fatalf("the done of b took %d Peeks, want none", n)
 			}
 			if st := th.state(t, ticket); st.State != api.TaskDone {
 				t.Fatalf("%s after its done: %s", ticket, st.State)

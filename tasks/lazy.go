@@ -92,10 +92,10 @@ func (l *Lazy) Ack(ctx context.Context, ticket string, result []byte, now time.T
 	return s.Ack(ctx, ticket, result, now)
 }
 
-func (l *Lazy) AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (api.Task, bool, error) {
+func (l *Lazy) AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (api.Task, bool, api.Task, error) {
 	s, err := l.get(false)
 	if s == nil {
-		return api.Task{}, false, orErr(err, ErrNotRunning)
+		return api.Task{}, false, api.Task{}, orErr(err, ErrNotRunning)
 	}
 	return s.AckLease(ctx, ticket, result, next, now)
 }

@@ -137,7 +137,7 @@ func (s *Store) prepare() error {
 			WHERE ticket = ? AND state = 'queued' AND not_before <= ? RETURNING ` + cols},
 		{&s.st.ack, `UPDATE tasks SET state = 'done', finished = ?, result = ?, leased_at = 0
 			WHERE ticket = ? AND state = 'running'`},
-		{&s.st.ackLease, ackLeaseQuery},
+		{&s.st.ackLease, ackLeaseQuery()},
 		{&s.st.extend, `UPDATE tasks SET leased_at = ? WHERE ticket = ? AND state = 'running'`},
 		{&s.st.fail, attempt + ` WHERE ticket = ? AND state = 'running' RETURNING ` + cols},
 		{&s.st.normal, `PRAGMA synchronous = NORMAL`},
@@ -192,13 +192,15 @@ func fromNanos(n int64) time.Time {
 
 type scanner interface{ Scan(dest ...any) error }
 
-// prefixed scans first, then the columns its caller asks for.
-type prefixed struct {
-	r     scanner
-	first any
+// around scans before, the columns its caller asks for, then after.
+type around struct {
+	r             scanner
+	before, after []any
 }
 
-func (p prefixed) Scan(dest ...any) error { return p.r.Scan(append([]any{p.first}, dest...)...) }
+func (a around) Scan(dest ...any) error {
+	return a.r.Scan(append(append(append([]any(nil), a.before...), dest...), a.after...)...)
+}
 
 func scanTask(r scanner) (api.Task, error) {
 	var t api.Task
@@ -303,64 +305,96 @@ func (s *Store) Ack(ctx context.Context, ticket string, result []byte, now time.
 // one fsynced commit: a task delivered and done then costs one commit, not
 // the done's and the lease's (the commits were half of the instance's CPU
 // per task, BenchmarkTasks). The lease is as durable as the done with it.
-// One statement, so nothing runs between the two halves, and the write
-// lock is taken once.
-func (s *Store) AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (api.Task, bool, error) {
+// The same statement checks that next is the oldest due (Peek's answer)
+// and answers after: the delivery of a queue takes no Peek, with its read
+// transaction, per task (a tenth of the CPU per task).
+func (s *Store) AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (api.Task, bool, api.Task, error) {
 	if err := s.write(ctx); err != nil {
-		return api.Task{}, false, fmt.Errorf("finishing task %s: %w", ticket, err)
+		return api.Task{}, false, api.Task{}, fmt.Errorf("finishing task %s: %w", ticket, err)
 	}
 	defer s.mu.Unlock()
-	t, acked, leased, err := s.ackLease(ctx, ticket, result, next, now)
+	r, err := s.ackLease(ctx, ticket, result, next, now)
 	if err != nil {
-		return api.Task{}, false, fmt.Errorf("finishing task %s and leasing %s: %w", ticket, next, err)
+		return api.Task{}, false, api.Task{}, fmt.Errorf("finishing task %s and leasing %s: %w", ticket, next, err)
 	}
-	if !acked {
-		return api.Task{}, false, fmt.Errorf("finishing task %s: %w", ticket, tasks.ErrNotRunning)
+	if !r.acked {
+		return api.Task{}, false, api.Task{}, fmt.Errorf("finishing task %s: %w", ticket, tasks.ErrNotRunning)
 	}
-	return t, leased, nil
+	return r.leased, r.ok, r.after, nil
 }
 
-func (s *Store) ackLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (t api.Task, acked, leased bool, err error) {
+// handoff is what the UPDATE of AckLease answered.
+type handoff struct {
+	acked, ok     bool
+	leased, after api.Task
+}
+
+func (s *Store) ackLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (handoff, error) {
+	var h handoff
 	rows, err := s.st.ackLease.QueryContext(ctx, ticket, now.UnixNano(), result, next)
 	if err != nil {
-		return t, false, false, err
+		return h, err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var done bool
-		r, err := scanTask(prefixed{rows, &done})
+		var a struct {
+			ticket, tool, priority sql.NullString
+			bytes                  sql.NullInt64
+		}
+		t, err := scanTask(around{rows, []any{&done}, []any{&a.ticket, &a.tool, &a.priority, &a.bytes}})
 		if err != nil {
-			return t, false, false, err
+			return h, err
 		}
 		if done {
-			acked = true
-		} else {
-			t, leased = r, true
+			h.acked = true
+			continue
+		}
+		h.leased, h.ok = t, true
+		if a.ticket.Valid {
+			h.after = api.Task{Ticket: a.ticket.String, Tool: a.tool.String, Priority: a.priority.String,
+				Bytes: uint64(a.bytes.Int64), State: api.TaskQueued}
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return api.Task{}, false, false, err
+		return handoff{}, err
 	}
 	// The commit is made when the statement is reset.
 	if err := rows.Close(); err != nil {
-		return api.Task{}, false, false, err
+		return handoff{}, err
 	}
-	return t, acked, leased, nil
+	return h, nil
 }
 
 // ackLeaseQuery updates ?1 (running: done at ?2, result ?3) and ?4
-// (queued and due at ?2: running from ?2), ?4 only while ?1 is running
-// (SQLite picks the rows before it changes them; were it to change ?1
+// (running from ?2) if ?4 is the oldest task due at ?2 and ?1 is running.
+// SQLite picks the rows before it changes them; were it to change ?1
 // first, ?4 would be left queued: a lease missed, never one taken without
-// its ack); each row answers whether it was the done one.
-const ackLeaseQuery = `UPDATE tasks SET
+// its ack, and the oldest-due test does not depend on it (?1 is not
+// queued). Each row answers whether it was the done one, and ?4's the
+// task due after it (not ?4, whether ?4 is changed yet or not).
+func ackLeaseQuery() string {
+	return `UPDATE tasks SET
 		state = CASE WHEN ticket = ?1 THEN 'done' ELSE 'running' END,
 		finished = CASE WHEN ticket = ?1 THEN ?2 ELSE finished END,
 		result = CASE WHEN ticket = ?1 THEN ?3 ELSE result END,
 		leased_at = CASE WHEN ticket = ?1 THEN 0 ELSE ?2 END
-	WHERE (ticket = ?1 AND state = 'running') OR (ticket = ?4 AND state = 'queued' AND not_before <= ?2
+	WHERE (ticket = ?1 AND state = 'running') OR (ticket = ?4
+		AND ?4 = (` + dueQuery + ` LIMIT 1)
 		AND EXISTS (SELECT 1 FROM tasks WHERE ticket = ?1 AND state = 'running'))
-	RETURNING ticket = ?1, ` + cols
+	RETURNING ticket = ?1, ` + cols + `,
+		` + afterCol("ticket") + `, ` + afterCol("tool") + `, ` + afterCol("priority") + `, ` + afterCol("bytes")
+}
+
+// dueQuery is the tickets queued and due at ?2, oldest first (Peek's
+// order).
+const dueQuery = `SELECT ticket FROM tasks WHERE state = 'queued' AND not_before <= ?2 ORDER BY enqueued, rowid`
+
+// afterCol is column of the oldest task due at ?2 but ?4, on ?4's row.
+func afterCol(column string) string {
+	return `CASE WHEN ticket = ?4 THEN (SELECT ` + column + ` FROM tasks WHERE state = 'queued' AND not_before <= ?2
+		AND ticket <> ?4 ORDER BY enqueued, rowid LIMIT 1) END`
+}
 
 // running runs an update of a running task; no row is ErrNotRunning.
 func (s *Store) running(ctx context.Context, ticket, what string, st *sql.Stmt, args ...any) error {

@@ -251,7 +251,8 @@ func testAck(t *testing.T, open Opener) {
 }
 
 // testAckLease: the done of one task and the lease of the next in one
-// call are each as Ack and Lease alone, and both survive a restart.
+// call are each as Ack and Lease alone, the next is leased only if it is
+// the oldest due (as Peek answers), and both survive a restart.
 func testAckLease(t *testing.T, open Opener) {
 	s := open(t)
 	ctx := context.Background()
@@ -260,10 +261,13 @@ func testAckLease(t *testing.T, open Opener) {
 	enqueue(t, s, a, b, c, d)
 	lease(t, s, a.Ticket, now)
 	later := now.Add(time.Second)
-	got, leased, err := s.AckLease(ctx, a.Ticket, []byte("ra"), b.Ticket, later)
+	got, leased, after, err := s.AckLease(ctx, a.Ticket, []byte("ra"), b.Ticket, later)
 	must(t, err)
 	if !leased || got.Ticket != b.Ticket || got.State != api.TaskRunning || string(got.Payload) != `{"n":2}` || got.Bytes != b.Bytes || got.Tool != b.Tool {
 		t.Fatalf("ack of a and lease of b: %+v leased %v, want b running with its payload", got, leased)
+	}
+	if after.Ticket != "" && (after.Ticket != c.Ticket || after.Bytes != c.Bytes || after.Tool != c.Tool || after.Priority != c.Priority) {
+		t.Fatalf("after b: %+v, want c (or nothing told)", after)
 	}
 	if tk, res, err := s.Get(ctx, a.Ticket); err != nil || tk.State != api.TaskDone || string(res) != "ra" || !tk.Finished.Equal(later) {
 		t.Fatalf("a after AckLease: %+v %q %v, want done at %v with its result", tk, res, err, later)
@@ -276,43 +280,45 @@ func testAckLease(t *testing.T, open Opener) {
 		t.Fatalf("b leased twice: %v, want ErrNotQueued", err)
 	}
 	// No lease without the ack: a is done already.
-	got, leased, err = s.AckLease(ctx, a.Ticket, nil, c.Ticket, later)
-	if !errors.Is(err, tasks.ErrNotRunning) || leased {
+	if got, leased, _, err := s.AckLease(ctx, a.Ticket, nil, c.Ticket, later); !errors.Is(err, tasks.ErrNotRunning) || leased {
 		t.Fatalf("ack of a done task, lease of c: %+v leased %v, %v; want ErrNotRunning and no lease", got, leased, err)
 	}
 	if tk := get(t, s, c.Ticket); tk.State != api.TaskQueued {
 		t.Fatalf("c after a failed ack: %+v, want queued", tk)
 	}
+	// Oldest first: d is not leased while c waits; the ack is made.
+	if got, leased, _, err := s.AckLease(ctx, b.Ticket, nil, d.Ticket, later); err != nil || leased {
+		t.Fatalf("AckLease(b, d) with c older: %+v leased %v, %v; want the ack, no lease", got, leased, err)
+	}
+	if tk := get(t, s, d.Ticket); tk.State != api.TaskQueued {
+		t.Fatalf("d leased before c: %+v", tk)
+	}
+	// A next that is not queued (unknown, running, done) is not leased.
 	lease(t, s, c.Ticket, later)
-	// A next that is not queued and due (done, running, unknown, backing
-	// off) is not leased; the ack is made all the same.
-	e := task(5, now.Add(4*time.Millisecond))
-	enqueue(t, s, e)
+	if got, leased, _, err := s.AckLease(ctx, c.Ticket, nil, "t-unknown", later); err != nil || leased {
+		t.Fatalf("AckLease(c, unknown): %+v leased %v, %v; want the ack, no lease", got, leased, err)
+	}
+	// Nor one backing off: d fails, due in an hour.
 	lease(t, s, d.Ticket, later)
 	if _, err := s.Fail(ctx, d.Ticket, "x", later.Add(time.Hour), 5); err != nil {
 		t.Fatal(err)
 	}
+	e := task(5, now.Add(4*time.Millisecond))
+	enqueue(t, s, e)
 	lease(t, s, e.Ticket, later)
-	for _, k := range []struct{ done, next string }{{b.Ticket, a.Ticket}, {c.Ticket, e.Ticket}, {e.Ticket, "t-unknown"}} {
-		if got, leased, err := s.AckLease(ctx, k.done, nil, k.next, later); err != nil || leased {
-			t.Fatalf("AckLease(%s, %s): %+v leased %v, %v; want the ack, no lease", k.done, k.next, got, leased, err)
-		}
-	}
-	// Not yet due: d backs off for an hour.
-	f := task(6, now.Add(5*time.Millisecond))
-	enqueue(t, s, f)
-	lease(t, s, f.Ticket, later)
-	if got, leased, err := s.AckLease(ctx, f.Ticket, nil, d.Ticket, later); err != nil || leased {
+	if got, leased, _, err := s.AckLease(ctx, e.Ticket, nil, d.Ticket, later); err != nil || leased {
 		t.Fatalf("AckLease of a task backing off: %+v leased %v, %v; want the ack, no lease", got, leased, err)
 	}
-	if c := counts(t, s); c.Done != 5 || c.Queued != 1 || c.Running != 0 {
-		t.Fatalf("counts %+v, want 5 done, 1 queued", c)
+	if c := counts(t, s); c.Done != 4 || c.Queued != 1 || c.Running != 0 {
+		t.Fatalf("counts %+v, want 4 done, 1 queued", c)
 	}
+	// Once due, d is the oldest again; nothing is due after g.
 	g := task(7, now.Add(6*time.Millisecond))
 	enqueue(t, s, g)
 	lease(t, s, d.Ticket, later.Add(time.Hour))
-	if _, leased, err := s.AckLease(ctx, d.Ticket, []byte("rd"), g.Ticket, later.Add(time.Hour)); err != nil || !leased {
-		t.Fatalf("AckLease(d, g): leased %v, %v", leased, err)
+	got, leased, after, err = s.AckLease(ctx, d.Ticket, []byte("rd"), g.Ticket, later.Add(time.Hour))
+	if err != nil || !leased || got.Ticket != g.Ticket || after.Ticket != "" {
+		t.Fatalf("AckLease(d, g): %+v leased %v after %+v, %v; want g, nothing after", got, leased, after, err)
 	}
 	// Both halves are durable.
 	must(t, s.Close())
