@@ -278,7 +278,7 @@ func (s *Store) Lease(ctx context.Context, ticket string, now time.Time) (api.Ta
 	if _, err := s.st.normal.ExecContext(ctx); err != nil {
 		return api.Task{}, fmt.Errorf("leasing task %s: %w", ticket, err)
 	}
-	t, err := scanTask(s.st.lease.QueryRowContext(ctx, now.UnixNano(), ticket, now.UnixNano()))
+	t, err := scanTask(s.st.lease.QueryRowContext(uncancelled(ctx), now.UnixNano(), ticket, now.UnixNano()))
 	if _, ferr := s.st.full.ExecContext(context.WithoutCancel(ctx)); ferr != nil {
 		s.unsynced = true // the next write switches it back, or fails
 	}
@@ -323,6 +323,15 @@ func (s *Store) AckLease(ctx context.Context, ticket string, result []byte, next
 	return r.leased, r.ok, r.after, nil
 }
 
+// uncancelled is ctx without its cancellation, for the queries of the hot
+// path: database/sql starts a goroutine per query whose context can be
+// cancelled (to close its rows then), and its start and end, around the
+// fsync that the query's commit waits for, were a tenth of the instance's
+// CPU per task (the scheduler and sysmon handing the blocked thread's P
+// over). The query still waits at most busy_timeout for another process's
+// write, under the store call's bound.
+func uncancelled(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
 // handoff is what the UPDATE of AckLease answered.
 type handoff struct {
 	acked, ok     bool
@@ -331,7 +340,7 @@ type handoff struct {
 
 func (s *Store) ackLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (handoff, error) {
 	var h handoff
-	rows, err := s.st.ackLease.QueryContext(ctx, ticket, now.UnixNano(), result, next)
+	rows, err := s.st.ackLease.QueryContext(uncancelled(ctx), ticket, now.UnixNano(), result, next)
 	if err != nil {
 		return h, err
 	}
