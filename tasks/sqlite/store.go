@@ -223,7 +223,7 @@ func (s *Store) Enqueue(ctx context.Context, t api.Task, maxTasks int) error {
 	if err := s.write(ctx); err != nil {
 		return fmt.Errorf("storing task %s: %w", t.Ticket, err)
 	}
-	res, err := s.st.enqueue.ExecContext(ctx, t.Ticket, t.Tool, t.Priority, t.Bytes, []byte(t.Payload), nanos(t.Enqueued), maxTasks)
+	res, err := s.st.enqueue.ExecContext(uncancelled(ctx), t.Ticket, t.Tool, t.Priority, t.Bytes, []byte(t.Payload), nanos(t.Enqueued), maxTasks)
 	s.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("storing task %s: %w", t.Ticket, err)
@@ -323,9 +323,10 @@ func (s *Store) AckLease(ctx context.Context, ticket string, result []byte, next
 	return r.leased, r.ok, r.after, nil
 }
 
-// uncancelled is ctx without its cancellation, for the queries of the hot
-// path: database/sql starts a goroutine per query whose context can be
-// cancelled (to close its rows then), and its start and end, around the
+// uncancelled is ctx without its cancellation, for the statements of the
+// hot path (enqueue, lease, ack, AckLease): database/sql and the driver
+// start a goroutine per statement whose context can be cancelled (to
+// close its rows, to interrupt it), and their start and end, around the
 // fsync that the query's commit waits for, were a tenth of the instance's
 // CPU per task (the scheduler and sysmon handing the blocked thread's P
 // over). The query still waits at most busy_timeout for another process's
@@ -410,7 +411,7 @@ func (s *Store) running(ctx context.Context, ticket, what string, st *sql.Stmt, 
 	if err := s.write(ctx); err != nil {
 		return fmt.Errorf("%s task %s: %w", what, ticket, err)
 	}
-	res, err := st.ExecContext(ctx, args...)
+	res, err := st.ExecContext(uncancelled(ctx), args...)
 	s.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("%s task %s: %w", what, ticket, err)
