@@ -18,6 +18,7 @@ type countingStore struct {
 	tasks.Store
 	mu                          sync.Mutex
 	peek, lease, ack, ackLeases int
+	failAckLease                error // AckLease answers it, doing nothing
 }
 
 func (c *countingStore) Peek(ctx context.Context, now time.Time) (api.Task, bool, time.Time, error) {
@@ -50,7 +51,11 @@ func (c *countingStore) Ack(ctx context.Context, ticket string, result []byte, n
 func (c *countingStore) AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (api.Task, bool, api.Task, error) {
 	c.mu.Lock()
 	c.ackLeases++
+	err := c.failAckLease
 	c.mu.Unlock()
+	if err != nil {
+		return api.Task{}, false, api.Task{}, err
+	}
 	return c.Store.AckLease(ctx, ticket, result, next, now)
 }
 
@@ -154,6 +159,60 @@ func TestTaskDoneNextNotFittingGoesAfterTheRelease(t *testing.T) {
 		}
 		if st := h.sup.Status(); st.Leases != 1 {
 			t.Fatalf("status leases %d, want b's alone", st.Leases)
+		}
+		th.child.end(Exit{})
+		h.wait()
+	})
+}
+
+// A done whose AckLease fails leaves its task in flight, its lease held
+// (done may be sent again), and the next task queued, its reservation let
+// go; the done sent again finishes it and the next goes.
+func TestTaskDoneLeasingFailsKeepsTheTaskInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		cs := &countingStore{Store: mem.Open()}
+		h := startHarness(t, taskPolicy(nil), func(_ *Config, d *Deps) { d.Tasks = cs })
+		th := &taskHarness{harness: h, mem: mem, child: h.child()}
+		sample()
+		h.probe.setUsed(15 * gib)
+		sample()
+		a := th.deferTask(t, "a", gib)
+		b := th.deferTask(t, "b", gib)
+		s := th.subscribe()
+		h.probe.setUsed(1 * gib)
+		sample()
+		cs.mu.Lock()
+		cs.failAckLease = memstore.ErrFailing
+		cs.mu.Unlock()
+		if err := h.sup.TaskDone(context.Background(), s.id, a); err == nil {
+			t.Fatal("a done the store could not record was accepted")
+		}
+		sample()
+		if st := th.state(t, a); st.State != api.TaskRunning {
+			t.Fatalf("a after a failed done: %s, want running", st.State)
+		}
+		if st := th.state(t, b); st.State != api.TaskQueued {
+			t.Fatalf("b after a failed done: %s, want queued", st.State)
+		}
+		if got := s.deliveries(); len(got) != 1 {
+			t.Fatalf("deliveries %+v, want a alone", got)
+		}
+		if st := h.sup.Status(); st.Leases != 1 {
+			t.Fatalf("status leases %d, want a's alone (b's reservation let go)", st.Leases)
+		}
+		cs.mu.Lock()
+		cs.failAckLease = nil
+		cs.mu.Unlock()
+		if err := h.sup.TaskDone(context.Background(), s.id, a); err != nil {
+			t.Fatal(err)
+		}
+		sample()
+		if got := s.deliveries(); len(got) != 2 || got[1].Ticket != b {
+			t.Fatalf("deliveries %+v, want b after a", got)
+		}
+		if st := th.state(t, a); st.State != api.TaskDone {
+			t.Fatalf("a after its done: %s", st.State)
 		}
 		th.child.end(Exit{})
 		h.wait()
