@@ -25,6 +25,7 @@ type TaskStore interface {
 	Peek(ctx context.Context, now time.Time) (t api.Task, ok bool, wake time.Time, err error)
 	Lease(ctx context.Context, ticket string, now time.Time) (api.Task, error)
 	Ack(ctx context.Context, ticket string, result []byte, now time.Time) error
+	AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (t api.Task, leased bool, after api.Task, err error)
 	Fail(ctx context.Context, ticket, reason string, retryAt time.Time, maxAttempts int) (api.Task, error)
 	Expire(ctx context.Context, now time.Time, visibility time.Duration, maxAttempts int) ([]api.Task, error)
 	Recover(ctx context.Context, now time.Time, maxAttempts int) ([]api.Task, error)
@@ -63,6 +64,15 @@ type deliverer struct {
 	// most one holds the one-at-a-time slot: the others' leases were
 	// released early, and they stay delivered to their connections.
 	flights []*taskFlight
+	// finishing: a done is leasing the next task with its own commit
+	// (AckLease), which holds the slot; ready are the tasks dones leased,
+	// in flight already, for the deliverer to send.
+	finishing bool
+	ready     []readyTask
+	// after is the task the store told due after the last task a done
+	// leased (AckLease): the next done leases it with no Peek (the store
+	// leases it only if it is still the oldest due). Empty: peek.
+	after api.Task
 
 	counts   atomic.Pointer[api.TaskCounts]
 	countsMu sync.Mutex // serialises the changes of counts
@@ -95,7 +105,7 @@ type taskFlight struct {
 
 // busy says a task in flight holds the one-at-a-time slot (d.mu held).
 func (d *deliverer) busy() bool {
-	return slices.ContainsFunc(d.flights, func(f *taskFlight) bool { return !f.released })
+	return d.finishing || slices.ContainsFunc(d.flights, func(f *taskFlight) bool { return !f.released })
 }
 
 // take takes the flights that match out of flight (d.mu held).
@@ -272,6 +282,12 @@ func (s *Supervisor) finishTask(ctx context.Context, sub int64, ticket, reason s
 	}
 	f := d.flights[i]
 	d.flights = slices.Delete(d.flights, i, i+1)
+	var nextSub taskSub
+	var told api.Task
+	merge := false
+	if !failed {
+		nextSub, told, merge = d.claimNext(f)
+	}
 	d.mu.Unlock()
 	if failed {
 		d.requeue(ctx, f, "failed: "+reason)
@@ -280,15 +296,35 @@ func (s *Supervisor) finishTask(ctx context.Context, sub int64, ticket, reason s
 	}
 	sctx, cancel := storeContext(ctx)
 	defer cancel()
-	if err := d.store.Ack(sctx, ticket, nil, time.Now()); err != nil {
+	now := time.Now()
+	// The next task, if one can go now, is leased in the done's commit.
+	var next *nextTask
+	if merge {
+		next = d.prepareNext(sctx, nextSub, told, now)
+	}
+	var leased, after api.Task
+	var ok bool
+	var err error
+	if next != nil {
+		leased, ok, after, err = d.store.AckLease(sctx, ticket, nil, next.task.Ticket, now)
+	} else {
+		err = d.store.Ack(sctx, ticket, nil, now)
+	}
+	if err != nil {
 		d.mu.Lock()
 		d.flights = append(d.flights, f) // still in flight: done may be sent again
 		d.mu.Unlock()
+		if merge {
+			d.finishNext(sctx, next, api.Task{}, false, api.Task{}, now)
+		}
 		return fmt.Errorf("task %q: the store could not record it done: %w", ticket, err)
 	}
 	_ = s.Release(sctx, f.lease)
 	d.emit(sctx, api.Event{Event: api.EventTaskDone, Ticket: ticket, Tool: f.task.Tool, Attempt: f.attempt})
 	d.adjust(func(c *api.TaskCounts) { c.Running--; c.Done++ })
+	if merge {
+		d.finishNext(sctx, next, leased, ok, after, now)
+	}
 	d.poke()
 	return nil
 }

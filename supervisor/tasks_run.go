@@ -60,6 +60,7 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 	}
 	sctx, cancel := storeContext(ctx)
 	defer cancel()
+	d.sendReady(sctx, now)
 
 	d.mu.Lock()
 	back := d.take(func(f *taskFlight) bool { return f.exited || !now.Before(f.deadline) })
@@ -155,14 +156,7 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 		soonest(now)
 		return wake
 	}
-	d.emit(sctx, api.Event{Event: api.EventTask, Ticket: leased.Ticket, Tool: leased.Tool, Priority: leased.Priority,
-		Bytes: leased.Bytes, Lease: dec.Lease, Attempt: f.attempt, WaitSeconds: now.Sub(leased.Enqueued).Seconds()})
-	ok = sub.deliver(api.TaskDelivery{Type: "task", Ticket: leased.Ticket, Tool: leased.Tool, Priority: leased.Priority,
-		Bytes: leased.Bytes, Payload: payloadOrNull(leased.Payload), Lease: dec.Lease, Attempt: f.attempt})
-	if !ok {
-		if d.takeFlight(f) {
-			d.requeue(sctx, f, "the task could not be sent to the subscriber")
-		}
+	if !d.send(sctx, f, sub, now) {
 		soonest(now)
 	}
 	soonest(f.deadline)

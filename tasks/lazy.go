@@ -92,6 +92,14 @@ func (l *Lazy) Ack(ctx context.Context, ticket string, result []byte, now time.T
 	return s.Ack(ctx, ticket, result, now)
 }
 
+func (l *Lazy) AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (api.Task, bool, api.Task, error) {
+	s, err := l.get(false)
+	if s == nil {
+		return api.Task{}, false, api.Task{}, orErr(err, ErrNotRunning)
+	}
+	return s.AckLease(ctx, ticket, result, next, now)
+}
+
 func (l *Lazy) Fail(ctx context.Context, ticket, reason string, retryAt time.Time, maxAttempts int) (api.Task, error) {
 	s, err := l.get(false)
 	if s == nil {

@@ -44,7 +44,7 @@ type Store interface {
 	// tasks already it stores nothing and answers ErrFull.
 	Enqueue(ctx context.Context, t api.Task, maxTasks int) error
 	// Peek answers the oldest queued task due at now (by Enqueued), without
-	// leasing it. With none due, ok is false and wake is when the next
+	// leasing it; its payload may be left out (Lease answers it). With none due, ok is false and wake is when the next
 	// queued task becomes due (zero when none waits).
 	Peek(ctx context.Context, now time.Time) (t api.Task, ok bool, wake time.Time, err error)
 	// Lease takes ticket (queued and due at now) for delivery: running from
@@ -55,6 +55,19 @@ type Store interface {
 	Extend(ctx context.Context, ticket string, now time.Time) error
 	// Ack marks a running task done at now; result is kept with it.
 	Ack(ctx context.Context, ticket string, result []byte, now time.Time) error
+	// AckLease is Ack of ticket then, if the ack was made, Peek and Lease
+	// of next, in one call: delivery is one task at a time per
+	// subscriber, so the done of one task and the lease of the next follow
+	// each other, and a store may make both durable in one commit
+	// (tasks/sqlite does: one fsync, not a commit each). err is the ack's,
+	// as Ack's. next is leased only if it is the task Peek answers at now
+	// (the oldest due: a next chosen before another became due, or dropped,
+	// is not leased); leased says whether it was, t is then the task as
+	// Lease answers it. after is the task Peek would answer after that
+	// lease, when the store tells it in the same call (its ticket empty
+	// when it does not, or none is due): the next AckLease's next, with no
+	// Peek of its own.
+	AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (t api.Task, leased bool, after api.Task, err error)
 	// Fail counts a failed attempt of a running task: dead once attempts
 	// reach maxAttempts, else queued again, due at retryAt.
 	Fail(ctx context.Context, ticket, reason string, retryAt time.Time, maxAttempts int) (api.Task, error)

@@ -168,6 +168,22 @@ func (s *Store) Ack(ctx context.Context, ticket string, result []byte, now time.
 	return s.running(ctx, ticket, "finishing", ackScript, ticket, string(result), micros(now))
 }
 
+// AckLease is Ack, Peek and Lease: three scripts, each durable on its own
+// (appendfsync always), as the calls alone would be; it does not tell
+// after (a Peek more per task would cost a round trip that the deliverer's
+// own Peek costs anyway).
+func (s *Store) AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (api.Task, bool, api.Task, error) {
+	if err := s.Ack(ctx, ticket, result, now); err != nil {
+		return api.Task{}, false, api.Task{}, err
+	}
+	p, ok, _, err := s.Peek(ctx, now)
+	if err != nil || !ok || p.Ticket != next {
+		return api.Task{}, false, api.Task{}, nil // the ack is made: err is the ack's
+	}
+	t, err := s.Lease(ctx, next, now)
+	return t, err == nil, api.Task{}, nil
+}
+
 func (s *Store) running(ctx context.Context, ticket, what string, sc *goredis.Script, args ...any) error {
 	v, err := s.run(ctx, sc, args...)
 	if err != nil {

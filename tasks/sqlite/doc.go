@@ -16,4 +16,12 @@
 // wait, not fail), synchronous=FULL fsyncs the WAL at every commit, and a
 // lease is one `UPDATE ... RETURNING`. WAL needs every process on one host,
 // which is this store's scope; several hosts share tasks/redis instead.
+//
+// A queue delivered costs one fsynced commit per task. Delivery is one task
+// at a time per subscriber, so the done of one task and the lease of the
+// next follow each other: AckLease writes both in one UPDATE of the two
+// rows, which also checks that the next is the oldest due and answers the
+// task due after it, for the next done to lease with no Peek. The first
+// task of a run is leased on its own (Lease, at synchronous=NORMAL: the next
+// fsynced commit makes it durable, a WAL being written in order).
 package sqlite

@@ -1,7 +1,10 @@
 package sqlite_test
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -177,4 +180,89 @@ func TestLazyConformance(t *testing.T) {
 	if sqlite.Exists(dir) {
 		t.Fatal("reading created the store")
 	}
+}
+
+// A task done and the next leased (AckLease) is one commit, one fsync: the
+// commits in the WAL are counted (a commit frame carries the database's
+// size), a reader holding a snapshot keeping it from being reset.
+func TestAckLeaseIsOneCommit(t *testing.T) {
+	dir := t.TempDir()
+	s, err := sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	now := time.Now()
+	const n = 40
+	ts := make([]api.Task, n)
+	for i := range ts {
+		ts[i] = api.Task{Ticket: fmt.Sprintf("t-%04d", i), Tool: "x", Priority: "P2", Bytes: 1, Enqueued: now.Add(time.Duration(i))}
+	}
+	if err := s.EnqueueMany(ctx, ts); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, sqlite.Dir, sqlite.File)
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var c int
+	if err := tx.QueryRow(`SELECT count(*) FROM tasks`).Scan(&c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Lease(ctx, ts[0].Ticket, now); err != nil {
+		t.Fatal(err)
+	}
+	before := walCommits(t, path+"-wal")
+	var after api.Task
+	for i := range n - 1 {
+		got, leased, a, err := s.AckLease(ctx, ts[i].Ticket, nil, ts[i+1].Ticket, now)
+		if err != nil || !leased || got.Ticket != ts[i+1].Ticket {
+			t.Fatalf("AckLease %d: %+v leased %v, %v", i, got, leased, err)
+		}
+		// The store tells the task due next: no Peek is needed for it.
+		if i > 0 && after.Ticket != ts[i+1].Ticket {
+			t.Fatalf("after %d told %q, want %s", i-1, after.Ticket, ts[i+1].Ticket)
+		}
+		after = a
+	}
+	if after.Ticket != "" {
+		t.Fatalf("after the last: %+v, want none", after)
+	}
+	if got := walCommits(t, path+"-wal") - before; got != n-1 {
+		t.Fatalf("%d commits for %d tasks done and leased, want one each", got, n-1)
+	}
+}
+
+// walCommits counts the commit frames of the WAL at path (those of its
+// current salt).
+func walCommits(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 32 {
+		t.Fatalf("WAL of %d bytes", len(b))
+	}
+	page := int(binary.BigEndian.Uint32(b[8:]))
+	salt := b[16:24]
+	n := 0
+	for off := 32; off+24+page <= len(b); off += 24 + page {
+		h := b[off : off+24]
+		if !bytes.Equal(h[8:16], salt) {
+			break
+		}
+		if binary.BigEndian.Uint32(h[4:]) != 0 {
+			n++
+		}
+	}
+	return n
 }

@@ -33,6 +33,7 @@ func Run(t *testing.T, newOpener NewOpener) {
 		{"LeaseExpiry", testLeaseExpiry},
 		{"Extend", testExtend},
 		{"Ack", testAck},
+		{"AckLease", testAckLease},
 		{"FailAndBackoff", testFailAndBackoff},
 		{"MaxAttemptsAndDead", testMaxAttemptsAndDead},
 		{"KeepResults", testKeepResults},
@@ -246,6 +247,87 @@ func testAck(t *testing.T, open Opener) {
 	}
 	if c := counts(t, s); c.Done != 1 || c.Pending() != 0 {
 		t.Fatalf("counts %+v, want 1 done", c)
+	}
+}
+
+// testAckLease: the done of one task and the lease of the next in one
+// call are each as Ack and Lease alone, the next is leased only if it is
+// the oldest due (as Peek answers), and both survive a restart.
+func testAckLease(t *testing.T, open Opener) {
+	s := open(t)
+	ctx := context.Background()
+	now := clock()
+	a, b, c, d := task(1, now), task(2, now.Add(time.Millisecond)), task(3, now.Add(2*time.Millisecond)), task(4, now.Add(3*time.Millisecond))
+	enqueue(t, s, a, b, c, d)
+	lease(t, s, a.Ticket, now)
+	later := now.Add(time.Second)
+	got, leased, after, err := s.AckLease(ctx, a.Ticket, []byte("ra"), b.Ticket, later)
+	must(t, err)
+	if !leased || got.Ticket != b.Ticket || got.State != api.TaskRunning || string(got.Payload) != `{"n":2}` || got.Bytes != b.Bytes || got.Tool != b.Tool {
+		t.Fatalf("ack of a and lease of b: %+v leased %v, want b running with its payload", got, leased)
+	}
+	if after.Ticket != "" && (after.Ticket != c.Ticket || after.Bytes != c.Bytes || after.Tool != c.Tool || after.Priority != c.Priority) {
+		t.Fatalf("after b: %+v, want c (or nothing told)", after)
+	}
+	if tk, res, err := s.Get(ctx, a.Ticket); err != nil || tk.State != api.TaskDone || string(res) != "ra" || !tk.Finished.Equal(later) {
+		t.Fatalf("a after AckLease: %+v %q %v, want done at %v with its result", tk, res, err, later)
+	}
+	// b's lease is a lease: its visibility timeout runs from later.
+	if exp, _ := s.Expire(ctx, later.Add(30*time.Second), time.Minute, 5); len(exp) != 0 {
+		t.Fatalf("b expired before its timeout: %+v", exp)
+	}
+	if _, err := s.Lease(ctx, b.Ticket, later); !errors.Is(err, tasks.ErrNotQueued) {
+		t.Fatalf("b leased twice: %v, want ErrNotQueued", err)
+	}
+	// No lease without the ack: a is done already.
+	if got, leased, _, err := s.AckLease(ctx, a.Ticket, nil, c.Ticket, later); !errors.Is(err, tasks.ErrNotRunning) || leased {
+		t.Fatalf("ack of a done task, lease of c: %+v leased %v, %v; want ErrNotRunning and no lease", got, leased, err)
+	}
+	if tk := get(t, s, c.Ticket); tk.State != api.TaskQueued {
+		t.Fatalf("c after a failed ack: %+v, want queued", tk)
+	}
+	// Oldest first: d is not leased while c waits; the ack is made.
+	if got, leased, _, err := s.AckLease(ctx, b.Ticket, nil, d.Ticket, later); err != nil || leased {
+		t.Fatalf("AckLease(b, d) with c older: %+v leased %v, %v; want the ack, no lease", got, leased, err)
+	}
+	if tk := get(t, s, d.Ticket); tk.State != api.TaskQueued {
+		t.Fatalf("d leased before c: %+v", tk)
+	}
+	// A next that is not queued (unknown, running, done) is not leased.
+	lease(t, s, c.Ticket, later)
+	if got, leased, _, err := s.AckLease(ctx, c.Ticket, nil, "t-unknown", later); err != nil || leased {
+		t.Fatalf("AckLease(c, unknown): %+v leased %v, %v; want the ack, no lease", got, leased, err)
+	}
+	// Nor one backing off: d fails, due in an hour.
+	lease(t, s, d.Ticket, later)
+	if _, err := s.Fail(ctx, d.Ticket, "x", later.Add(time.Hour), 5); err != nil {
+		t.Fatal(err)
+	}
+	e := task(5, now.Add(4*time.Millisecond))
+	enqueue(t, s, e)
+	lease(t, s, e.Ticket, later)
+	if got, leased, _, err := s.AckLease(ctx, e.Ticket, nil, d.Ticket, later); err != nil || leased {
+		t.Fatalf("AckLease of a task backing off: %+v leased %v, %v; want the ack, no lease", got, leased, err)
+	}
+	if c := counts(t, s); c.Done != 4 || c.Queued != 1 || c.Running != 0 {
+		t.Fatalf("counts %+v, want 4 done, 1 queued", c)
+	}
+	// Once due, d is the oldest again; nothing is due after g.
+	g := task(7, now.Add(6*time.Millisecond))
+	enqueue(t, s, g)
+	lease(t, s, d.Ticket, later.Add(time.Hour))
+	got, leased, after, err = s.AckLease(ctx, d.Ticket, []byte("rd"), g.Ticket, later.Add(time.Hour))
+	if err != nil || !leased || got.Ticket != g.Ticket || after.Ticket != "" {
+		t.Fatalf("AckLease(d, g): %+v leased %v after %+v, %v; want g, nothing after", got, leased, after, err)
+	}
+	// Both halves are durable.
+	must(t, s.Close())
+	s = open(t)
+	if tk, res, err := s.Get(ctx, d.Ticket); err != nil || tk.State != api.TaskDone || string(res) != "rd" {
+		t.Fatalf("d after reopening: %+v %q %v, want done", tk, res, err)
+	}
+	if tk := get(t, s, g.Ticket); tk.State != api.TaskRunning {
+		t.Fatalf("g after reopening: %+v, want running", tk)
 	}
 }
 

@@ -1,0 +1,136 @@
+package supervisor
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/gpuguard/gpuguard/admission"
+	"github.com/gpuguard/gpuguard/api"
+)
+
+// nextTask is the task a done leases in its own commit (AckLease), with
+// the reservation taken for it and the subscriber it goes to.
+type nextTask struct {
+	task api.Task
+	dec  admission.Decision
+	sub  taskSub
+}
+
+// readyTask is a task leased by a done, for the deliverer to journal and
+// send (from its goroutine, as every other delivery: the done's reply is
+// written first, as before).
+type readyTask struct {
+	f   *taskFlight
+	sub taskSub
+}
+
+// claimNext says whether the done of f may lease the next task itself
+// (d.mu held, f taken out of flight): f held the one-at-a-time slot, no
+// other task holds it, and a subscriber waits. It then holds the slot
+// (d.finishing) until finishNext, so that pass does not lease the same
+// task meanwhile; it answers the task told due after the last one (empty:
+// none told), which only that holder reads and writes.
+func (d *deliverer) claimNext(f *taskFlight) (taskSub, api.Task, bool) {
+	if f.released || d.finishing || d.busy() || len(d.subs) == 0 || d.subs[0].deliver == nil {
+		return taskSub{}, api.Task{}, false
+	}
+	d.finishing = true
+	after := d.after
+	d.after = api.Task{}
+	return d.subs[0], after, true
+}
+
+// prepareNext finds the task pass would deliver next (told, the store
+// checks it is still the oldest due, or peeked) and reserves its memory, as
+// pass does; nil when pass must decide (a deferred request, memory short,
+// the window closed, the store failing: pass then says so).
+func (d *deliverer) prepareNext(ctx context.Context, sub taskSub, told api.Task, now time.Time) *nextTask {
+	pol := d.s.pol.Load().Defer
+	if !pol.Window.Open(now) {
+		return nil
+	}
+	t := told
+	if t.Ticket == "" {
+		var ok bool
+		var err error
+		if t, ok, _, err = d.store.Peek(ctx, now); err != nil || !ok {
+			return nil
+		}
+	}
+	if t.Tool == ToolHTTP {
+		return nil
+	}
+	dec, err := d.s.reserve(ctx, admission.Request{Bytes: t.Bytes, Priority: t.Priority, Tool: t.Tool, TTL: pol.AckTimeout}, true)
+	if err != nil || dec.Decision != admission.DecisionGPU {
+		return nil
+	}
+	return &nextTask{task: t, dec: dec, sub: sub}
+}
+
+// finishNext ends what claimNext began: leased is the task AckLease
+// leased for next (ok false: none), which becomes the flight in the slot
+// and is handed to the deliverer to send, and after the task told due
+// after it; without it the reservation goes and pass looks again.
+func (d *deliverer) finishNext(ctx context.Context, next *nextTask, leased api.Task, ok bool, after api.Task, now time.Time) {
+	if next == nil || !ok {
+		if next != nil {
+			_ = d.s.Release(ctx, next.dec.Lease)
+		}
+		d.mu.Lock()
+		d.finishing = false
+		d.mu.Unlock()
+		d.poke()
+		return
+	}
+	d.adjust(func(c *api.TaskCounts) { c.Queued--; c.Running++ })
+	pol := d.s.pol.Load().Defer
+	f := &taskFlight{task: leased, attempt: leased.Attempts + 1, lease: next.dec.Lease, sub: next.sub.id, deadline: now.Add(pol.AckTimeout)}
+	d.mu.Lock()
+	d.finishing = false
+	d.after = after
+	gone := !slices.ContainsFunc(d.subs, func(s taskSub) bool { return s.id == next.sub.id })
+	if !gone {
+		d.flights = append(d.flights, f)
+		d.ready = append(d.ready, readyTask{f: f, sub: next.sub})
+		// The next task goes to the next subscriber.
+		d.subs = append(slices.DeleteFunc(d.subs, func(s taskSub) bool { return s.id == next.sub.id }), next.sub)
+	}
+	d.mu.Unlock()
+	if gone {
+		d.requeue(ctx, f, "the subscriber's connection closed")
+	}
+	d.poke()
+}
+
+// sendReady journals and sends the tasks that dones leased, unless they
+// left flight meanwhile (their subscriber went, the child exited: they
+// were put back).
+func (d *deliverer) sendReady(ctx context.Context, now time.Time) {
+	d.mu.Lock()
+	ready := d.ready
+	d.ready = nil
+	d.mu.Unlock()
+	for _, r := range ready {
+		d.mu.Lock()
+		in := slices.Contains(d.flights, r.f)
+		d.mu.Unlock()
+		if in {
+			d.send(ctx, r.f, r.sub, now)
+		}
+	}
+}
+
+// send journals the delivery of f and sends it to sub; a task that cannot
+// be sent goes back.
+func (d *deliverer) send(ctx context.Context, f *taskFlight, sub taskSub, now time.Time) bool {
+	t := f.task
+	d.emit(ctx, api.Event{Event: api.EventTask, Ticket: t.Ticket, Tool: t.Tool, Priority: t.Priority,
+		Bytes: t.Bytes, Lease: f.lease, Attempt: f.attempt, WaitSeconds: now.Sub(t.Enqueued).Seconds()})
+	ok := sub.deliver(api.TaskDelivery{Type: "task", Ticket: t.Ticket, Tool: t.Tool, Priority: t.Priority,
+		Bytes: t.Bytes, Payload: payloadOrNull(t.Payload), Lease: f.lease, Attempt: f.attempt})
+	if !ok && d.takeFlight(f) {
+		d.requeue(ctx, f, "the task could not be sent to the subscriber")
+	}
+	return ok
+}
