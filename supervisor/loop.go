@@ -60,7 +60,9 @@ func (t *timer) stop() {
 
 func newLoop(s *Supervisor) *loop {
 	cfg := s.cfg
-	cfg.Policy = nil // the loop reads pol, which a reload replaces
+	// The loop reads pol, which a reload replaces, and the pacer's probe
+	// timeout, which a reload may change: its cfg holds neither.
+	cfg.Policy, cfg.ProbeTimeout = nil, 0
 	l := &loop{
 		s: s, cfg: cfg, deps: s.deps, pol: s.pol.Load(), level: s.cfg.StartLevel,
 		life: lifecycle{state: api.StateStarting, hist: history{lastExit: "none"}, wait: startWait{target: s.cfg.StartLevel},

@@ -133,8 +133,7 @@ func (l *loop) applyReload(r request) {
 	l.s.pol.Store(rl.Policy)
 	l.cfg.Command, l.cfg.CheckpointPath = rl.Command, rl.CheckpointPath
 	if l.s.probeAuto {
-		l.cfg.ProbeTimeout = defaultProbeTimeout(l.pol)
-		l.pace.setTimeout(l.cfg.ProbeTimeout)
+		l.pace.setTimeout(defaultProbeTimeout(l.pol))
 	}
 	if rl.Commit != nil {
 		rl.Commit()

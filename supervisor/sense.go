@@ -40,7 +40,7 @@ type pacer struct {
 	soon    bool          // the next sample is wanted at once
 	kicked  bool          // the idle sampler is to be woken before the loop waits (wake)
 	hung    *time.Timer   // fires when a call has not returned by timeout after it was due
-	timeout time.Duration // ProbeTimeout; a reload may change it
+	timeout time.Duration // the loop's one probe timeout (Config.ProbeTimeout); a reload may change it
 	sense   sensor
 	fc      trend.Forecast // after the newest good sample
 	// probeHung: the call in flight ran past timeout (and was counted).

@@ -325,3 +325,40 @@ func TestKickedSampleDoesNotYield(t *testing.T) {
 		t.Errorf("a call on the timer yielded %d times, want 1", yields)
 	}
 }
+
+// TestLoopHoldsOneProbeTimeout: the pacer holds the probe timeout (the
+// given one, or the default), and a reload of an interval moves it there;
+// the loop's copy of the Config holds none, so nothing reads a stale one.
+func TestLoopHoldsOneProbeTimeout(t *testing.T) {
+	for _, given := range []time.Duration{0, 7 * time.Second} {
+		rec := &recorder{}
+		s, err := New(Config{Name: "t", Policy: testPolicy(), Command: []string{"x"}, ProbeTimeout: given},
+			Deps{Probe: newFakeProbe(16 * gib), Launcher: newFakeLauncher(), WriteState: rec.writeState, RotateCheckpoint: rec.rotate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := newLoop(s)
+		want := given
+		if want == 0 {
+			want = defaultProbeTimeout(testPolicy())
+		}
+		if l.cfg.ProbeTimeout != 0 {
+			t.Errorf("given %s: the loop's cfg holds a probe timeout (%s) beside the pacer's", given, l.cfg.ProbeTimeout)
+		}
+		if l.pace.timeout != want || time.Duration(l.pace.smp.timeout.Load()) != want {
+			t.Errorf("given %s: pacer %s, sampler %s, want %s", given, l.pace.timeout, time.Duration(l.pace.smp.timeout.Load()), want)
+		}
+		next := testPolicy()
+		next.Watch.Interval, next.Watch.MaxInterval = time.Second, time.Second
+		r := request{op: opReload, reload: &Reload{Policy: next}, reply: make(chan response, 1)}
+		l.applyReload(r)
+		<-r.reply
+		if given == 0 {
+			want = defaultProbeTimeout(next)
+		}
+		if l.cfg.ProbeTimeout != 0 || l.pace.timeout != want || time.Duration(l.pace.smp.timeout.Load()) != want {
+			t.Errorf("given %s, after a reload: cfg %s, pacer %s, sampler %s, want pacer and sampler %s", given,
+				l.cfg.ProbeTimeout, l.pace.timeout, time.Duration(l.pace.smp.timeout.Load()), want)
+		}
+	}
+}

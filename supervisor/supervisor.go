@@ -42,7 +42,8 @@ type Config struct {
 	// "" prints no such line.
 	Describe string
 	// ProbeTimeout bounds one probe call; 0 = max(5 intervals, 2s), which
-	// follows the interval when a reload changes it.
+	// follows the interval when a reload changes it. The loop's pacer
+	// holds it from the start (the loop's copy of the Config has none).
 	ProbeTimeout time.Duration
 }
 
