@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,11 @@ type sharedState struct {
 	seen map[string]map[int64]bool
 	// failNoted: a coordination failure was logged (once per run of them).
 	failNoted bool
+	// unwritable: a step decided for this instance was refused because
+	// its state file cannot be written, and that was logged; the next
+	// step whose state file can be written says so (once per run of
+	// refusals: the decider asks again at every sample).
+	unwritable bool
 	// leasesPublished: the leases were published once the GPUs were known.
 	leasesPublished bool
 
@@ -188,7 +194,7 @@ func (t *sharedState) outcome(r sharedResult, f peerFacts) peerOutcome {
 	case api.OutcomeStep:
 		d, out, err := t.exec(o.Claim, o.Shared, f)
 		if err != nil {
-			t.logf("not taking the step decided for this instance: %v", err)
+			t.refused(err)
 			c := t.c
 			go c.Void(o.Claim.GPU, o.Claim.Seq)
 			return peerOutcome{}
@@ -219,6 +225,29 @@ func (t *sharedState) outcome(r sharedResult, f peerFacts) peerOutcome {
 		}
 	}
 	return peerOutcome{}
+}
+
+// stateRefusal is exec's refusal of a step whose state file cannot be
+// written; its text is the write's error, as the decider is told.
+type stateRefusal struct{ err error }
+
+func (e stateRefusal) Error() string { return e.err.Error() }
+func (e stateRefusal) Unwrap() error { return e.err }
+
+// refused logs why a step decided for this instance is not taken: every
+// time, but a state file that cannot be written once per run of such
+// refusals (a full disk refuses the decider at every sample).
+func (t *sharedState) refused(err error) {
+	var sr stateRefusal
+	if errors.As(err, &sr) {
+		if t.unwritable {
+			return
+		}
+		t.unwritable = true
+		t.logf("not taking the steps decided for this instance while the state file cannot be written: %v", err)
+		return
+	}
+	t.logf("not taking the step decided for this instance: %v", err)
 }
 
 // announce tells the other tenants of a decision executed here.
@@ -258,7 +287,11 @@ func (t *sharedState) exec(st api.TenantStep, shared bool, f peerFacts) (api.Ten
 	// the confirmation, and the GPU would hold for our grace for nothing:
 	// refuse, and the decider asks the next tenant.
 	if err := f.writable(); err != nil {
-		return api.TenantDecision{}, peerOutcome{}, err
+		return api.TenantDecision{}, peerOutcome{}, stateRefusal{err}
+	}
+	if t.unwritable {
+		t.unwritable = false
+		t.logf("the state file can be written again: taking the steps decided for this instance")
 	}
 	d, err := t.c.Confirm(st.GPU, st.Seq, f.grace)
 	if err != nil {

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -129,5 +130,61 @@ func TestSharedActorOutcomes(t *testing.T) {
 	}
 	if o := a.outcome(sharedResult{p, api.Outcome{Kind: api.OutcomeHold}}, f); o != (peerOutcome{}) {
 		t.Fatalf("a hold for a decision in flight asked for %+v", o)
+	}
+}
+
+// TestSharedActorUnwritableRefusalLoggedOnce: a tenant whose state file
+// cannot be written refuses every step decided for it (the decider asks
+// the next tenant), but says so once per run of refusals, not at every
+// sample; the first step it can take again says the state file is
+// writable again, and a new run of refusals is said once more. Other
+// refusals are logged each time, as before.
+func TestSharedActorUnwritableRefusalLoggedOnce(t *testing.T) {
+	now := time.Now()
+	var lines []string
+	var starting atomic.Bool
+	c := &fakeCoord{}
+	a := newShared(c, func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }, &starting)
+	full := errors.New("no space left on device")
+	f := actorFacts(now)
+	var seq int64
+	step := func(f peerFacts) peerOutcome {
+		seq++
+		a.proposing = true
+		claim := api.TenantStep{GPU: fakeGPU, Seq: seq, Kind: api.KindDown, By: "me", At: f.now.UnixNano()}
+		return a.outcome(sharedResult{api.Proposal{GPU: fakeGPU, Kind: api.KindDown}, api.Outcome{Kind: api.OutcomeStep, Claim: claim}}, f)
+	}
+	f.writable = func() error { return fmt.Errorf("not stepping: writing the state file: %w", full) }
+	for range 5 {
+		if o := step(f); o.step != nil {
+			t.Fatalf("a step with an unwritable state file was taken: %+v", o)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "while the state file cannot be written") || !strings.Contains(lines[0], full.Error()) {
+		t.Fatalf("five refusals logged %q, want one line naming the write's error", lines)
+	}
+	f.writable = func() error { return nil }
+	if o := step(f); o.step == nil {
+		t.Fatal("the step after the state file recovered was not taken")
+	}
+	if len(lines) != 2 || !strings.Contains(lines[1], "can be written again") {
+		t.Fatalf("lines %q, want the recovery said once", lines)
+	}
+	f.now = now.Add(time.Minute) // past the step's grace
+	if o := step(f); o.step == nil || len(lines) != 2 {
+		t.Fatalf("a second good step: %+v, lines %q (the recovery said again?)", o.step, lines)
+	}
+	f.writable = func() error { return fmt.Errorf("not stepping: writing the state file: %w", full) }
+	step(f)
+	step(f)
+	if len(lines) != 3 || !strings.Contains(lines[2], "while the state file cannot be written") {
+		t.Fatalf("a new run of refusals logged %q, want one more line", lines)
+	}
+	f.writable = func() error { return nil }
+	f.canStep, f.state = false, api.StateStepping
+	step(f)
+	step(f)
+	if len(lines) != 5 || !strings.Contains(lines[4], "instance is stepping") {
+		t.Fatalf("other refusals logged %q, want each of them", lines)
 	}
 }
