@@ -77,7 +77,13 @@ func runInProcess(b *testing.B, s *sandbox, name, policyText string, command []s
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	go srv.Serve(ctx, sup)
+	// The socket serves the supervisor, its admission and its tasks as one,
+	// as cmd's socketBackend does.
+	go srv.Serve(ctx, struct {
+		*supervisor.Supervisor
+		*supervisor.Admission
+		*supervisor.Tasks
+	}{sup, sup.Admission(), sup.Tasks()})
 	ip := &inProcess{sup: sup, done: make(chan struct{})}
 	go func() {
 		ip.code, ip.err = sup.Run(ctx, nil)

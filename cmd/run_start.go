@@ -33,11 +33,25 @@ import (
 	"github.com/gpuguard/gpuguard/tenants"
 )
 
-// The supervisor answers the shared-GPU and deferred-task requests of its
-// control socket.
+// socketBackend is what the control socket serves: the supervisor's
+// status, steps and reload, its admission (reserve, release and the
+// shared-GPU requests) and its deferred tasks, three types that the
+// supervisor keeps apart and the socket answers as one.
+type socketBackend struct {
+	*supervisor.Supervisor
+	*supervisor.Admission
+	*supervisor.Tasks
+}
+
+func newSocketBackend(sup *supervisor.Supervisor) socketBackend {
+	return socketBackend{sup, sup.Admission(), sup.Tasks()}
+}
+
 var (
-	_ control.Tenancy = (*supervisor.Supervisor)(nil)
-	_ control.Tasks   = (*supervisor.Supervisor)(nil)
+	_ control.Backend  = socketBackend{}
+	_ control.Tenancy  = socketBackend{}
+	_ control.Tasks    = socketBackend{}
+	_ control.Reloader = socketBackend{}
 )
 
 // runRun is `gpuguard run`: resolve, claim the name, open everything, and
@@ -170,8 +184,8 @@ func runRun(o *RunOptions) error {
 	if err != nil {
 		return g.Abort(err)
 	}
-	m.CountTasks(sup.TaskCounts)
-	queue.Sup, queue.Store = sup, taskStore
+	m.CountTasks(sup.Tasks().TaskCounts)
+	queue.Sup, queue.Store = sup.Tasks(), taskStore
 
 	// The control socket answers until the supervisor has returned. Its
 	// Serve waits for every connection's handler, so it runs on a goroutine
@@ -179,7 +193,7 @@ func runRun(o *RunOptions) error {
 	// client's connection (srv.Close, the group's last close, ends them).
 	ctx, cancel := context.WithCancel(context.Background())
 	g.Add(func() error {
-		go srv.Serve(ctx, sup)
+		go srv.Serve(ctx, newSocketBackend(sup))
 		<-ctx.Done()
 		return nil
 	}, func(error) { cancel() })

@@ -16,7 +16,7 @@ func (l *loop) onSample(r sampleResult) {
 	defer l.pace.reschedule(r, now) // after the period this result sets
 	if n := l.ledger.Expire(now); len(n) > 0 {
 		l.deps.Logf("%d admission lease(s) expired", len(n))
-		l.shared.leasesChanged(l.s.publishLeases)
+		l.shared.leasesChanged(l.s.adm.publishLeases)
 	}
 	if l.deps.Meter != nil && !hung {
 		l.deps.Meter.ObserveProbe(r.took, r.err)

@@ -54,7 +54,7 @@ type doorLink struct {
 // for the first time: the child is ready. A report for an older launch is
 // ignored.
 func (s *Supervisor) Healthy(gen int) {
-	_ = s.send(context.Background(), request{op: opHealthy, gen: gen})
+	_ = s.port.send(context.Background(), request{op: opHealthy, gen: gen})
 }
 
 // onHealthy journals the child's readiness and lets what waited for it go

@@ -275,12 +275,12 @@ func TestDoorHealthyEndsStart(t *testing.T) {
 		h.probe.setProcs([]gpu.Process{{PID: c.pid, Device: 0, Used: 2 * gib}})
 		time.Sleep(300 * time.Millisecond)
 		synctest.Wait()
-		if !h.sup.TenantInfo().Starting {
+		if !h.sup.Admission().TenantInfo().Starting {
 			t.Fatal("not starting before the health check passed")
 		}
 		h.sup.Healthy(1)
 		synctest.Wait()
-		if h.sup.TenantInfo().Starting {
+		if h.sup.Admission().TenantInfo().Starting {
 			t.Fatal("still starting after the first healthy answer")
 		}
 		c.end(Exit{})

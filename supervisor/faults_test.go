@@ -143,7 +143,7 @@ func TestGPULostMidRunKeepsChildAndNeedsFreshSustain(t *testing.T) {
 			t.Fatalf("%d probe errors counted over 10s at 100ms, want about 100", n)
 		}
 		// Admission promises nothing on stale data.
-		d, err := h.sup.Reserve(context.Background(), admission.Request{Bytes: 1, Priority: "P2", TTL: time.Minute})
+		d, err := h.sup.Admission().Reserve(context.Background(), admission.Request{Bytes: 1, Priority: "P2", TTL: time.Minute})
 		if err != nil || d.Decision != admission.DecisionDefer {
 			t.Fatalf("reservation while the GPU is lost: %+v %v, want defer", d, err)
 		}
@@ -240,7 +240,7 @@ func TestHungProbeLoopStaysResponsive(t *testing.T) {
 		if p, err := h.sup.Step(ctx, "down"); err != nil || p != "int8" {
 			t.Fatalf("Step while the probe is stuck: %q %v", p, err)
 		}
-		if d, err := h.sup.Reserve(ctx, admission.Request{Bytes: 1, Priority: "P0", TTL: time.Minute}); err != nil || d.Decision != admission.DecisionDeny {
+		if d, err := h.sup.Admission().Reserve(ctx, admission.Request{Bytes: 1, Priority: "P0", TTL: time.Minute}); err != nil || d.Decision != admission.DecisionDeny {
 			t.Fatalf("Reserve while the probe is stuck: %+v %v, want deny", d, err)
 		}
 		if st := h.sup.Status(); st.Profile != "int8" || st.ChildPID != c.pid {

@@ -47,7 +47,7 @@ func TestReleasePublishedLater(t *testing.T) {
 		req := admission.Request{Bytes: 2 * gib, Priority: "P1", TTL: time.Minute}
 		reserve := func() string {
 			t.Helper()
-			d, err := h.sup.Reserve(ctx, req)
+			d, err := h.sup.Admission().Reserve(ctx, req)
 			if err != nil || d.Lease == "" {
 				t.Fatalf("reserve: %+v %v", d, err)
 			}
@@ -55,7 +55,7 @@ func TestReleasePublishedLater(t *testing.T) {
 		}
 		lease := reserve()
 		for range 5 { // a queue of tasks: release, reserve the same again
-			if err := h.sup.Release(ctx, lease); err != nil {
+			if err := h.sup.Admission().Release(ctx, lease); err != nil {
 				t.Fatal(err)
 			}
 			lease = reserve()
@@ -63,7 +63,7 @@ func TestReleasePublishedLater(t *testing.T) {
 		if p := fc.published(); !slices.Equal(p, []uint64{0, 2 * gib}) {
 			t.Fatalf("published %v, want 0 then 2 GiB once: the releases between reservations of the same size write nothing", p)
 		}
-		if err := h.sup.Release(ctx, lease); err != nil {
+		if err := h.sup.Admission().Release(ctx, lease); err != nil {
 			t.Fatal(err)
 		}
 		if p := fc.published(); len(p) != 2 {
@@ -78,7 +78,7 @@ func TestReleasePublishedLater(t *testing.T) {
 		if p := fc.published(); !slices.Equal(p, []uint64{0, 2 * gib, 0, 2 * gib}) {
 			t.Fatalf("published %v, want the reservation at once", p)
 		}
-		if err := h.sup.Release(ctx, lease); err != nil {
+		if err := h.sup.Admission().Release(ctx, lease); err != nil {
 			t.Fatal(err)
 		}
 		c.end(Exit{}) // the run ends with the release still pending

@@ -202,7 +202,7 @@ func (l *loop) onExit() {
 	l.door.exited()
 	l.acts.exited()
 	l.ledger.Clear()
-	l.shared.leasesChanged(l.s.publishLeases)
+	l.shared.leasesChanged(l.s.adm.publishLeases)
 	l.s.tasks.childExited() // its lease ended with the child
 	told := ""
 	if p := l.s.toldOOM.Swap(nil); p != nil {

@@ -68,7 +68,7 @@ func newLoop(s *Supervisor) *loop {
 		life: lifecycle{state: api.StateStarting, hist: history{lastExit: "none"}, wait: startWait{target: s.cfg.StartLevel},
 			notifier: s.deps.Notifier},
 		stateFile: stateFile{path: s.cfg.StatePath, write: s.deps.WriteState, logf: s.deps.Logf},
-		ledger:    s.ledger, shared: newShared(s.deps.Coordinator, s.deps.Logf, &s.starting),
+		ledger:    s.adm.ledger, shared: newShared(s.deps.Coordinator, s.deps.Logf, &s.adm.starting),
 		rooms: rooms{door: doorLink{d: s.deps.Door}, pace: newPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval),
 			out: newReporter(s.cfg.Name, s.deps.Observers, s.deps.Notifier)},
 	}

@@ -568,18 +568,18 @@ func TestAdmission(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		synctest.Wait()
 		ctx := context.Background()
-		d, err := h.sup.Reserve(ctx, admission.Request{Bytes: 10 * gib, Priority: "P1", TTL: time.Minute})
+		d, err := h.sup.Admission().Reserve(ctx, admission.Request{Bytes: 10 * gib, Priority: "P1", TTL: time.Minute})
 		if err != nil || d.Decision != "gpu" || d.Lease == "" {
 			t.Fatalf("first reservation: %+v %v", d, err)
 		}
-		d2, _ := h.sup.Reserve(ctx, admission.Request{Bytes: 10 * gib, Priority: "P1", TTL: time.Minute})
+		d2, _ := h.sup.Admission().Reserve(ctx, admission.Request{Bytes: 10 * gib, Priority: "P1", TTL: time.Minute})
 		if d2.Decision != "cpu" {
 			t.Fatalf("second reservation over the limit: %+v, want cpu for P1", d2)
 		}
-		if err := h.sup.Release(ctx, d.Lease); err != nil {
+		if err := h.sup.Admission().Release(ctx, d.Lease); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.sup.Release(ctx, d.Lease); err == nil {
+		if err := h.sup.Admission().Release(ctx, d.Lease); err == nil {
 			t.Fatal("releasing twice must fail")
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -85,13 +85,13 @@ func (s *Supervisor) Reload(ctx context.Context) ([]string, error) {
 		return nil, rerr
 	}
 	r := request{op: opReload, reload: rl, reply: make(chan response, 1)}
-	if err := s.send(ctx, r); err != nil {
+	if err := s.port.send(ctx, r); err != nil {
 		if rl.Abort != nil {
 			rl.Abort()
 		}
 		return nil, err
 	}
-	resp, err := s.await(ctx, r)
+	resp, err := s.port.await(ctx, r)
 	return resp.changed, err
 }
 
@@ -107,7 +107,7 @@ func (s *Supervisor) refused(ctx context.Context, e *ReloadError) {
 		detail += fmt.Sprintf("; and %d more", n)
 	}
 	s.deps.Logf("reload refused, nothing changed: %s", detail)
-	_, _ = s.call(ctx, request{op: opEmit, event: api.Event{Event: api.EventReload, Reason: api.ReasonError, Detail: detail}})
+	_, _ = s.port.call(ctx, request{op: opEmit, event: api.Event{Event: api.EventReload, Reason: api.ReasonError, Detail: detail}})
 }
 
 // defaultProbeTimeout is Config.ProbeTimeout's default: long enough for a

@@ -422,7 +422,7 @@ func TestReloadPriorityVisibleToPeers(t *testing.T) {
 		if p := fc.lastInfo().Priority; p != -40 {
 			t.Errorf("published priority %d after the reload, want -40", p)
 		}
-		if p := h.sup.TenantInfo().Priority; p != -40 {
+		if p := h.sup.Admission().TenantInfo().Priority; p != -40 {
 			t.Errorf("tenant answer priority %d, want -40", p)
 		}
 		if p := h.sup.Status().Priority; p != -40 {

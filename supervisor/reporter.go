@@ -101,7 +101,7 @@ func (l *loop) publishSnapshot() {
 		snap.childStart = l.life.run.childStart
 	}
 	l.s.snap.Store(snap)
-	l.shared.publishTenant(l.peerFacts(time.Time{}), &l.s.tenant, l.s.publishLeases)
+	l.shared.publishTenant(l.peerFacts(time.Time{}), &l.s.adm.tenant, l.s.adm.publishLeases)
 	short := l.core.Rules.StepPending() || l.life.plan != nil || l.latest.haveSample && l.latest.ratio >= l.pol.Watermark.High
 	l.door.sync(l.pol.Profiles[l.level].Name, l.level, len(l.pol.Profiles), short, &l.s.short)
 	// The service manager's status line, when what it says changed.

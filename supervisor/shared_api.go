@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpuguard/gpuguard/admission"
@@ -11,35 +13,72 @@ import (
 	"github.com/gpuguard/gpuguard/gpu"
 )
 
+// Admission decides who may use the GPUs' memory: the reservations and
+// releases of the child's tools (the control socket's reserve and
+// release), over the ledger of leases, and, on a shared GPU, the other
+// tenants: what they are told of this instance (TenantInfo, the leases
+// published to them) and what they ask of it (a step, a decision to
+// note, the child's readiness). Its methods are safe from any goroutine;
+// what changes the instance goes to the loop through port.
+type Admission struct {
+	port  loopPort
+	coord Coordinator // nil: no other tenants
+	logf  func(format string, args ...any)
+	// snap is the Supervisor's published snapshot: its GPUs are the ones
+	// a reservation is coordinated on and the leases published for.
+	snap *atomic.Pointer[snapshot]
+
+	// ledger holds the admission leases; the loop decides and expires
+	// them, and Reserve's coordination and the `tenant` answer read it off
+	// the loop (it is safe for that).
+	ledger *admission.Ledger
+	// tenant is what the `tenant` request answers, published by the loop;
+	// starting is read live (the loop's start claim sets it first).
+	tenant   atomic.Pointer[api.TenantInfo]
+	starting atomic.Bool
+	// leaseMu serialises publishing the leases to the other tenants.
+	leaseMu sync.Mutex
+	// leasesOut is what was last published, under leaseMu: the same figure
+	// is not written again (every exit of a crash loop would otherwise
+	// create a file in each GPU's tenant dir).
+	leasesOut *leaseFigure
+	// soon publishes what releases left, a little later (leases_soon.go).
+	soon publishSoon
+}
+
+func newAdmission(port loopPort, c Coordinator, logf func(string, ...any), snap *atomic.Pointer[snapshot]) *Admission {
+	return &Admission{port: port, coord: c, logf: logf, snap: snap, ledger: admission.NewLedger()}
+}
+
 // TenantInfo is what this instance tells the other tenants of its GPUs
 // (the `tenant` request). It is read from the snapshot the loop publishes
 // and from the ledger and the starting flag directly, never through the
 // loop: a busy loop must not delay another tenant's decision.
-func (s *Supervisor) TenantInfo() api.TenantInfo {
-	info := *s.tenant.Load()
-	info.Starting = s.starting.Load()
-	info.LeasesBytes = s.ledger.Outstanding()
+func (a *Admission) TenantInfo() api.TenantInfo {
+	info := *a.tenant.Load()
+	info.Starting = a.starting.Load()
+	info.LeasesBytes = a.ledger.Outstanding()
 	return info
 }
 
 // TenantStep executes a decision another tenant took for this instance, or
 // refuses it (see sharedState.exec).
-func (s *Supervisor) TenantStep(ctx context.Context, st api.TenantStep) (api.TenantDecision, error) {
-	r, err := s.call(ctx, request{op: opTenantStep, tenantStep: st})
+func (a *Admission) TenantStep(ctx context.Context, st api.TenantStep) (api.TenantDecision, error) {
+	r, err := a.port.call(ctx, request{op: opTenantStep, tenantStep: st})
 	return r.tenantDecision, err
 }
 
 // TenantDecision notes a decision another tenant executed on a GPU this
 // instance watches: a yield, and the GPU's cadence.
-func (s *Supervisor) TenantDecision(ctx context.Context, d api.TenantDecision) error {
-	_, err := s.call(ctx, request{op: opTenantDecision, tenantDecision: d})
+func (a *Admission) TenantDecision(ctx context.Context, d api.TenantDecision) error {
+	_, err := a.port.call(ctx, request{op: opTenantDecision, tenantDecision: d})
 	return err
 }
 
 // Ready records that the child has finished starting: on a shared GPU the
 // next tenant may start its own.
-func (s *Supervisor) Ready(ctx context.Context) error {
-	_, err := s.call(ctx, request{op: opReady})
+func (a *Admission) Ready(ctx context.Context) error {
+	_, err := a.port.call(ctx, request{op: opReady})
 	return err
 }
 
@@ -49,17 +88,27 @@ func (s *Supervisor) Ready(ctx context.Context) error {
 // gathered here, off the loop; the decision itself (pure) and its journal
 // line are the loop's, so a lease is never granted to a child that has
 // just exited. The locks are held until the lease is recorded.
-func (s *Supervisor) Reserve(ctx context.Context, req admission.Request) (admission.Decision, error) {
-	return s.reserve(ctx, req, false)
+func (a *Admission) Reserve(ctx context.Context, req admission.Request) (admission.Decision, error) {
+	return a.reserve(ctx, req, false)
+}
+
+// Release ends a lease. The others see the lower figure a little later
+// (publishSoon).
+func (a *Admission) Release(ctx context.Context, lease string) error {
+	_, err := a.port.call(ctx, request{op: opRelease, lease: lease})
+	if err == nil && a.coord != nil {
+		a.soon.arm(a.port.done, a.publishLeases)
+	}
+	return err
 }
 
 // reserve is Reserve; quiet journals only a granted reservation (the
 // deliverer asks for each queued task at every sample while memory is
 // short, and would journal a defer each time).
-func (s *Supervisor) reserve(ctx context.Context, req admission.Request, quiet bool) (admission.Decision, error) {
+func (a *Admission) reserve(ctx context.Context, req admission.Request, quiet bool) (admission.Decision, error) {
 	r := request{op: opReserve, reserve: req, quiet: quiet}
-	if c := s.deps.Coordinator; c != nil {
-		if gpus := s.watched(); len(gpus) > 0 {
+	if c := a.coord; c != nil {
+		if gpus := a.watched(); len(gpus) > 0 {
 			adm, err := c.Admit(ctx, gpus)
 			switch {
 			case err == nil:
@@ -72,16 +121,16 @@ func (s *Supervisor) reserve(ctx context.Context, req admission.Request, quiet b
 			}
 		}
 	}
-	resp, err := s.call(ctx, r)
+	resp, err := a.port.call(ctx, r)
 	d := resp.decision
 	if err != nil || d.Lease == "" || r.others == nil {
 		return d, err
 	}
 	// The others must see the lease before the admission lock goes.
-	if perr := s.publishLeases(); perr != nil {
-		s.ledger.Release(d.Lease)
+	if perr := a.publishLeases(); perr != nil {
+		a.ledger.Release(d.Lease)
 		d = admission.Refuse(req, "the lease could not be published to the other tenants of the GPU: "+perr.Error())
-		_, err = s.call(ctx, request{op: opEmit, event: api.Event{Event: api.EventAdmission, Decision: d.Decision,
+		_, err = a.port.call(ctx, request{op: opEmit, event: api.Event{Event: api.EventAdmission, Decision: d.Decision,
 			Bytes: req.Bytes, Priority: req.Priority, Tool: admission.CutTool(req.Tool), Reason: d.Reason}})
 	}
 	return d, err
@@ -89,30 +138,34 @@ func (s *Supervisor) reserve(ctx context.Context, req admission.Request, quiet b
 
 // publishLeases tells the other tenants of the watched GPUs how much this
 // instance has leased (see tenants.Coordinator.SetLeases).
-func (s *Supervisor) publishLeases() error {
-	c := s.deps.Coordinator
+func (a *Admission) publishLeases() error {
+	c := a.coord
 	if c == nil {
 		return nil
 	}
-	s.leaseMu.Lock()
-	defer s.leaseMu.Unlock()
-	gpus := s.watched()
+	a.leaseMu.Lock()
+	defer a.leaseMu.Unlock()
+	gpus := a.watched()
 	if len(gpus) == 0 {
 		return nil
 	}
-	f := leaseFigure{gpus: gpus, bytes: s.ledger.Outstanding()}
-	if s.leasesOut != nil && s.leasesOut.equal(f) {
+	f := leaseFigure{gpus: gpus, bytes: a.ledger.Outstanding()}
+	if a.leasesOut != nil && a.leasesOut.equal(f) {
 		return nil // the others already see this figure
 	}
-	s.leasesOut = nil
+	a.leasesOut = nil
 	err := c.SetLeases(gpus, f.bytes)
 	if err != nil {
-		s.deps.Logf("%v", err)
+		a.logf("%v", err)
 		return err
 	}
-	s.leasesOut = &f
+	a.leasesOut = &f
 	return nil
 }
+
+// flushLeases publishes at the end of the run what releases left and the
+// others have not seen yet.
+func (a *Admission) flushLeases() { a.soon.flush(a.publishLeases) }
 
 // leaseFigure is one publication of the leases: how much, on which GPUs.
 type leaseFigure struct {
@@ -125,8 +178,8 @@ func (f leaseFigure) equal(g leaseFigure) bool {
 }
 
 // watched are the UUIDs of the GPUs in the newest published snapshot.
-func (s *Supervisor) watched() []string {
-	gpus := s.snap.Load().status.GPUs
+func (a *Admission) watched() []string {
+	gpus := a.snap.Load().status.GPUs
 	out := make([]string, 0, len(gpus))
 	for _, g := range gpus {
 		if g.UUID != "" {

@@ -133,7 +133,7 @@ func (t *sharedState) publishTenant(f peerFacts, store *atomic.Pointer[api.Tenan
 	}
 }
 
-// leasesChanged publishes the leases (publish: Supervisor.publishLeases)
+// leasesChanged publishes the leases (publish: Admission.publishLeases)
 // after the loop changed them (expiry, the child's exit), off the loop.
 func (t *sharedState) leasesChanged(publish func() error) {
 	if t.c != nil {

@@ -249,12 +249,12 @@ func TestTenantStepRequest(t *testing.T) {
 		ctx := context.Background()
 		now := func() int64 { return time.Now().UnixNano() }
 		step := func(seq int64, kind string, at int64) (api.TenantDecision, error) {
-			return h.sup.TenantStep(ctx, api.TenantStep{GPU: fakeGPU, Seq: seq, Kind: kind, By: "llm", At: at, Watermark: 0.95})
+			return h.sup.Admission().TenantStep(ctx, api.TenantStep{GPU: fakeGPU, Seq: seq, Kind: kind, By: "llm", At: at, Watermark: 0.95})
 		}
 		if _, err := step(3, api.KindDown, now()-int64(api.ClaimTTL)); err == nil || !strings.Contains(err.Error(), "claims expire") {
 			t.Fatalf("a claim 1s old: %v, want a refusal", err)
 		}
-		if _, err := h.sup.TenantStep(ctx, api.TenantStep{GPU: "GPU-other", Seq: 3, Kind: api.KindDown, By: "llm", At: now()}); err == nil {
+		if _, err := h.sup.Admission().TenantStep(ctx, api.TenantStep{GPU: "GPU-other", Seq: 3, Kind: api.KindDown, By: "llm", At: now()}); err == nil {
 			t.Fatal("a GPU it does not watch must be refused")
 		}
 		if _, err := step(3, api.KindUp, now()); err == nil || !strings.Contains(err.Error(), "first profile") {
@@ -335,11 +335,11 @@ func TestTenantStepRefusedWhenNotTakingPart(t *testing.T) {
 				if props, _, _, _ := fc.got(); len(props) != 0 {
 					t.Fatalf("%s proposed %+v", name, props)
 				}
-				_, err := h.sup.TenantStep(context.Background(), api.TenantStep{GPU: fakeGPU, Seq: 9, Kind: api.KindDown, By: "x", At: time.Now().UnixNano()})
+				_, err := h.sup.Admission().TenantStep(context.Background(), api.TenantStep{GPU: fakeGPU, Seq: 9, Kind: api.KindDown, By: "x", At: time.Now().UnixNano()})
 				if err == nil {
 					t.Fatal("it took a step for another tenant")
 				}
-				if info := h.sup.TenantInfo(); info.Scope != map[string]string{"observe": "device", "process": "process"}[name] || info.Observe != (name == "observe") {
+				if info := h.sup.Admission().TenantInfo(); info.Scope != map[string]string{"observe": "device", "process": "process"}[name] || info.Observe != (name == "observe") {
 					t.Fatalf("info %+v", info)
 				}
 				c.end(Exit{})
@@ -362,13 +362,13 @@ func TestTenantDecisionNotes(t *testing.T) {
 		ctx := context.Background()
 		d := api.TenantDecision{GPU: fakeGPU, Seq: 7, Kind: api.KindCritical, To: "batch", At: time.Now().UnixNano(), GraceSeconds: 8}
 		for range 2 {
-			if err := h.sup.TenantDecision(ctx, d); err != nil {
+			if err := h.sup.Admission().TenantDecision(ctx, d); err != nil {
 				t.Fatal(err)
 			}
 		}
 		other := d
 		other.GPU, other.Seq = "GPU-other", 8
-		h.sup.TenantDecision(ctx, other)
+		h.sup.Admission().TenantDecision(ctx, other)
 		y := h.rec.named(api.EventYield)
 		if len(y) != 1 || y[0].To != "batch" || y[0].Reason != api.ReasonCritical || y[0].GPU != fakeGPU {
 			t.Fatalf("yields %+v, want one for seq 7", y)
@@ -400,10 +400,10 @@ func TestTenantInfo(t *testing.T) {
 		h.probe.setProcs([]gpu.Process{{PID: c.pid, Device: 0, Used: 3 * gib}, {PID: 99999, Device: 0, Used: 5 * gib}})
 		time.Sleep(150 * time.Millisecond)
 		synctest.Wait()
-		if _, err := h.sup.Reserve(context.Background(), admission.Request{Bytes: gib, Priority: "P1", TTL: time.Minute}); err != nil {
+		if _, err := h.sup.Admission().Reserve(context.Background(), admission.Request{Bytes: gib, Priority: "P1", TTL: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
-		info := h.sup.TenantInfo()
+		info := h.sup.Admission().TenantInfo()
 		want := api.TenantInfo{Name: "t", PID: info.PID, Priority: -7, Scope: "device", State: api.StateRunning, Level: 0, Levels: 3,
 			GPUs: []api.TenantGPU{{UUID: fakeGPU, UsedBytes: 3 * gib}}, Starting: true, LeasesBytes: gib, GraceSeconds: 5, SettleSeconds: 2}
 		if info.PID == 0 || !reflect.DeepEqual(info, want) {
@@ -429,7 +429,7 @@ func TestStartWaitsForTheOtherTenant(t *testing.T) {
 			if !slices.Equal(gpus, []string{fakeGPU}) {
 				t.Errorf("claimed %v", gpus)
 			}
-			if s := sup.Load(); s != nil && !s.TenantInfo().Starting {
+			if s := sup.Load(); s != nil && !s.Admission().TenantInfo().Starting {
 				t.Error("claiming without saying it is starting")
 			}
 			if llmStarting.Load() {
@@ -450,7 +450,7 @@ func TestStartWaitsForTheOtherTenant(t *testing.T) {
 		if n := fc.claimed(); n < 2 {
 			t.Fatalf("%d claims in a second of waiting, want one a sample", n)
 		}
-		if info := h.sup.TenantInfo(); info.Starting {
+		if info := h.sup.Admission().TenantInfo(); info.Starting {
 			t.Fatal("still starting after a refused claim: the other tenant would wait on us")
 		}
 		llmStarting.Store(false)
@@ -496,7 +496,7 @@ func TestStartEnds(t *testing.T) {
 				pol.Watch.Settle = 2 * time.Second
 				h := startHarness(t, pol, withCoord(&fakeCoord{}))
 				c := h.child()
-				if !h.sup.TenantInfo().Starting {
+				if !h.sup.Admission().TenantInfo().Starting {
 					t.Fatal("not starting right after the launch")
 				}
 				body(h, c)
@@ -505,7 +505,7 @@ func TestStartEnds(t *testing.T) {
 			})
 		})
 	}
-	starting := func(h *harness) bool { return h.sup.TenantInfo().Starting }
+	starting := func(h *harness) bool { return h.sup.Admission().TenantInfo().Starting }
 	run(t, "settled", func(h *harness, c *fakeChild) {
 		grow := func(used uint64) {
 			h.probe.setProcs([]gpu.Process{{PID: c.pid, Device: 0, Used: used}})
@@ -527,7 +527,7 @@ func TestStartEnds(t *testing.T) {
 	run(t, "ready", func(h *harness, c *fakeChild) {
 		h.probe.setProcs([]gpu.Process{{PID: c.pid, Device: 0, Used: 2 * gib}})
 		time.Sleep(300 * time.Millisecond)
-		if err := h.sup.Ready(context.Background()); err != nil {
+		if err := h.sup.Admission().Ready(context.Background()); err != nil {
 			h.t.Fatal(err)
 		}
 		if starting(h) {
@@ -586,11 +586,11 @@ func TestStartEndsWhileProbeHangs(t *testing.T) {
 		defer close(stuck)
 		fp.set(nil, stuck)
 		sleep(19900 * time.Millisecond)
-		if !h.sup.TenantInfo().Starting {
+		if !h.sup.Admission().TenantInfo().Starting {
 			t.Fatal("ended before 10 x settle")
 		}
 		sleep(1200 * time.Millisecond) // hung ticks come every interval
-		if h.sup.TenantInfo().Starting {
+		if h.sup.Admission().TenantInfo().Starting {
 			t.Fatal("still starting 10 x settle after the launch, with a probe call hung")
 		}
 		c.end(Exit{})
@@ -609,7 +609,7 @@ func TestStartEndsOnExit(t *testing.T) {
 		c := h.child()
 		c.end(Exit{Code: 1})
 		synctest.Wait()
-		if h.sup.TenantInfo().Starting {
+		if h.sup.Admission().TenantInfo().Starting {
 			t.Fatal("still starting after the child exited")
 		}
 		time.Sleep(time.Second) // backoff
@@ -636,7 +636,7 @@ func TestReserveCountsOtherTenants(t *testing.T) {
 		time.Sleep(150 * time.Millisecond)
 		synctest.Wait()
 		ctx := context.Background()
-		d0, err := h.sup.Reserve(ctx, admission.Request{Bytes: 2 * gib, Priority: "P1", TTL: time.Minute})
+		d0, err := h.sup.Admission().Reserve(ctx, admission.Request{Bytes: 2 * gib, Priority: "P1", TTL: time.Minute})
 		d := d0
 		if err != nil || d.Decision != admission.DecisionGPU || !strings.Contains(d.Reason, "8 GiB leased") {
 			t.Fatalf("4 + 8 + 2 <= 14.4: %+v %v", d, err)
@@ -644,7 +644,7 @@ func TestReserveCountsOtherTenants(t *testing.T) {
 		if p := fc.published(); !slices.Equal(p, []uint64{0, 2 * gib}) {
 			t.Fatalf("published leases %v, want none once the GPU is known, then the 2 GiB lease as soon as it is granted", p)
 		}
-		d, _ = h.sup.Reserve(ctx, admission.Request{Bytes: 2 * gib, Priority: "P2", TTL: time.Minute})
+		d, _ = h.sup.Admission().Reserve(ctx, admission.Request{Bytes: 2 * gib, Priority: "P2", TTL: time.Minute})
 		if d.Decision != admission.DecisionDefer || !strings.Contains(d.Reason, "10 GiB leased") {
 			t.Fatalf("4 + (2 own + 8 others) + 2 > 14.4: %+v", d)
 		}
@@ -653,14 +653,14 @@ func TestReserveCountsOtherTenants(t *testing.T) {
 				return nil, errors.New("the admission lock of GPU " + fakeGPU + ": " + tenants.ErrLockHeld.Error())
 			}
 		})
-		d, _ = h.sup.Reserve(ctx, admission.Request{Bytes: 1, Priority: "P0", TTL: time.Minute})
+		d, _ = h.sup.Admission().Reserve(ctx, admission.Request{Bytes: 1, Priority: "P0", TTL: time.Minute})
 		if d.Decision != admission.DecisionDeny || !strings.Contains(d.Reason, "held by a tenant that does not answer") {
 			t.Fatalf("lock held: %+v", d)
 		}
 		if ev := h.rec.named(api.EventAdmission); len(ev) != 3 || ev[2].Decision != admission.DecisionDeny {
 			t.Fatalf("admission events %+v", ev)
 		}
-		if err := h.sup.Release(ctx, d0.Lease); err != nil {
+		if err := h.sup.Admission().Release(ctx, d0.Lease); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(releasePublishDelay)
@@ -673,7 +673,7 @@ func TestReserveCountsOtherTenants(t *testing.T) {
 			f.admit = nil
 			f.leaseErr = errors.New("no space left on device")
 		})
-		d, _ = h.sup.Reserve(ctx, admission.Request{Bytes: 1, Priority: "P2", TTL: time.Minute})
+		d, _ = h.sup.Admission().Reserve(ctx, admission.Request{Bytes: 1, Priority: "P2", TTL: time.Minute})
 		if d.Decision != admission.DecisionDefer || d.Lease != "" || !strings.Contains(d.Reason, "no space left") {
 			t.Fatalf("unpublished lease: %+v", d)
 		}
@@ -701,7 +701,7 @@ func TestObservingTenantYields(t *testing.T) {
 		synctest.Wait()
 		h.probe.setUsed(15 * gib) // above high
 		d := api.TenantDecision{GPU: fakeGPU, Seq: 3, Kind: api.KindDown, To: "batch", At: time.Now().UnixNano(), GraceSeconds: 5}
-		if err := h.sup.TenantDecision(context.Background(), d); err != nil {
+		if err := h.sup.Admission().TenantDecision(context.Background(), d); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(4 * time.Second) // past its own sustain (1s), within batch's grace (5s)

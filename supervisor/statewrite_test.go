@@ -110,7 +110,7 @@ func TestDenialJournalsACutTool(t *testing.T) {
 		h := startHarness(t, testPolicy(), nil)
 		c := h.child()
 		synctest.Wait()
-		d, err := h.sup.Reserve(context.Background(), admission.Request{Bytes: 1, Priority: "P0", Tool: strings.Repeat("t", 60_000), TTL: time.Minute})
+		d, err := h.sup.Admission().Reserve(context.Background(), admission.Request{Bytes: 1, Priority: "P0", Tool: strings.Repeat("t", 60_000), TTL: time.Minute})
 		if err != nil || d.Decision != admission.DecisionDeny {
 			t.Fatalf("decision %+v, %v; want deny", d, err)
 		}

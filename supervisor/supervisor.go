@@ -95,7 +95,10 @@ var errNoFit = core.ErrNoFit
 func IsNoFit(err error) bool { return errors.Is(err, errNoFit) }
 
 // Supervisor supervises one child. Run drives it; the other methods are
-// safe to call from any goroutine (the control socket calls them).
+// safe to call from any goroutine (the control socket calls them). Its
+// admission (reservations, leases, the other tenants' requests) and its
+// deferred tasks are types of their own, reached through Admission and
+// Tasks: the control socket serves the three together (cmd wires them).
 type Supervisor struct {
 	// cfg is the Config as given: its Policy is the one the run started
 	// with. The policy in force is pol, which a reload replaces.
@@ -104,6 +107,7 @@ type Supervisor struct {
 
 	reqs chan request
 	done chan struct{} // closed when Run returns
+	port loopPort      // reqs and done, for calls to the loop
 	// wanted: a request held at the front door asks for a wake
 	// (wake.go); lastRequest is the newest arrival, unix nanoseconds.
 	wanted      chan struct{}
@@ -113,21 +117,9 @@ type Supervisor struct {
 	toldOOM     atomic.Pointer[string]
 	started     time.Time
 
-	// ledger holds the admission leases; Reserve's coordination and the
-	// `tenant` answer read it off the loop (it is safe for that).
-	ledger *admission.Ledger
-	// tenant is what the `tenant` request answers, published by the loop;
-	// starting is read live (set before a start claim is made).
-	tenant   atomic.Pointer[api.TenantInfo]
-	starting atomic.Bool
-	// leaseMu serialises publishing the leases to the other tenants.
-	leaseMu sync.Mutex
-	// leasesOut is what was last published, under leaseMu: the same figure
-	// is not written again (every exit of a crash loop would otherwise
-	// create a file in each GPU's tenant dir).
-	leasesOut *leaseFigure
-	// soon publishes what releases left, a little later (leases_soon.go).
-	soon publishSoon
+	// adm decides reservations and publishes the leases (shared_api.go);
+	// the loop shares its ledger and its starting flag.
+	adm *Admission
 
 	// pol is the policy in force (the loop replaces it on a reload);
 	// reloadMu makes reloads one at a time, so a reload's Load sees the
@@ -137,8 +129,10 @@ type Supervisor struct {
 	reloadMu  sync.Mutex
 	probeAuto bool
 
-	// tasks delivers deferred tasks; nil without a store.
+	// tasks delivers deferred tasks; nil without a store. tq is the
+	// deferred-task API over it (tasks.go), there with or without one.
 	tasks *deliverer
+	tq    *Tasks
 	// short is what the loop last told the door: memory is short, so a
 	// deferred request is not replayed.
 	short atomic.Bool
@@ -171,17 +165,20 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 		deps.Logf = func(string, ...any) {}
 	}
 	s := &Supervisor{cfg: cfg, deps: deps, reqs: make(chan request), done: make(chan struct{}), wanted: make(chan struct{}, 1), started: time.Now(),
-		ledger: admission.NewLedger(), probeAuto: probeAuto}
+		probeAuto: probeAuto}
+	s.port = loopPort{reqs: s.reqs, done: s.done}
+	s.adm = newAdmission(s.port, deps.Coordinator, deps.Logf, &s.snap)
 	s.pol.Store(cfg.Policy)
 	if deps.Tasks != nil {
 		s.tasks = newDeliverer(s, deps.Tasks)
 	}
+	s.tq = &Tasks{port: s.port, adm: s.adm, d: s.tasks, pol: &s.pol, logf: deps.Logf}
 	st := api.Status{Name: cfg.Name, PID: os.Getpid(), State: api.StateStarting,
 		Profile: cfg.Policy.Profiles[cfg.StartLevel].Name, Level: cfg.StartLevel,
 		Levels: len(cfg.Policy.Profiles), Priority: cfg.Policy.Priority,
 		IntervalSeconds: cfg.Policy.Watch.Interval.Seconds(), Observe: cfg.Observe, GPUs: []api.GPU{}, SimDir: cfg.SimDir}
 	s.snap.Store(&snapshot{status: st})
-	s.tenant.Store(&api.TenantInfo{Name: cfg.Name, PID: st.PID, Priority: cfg.Policy.Priority,
+	s.adm.tenant.Store(&api.TenantInfo{Name: cfg.Name, PID: st.PID, Priority: cfg.Policy.Priority,
 		Scope: cfg.Policy.Watch.Scope, Observe: cfg.Observe, State: st.State, Level: st.Level, Levels: st.Levels,
 		GPUs: []api.TenantGPU{}, GraceSeconds: cfg.Policy.Watermark.Grace.Seconds(), SettleSeconds: cfg.Policy.Watch.Settle.Seconds()})
 	return s, nil
@@ -197,7 +194,7 @@ func (s *Supervisor) Run(ctx context.Context, signals <-chan os.Signal) (int, er
 	var tasks sync.WaitGroup
 	defer tasks.Wait() // after done is closed, which ends the deliverer
 	defer s.once.Do(func() { close(s.done) })
-	defer s.soon.flush(s.publishLeases) // before done: a release the others have not seen yet
+	defer s.adm.flushLeases() // before done: a release the others have not seen yet
 	if s.tasks != nil {
 		tasks.Go(func() { s.tasks.run(ctx) })
 	}
@@ -215,11 +212,19 @@ func (s *Supervisor) Status() api.Status {
 	}
 	// The ledger is read live: reservations are decided and withdrawn off
 	// the loop too, so the snapshot's count can lag a reply just sent.
-	st.Leases = s.ledger.Count()
+	st.Leases = s.adm.ledger.Count()
 	s.doorStatus(&st)
-	st.Tasks = s.TaskCounts().Pending()
+	st.Tasks = s.tq.TaskCounts().Pending()
 	return st
 }
+
+// Admission is the instance's admission: Reserve and Release, and what
+// the other tenants of its GPUs ask of it.
+func (s *Supervisor) Admission() *Admission { return s.adm }
+
+// Tasks is the instance's deferred-task API; without a store it answers
+// as an instance without a queue does.
+func (s *Supervisor) Tasks() *Tasks { return s.tq }
 
 // MarkOOM records that the current child reported an out-of-memory error:
 // its coming exit counts as OOM. It takes effect before it returns, so a
@@ -242,49 +247,8 @@ func (s *Supervisor) Step(ctx context.Context, direction string) (string, error)
 	default:
 		return "", fmt.Errorf("direction must be down or up, got %q", direction)
 	}
-	r, err := s.call(ctx, request{op: opStep, up: up})
+	r, err := s.port.call(ctx, request{op: opStep, up: up})
 	return r.profile, err
-}
-
-// Release ends a lease.
-func (s *Supervisor) Release(ctx context.Context, lease string) error {
-	_, err := s.call(ctx, request{op: opRelease, lease: lease})
-	if err == nil && s.deps.Coordinator != nil {
-		s.soon.arm(s.done, s.publishLeases)
-	}
-	return err
-}
-
-func (s *Supervisor) call(ctx context.Context, r request) (response, error) {
-	r.reply = make(chan response, 1)
-	if err := s.send(ctx, r); err != nil {
-		return response{}, err
-	}
-	return s.await(ctx, r)
-}
-
-// send hands r to the loop; an error means the loop never got it.
-func (s *Supervisor) send(ctx context.Context, r request) error {
-	select {
-	case s.reqs <- r:
-		return nil
-	case <-s.done:
-		return errors.New("instance is shutting down")
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// await waits for the loop's reply to r, which send handed over.
-func (s *Supervisor) await(ctx context.Context, r request) (response, error) {
-	select {
-	case resp := <-r.reply:
-		return resp, resp.err
-	case <-s.done:
-		return response{}, errors.New("instance is shutting down")
-	case <-ctx.Done():
-		return response{}, ctx.Err()
-	}
 }
 
 type op int

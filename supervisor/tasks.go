@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/policy"
 )
 
 // TaskStore is the deferred-task queue as the supervisor uses it
@@ -178,24 +179,37 @@ func (d *deliverer) childExited() {
 	d.poke()
 }
 
+// Tasks is the deferred-task API of the control socket (control.Tasks)
+// and the front door (frontdoor.Deferrer): storing a deferred task,
+// subscribing to deliveries, finishing them. The deliverer does the
+// delivering on its goroutine; Tasks is there with or without a store
+// (d nil), and then answers as an instance without a queue.
+type Tasks struct {
+	port loopPort   // journal lines (opEmit) go through the loop
+	adm  *Admission // a task's reservation and its lease
+	d    *deliverer // nil without a store
+	pol  *atomic.Pointer[policy.Policy]
+	logf func(format string, args ...any)
+}
+
 // TaskCounts are the deferred tasks by state, as last read from the store.
-func (s *Supervisor) TaskCounts() api.TaskCounts {
-	if s.tasks == nil {
+func (q *Tasks) TaskCounts() api.TaskCounts {
+	if q.d == nil {
 		return api.TaskCounts{}
 	}
-	return *s.tasks.counts.Load()
+	return *q.d.counts.Load()
 }
 
 // DeferTask is a reservation with a payload: decided as Reserve does, and,
 // when the decision is defer, stored as a task before it returns the
 // ticket. A task that cannot be stored is answered deny, with the reason,
 // and no ticket. Without a store the reservation is answered as before.
-func (s *Supervisor) DeferTask(ctx context.Context, req admission.Request, payload json.RawMessage) (admission.Decision, string, error) {
-	dec, err := s.Reserve(ctx, req)
-	if err != nil || dec.Decision != admission.DecisionDefer || s.tasks == nil {
+func (q *Tasks) DeferTask(ctx context.Context, req admission.Request, payload json.RawMessage) (admission.Decision, string, error) {
+	dec, err := q.adm.Reserve(ctx, req)
+	if err != nil || dec.Decision != admission.DecisionDefer || q.d == nil {
 		return dec, "", err
 	}
-	d := s.tasks
+	d := q.d
 	now := time.Now()
 	if req.Priority == "" {
 		req.Priority = admission.P1
@@ -203,10 +217,10 @@ func (s *Supervisor) DeferTask(ctx context.Context, req admission.Request, paylo
 	t := api.Task{Ticket: newTicket(), Tool: req.Tool, Priority: req.Priority, Bytes: req.Bytes, Payload: payload, Enqueued: now}
 	sctx, cancel := storeContext(ctx)
 	defer cancel()
-	if err := d.store.Enqueue(sctx, t, s.pol.Load().Defer.MaxTasks); err != nil {
+	if err := d.store.Enqueue(sctx, t, q.pol.Load().Defer.MaxTasks); err != nil {
 		dec = admission.Decision{Decision: admission.DecisionDeny, Reason: "the deferred task could not be stored: " + err.Error()}
-		s.deps.Logf("%s", dec.Reason)
-		_, err = s.call(ctx, request{op: opEmit, event: api.Event{Event: api.EventAdmission, Decision: dec.Decision,
+		q.logf("%s", dec.Reason)
+		_, err = q.port.call(ctx, request{op: opEmit, event: api.Event{Event: api.EventAdmission, Decision: dec.Decision,
 			Bytes: req.Bytes, Priority: req.Priority, Tool: req.Tool, Reason: dec.Reason}})
 		return dec, "", err
 	}
@@ -226,8 +240,8 @@ func storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // `subscribe` with `tasks`). It returns the subscription's id, which done
 // and failed name, and cancel, which ends it (the connection closed): a
 // task in flight to it goes back to the queue, with an attempt counted.
-func (s *Supervisor) SubscribeTasks(deliver func(api.TaskDelivery) bool) (int64, func()) {
-	d := s.tasks
+func (q *Tasks) SubscribeTasks(deliver func(api.TaskDelivery) bool) (int64, func()) {
+	d := q.d
 	if d == nil {
 		return 0, func() {}
 	}
@@ -255,18 +269,18 @@ func (s *Supervisor) SubscribeTasks(deliver func(api.TaskDelivery) bool) (int64,
 // TaskDone finishes the task delivered on subscription sub: done, and its
 // lease released. It returns once the store has recorded it; until then
 // (an error) the task is still in flight, and done may be sent again.
-func (s *Supervisor) TaskDone(ctx context.Context, sub int64, ticket string) error {
-	return s.finishTask(ctx, sub, ticket, "", false)
+func (q *Tasks) TaskDone(ctx context.Context, sub int64, ticket string) error {
+	return q.finishTask(ctx, sub, ticket, "", false)
 }
 
 // TaskFailed puts the task delivered on sub back with backoff, counting
 // an attempt (dead after max_attempts).
-func (s *Supervisor) TaskFailed(ctx context.Context, sub int64, ticket, reason string) error {
-	return s.finishTask(ctx, sub, ticket, reason, true)
+func (q *Tasks) TaskFailed(ctx context.Context, sub int64, ticket, reason string) error {
+	return q.finishTask(ctx, sub, ticket, reason, true)
 }
 
-func (s *Supervisor) finishTask(ctx context.Context, sub int64, ticket, reason string, failed bool) error {
-	d := s.tasks
+func (q *Tasks) finishTask(ctx context.Context, sub int64, ticket, reason string, failed bool) error {
+	d := q.d
 	if d == nil {
 		return errors.New("this instance has no deferred-task queue")
 	}
@@ -319,7 +333,7 @@ func (s *Supervisor) finishTask(ctx context.Context, sub int64, ticket, reason s
 		}
 		return fmt.Errorf("task %q: the store could not record it done: %w", ticket, err)
 	}
-	_ = s.Release(sctx, f.lease)
+	_ = q.adm.Release(sctx, f.lease)
 	d.emit(sctx, api.Event{Event: api.EventTaskDone, Ticket: ticket, Tool: f.task.Tool, Attempt: f.attempt})
 	d.adjust(func(c *api.TaskCounts) { c.Running--; c.Done++ })
 	if merge {
@@ -335,7 +349,7 @@ func (d *deliverer) requeue(ctx context.Context, f *taskFlight, reason string) {
 	sctx, cancel := storeContext(ctx)
 	defer cancel()
 	if f.lease != "" { // a replayed request has none
-		_ = d.s.Release(sctx, f.lease) // gone already when the child exited
+		_ = d.s.adm.Release(sctx, f.lease) // gone already when the child exited
 	}
 	pol := d.s.pol.Load().Defer
 	retryAt := time.Now().Add(taskBackoff(f.task.Attempts + 1))
@@ -377,7 +391,7 @@ func taskBackoff(attempts int) time.Duration {
 }
 
 func (d *deliverer) emit(ctx context.Context, ev api.Event) {
-	_, _ = d.s.call(ctx, request{op: opEmit, event: ev})
+	_, _ = d.s.port.call(ctx, request{op: opEmit, event: ev})
 }
 
 // adjust applies a transition the deliverer made to the counts: re-reading
@@ -410,8 +424,8 @@ func newTicket() string {
 // NoteTask learns of a change `gpuguard tasks` made in the store: a drop
 // is journaled (ev), and a task it dropped while in flight here is let go
 // with its lease.
-func (s *Supervisor) NoteTask(ctx context.Context, ev api.Event) error {
-	d := s.tasks
+func (q *Tasks) NoteTask(ctx context.Context, ev api.Event) error {
+	d := q.d
 	if d == nil {
 		return errors.New("this instance has no deferred-task queue")
 	}
@@ -421,7 +435,7 @@ func (s *Supervisor) NoteTask(ctx context.Context, ev api.Event) error {
 		d.mu.Unlock()
 		for _, f := range gone {
 			if !f.released {
-				_ = s.Release(ctx, f.lease)
+				_ = q.adm.Release(ctx, f.lease)
 			}
 		}
 		d.emit(ctx, api.Event{Event: api.EventTaskDropped, Ticket: ev.Ticket, Tool: ev.Tool, Detail: ev.Detail})

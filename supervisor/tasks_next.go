@@ -61,7 +61,7 @@ func (d *deliverer) prepareNext(ctx context.Context, sub taskSub, told api.Task,
 	if t.Tool == ToolHTTP {
 		return nil
 	}
-	dec, err := d.s.reserve(ctx, admission.Request{Bytes: t.Bytes, Priority: t.Priority, Tool: t.Tool, TTL: pol.AckTimeout}, true)
+	dec, err := d.s.adm.reserve(ctx, admission.Request{Bytes: t.Bytes, Priority: t.Priority, Tool: t.Tool, TTL: pol.AckTimeout}, true)
 	if err != nil || dec.Decision != admission.DecisionGPU {
 		return nil
 	}
@@ -75,7 +75,7 @@ func (d *deliverer) prepareNext(ctx context.Context, sub taskSub, told api.Task,
 func (d *deliverer) finishNext(ctx context.Context, next *nextTask, leased api.Task, ok bool, after api.Task, now time.Time) {
 	if next == nil || !ok {
 		if next != nil {
-			_ = d.s.Release(ctx, next.dec.Lease)
+			_ = d.s.adm.Release(ctx, next.dec.Lease)
 		}
 		d.mu.Lock()
 		d.finishing = false

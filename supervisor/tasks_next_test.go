@@ -91,7 +91,7 @@ func TestTaskDoneLeasesTheNextInItsCommit(t *testing.T) {
 				t.Fatalf("deliveries %+v, want %d, the last %s with its lease and payload", got, i+1, ticket)
 			}
 			peeks := cs.peeks()
-			if err := h.sup.TaskDone(context.Background(), s.id, ticket); err != nil {
+			if err := h.sup.Tasks().TaskDone(context.Background(), s.id, ticket); err != nil {
 				t.Fatal(err)
 			}
 			// b's done leases c, told due after b by a's: no Peek.
@@ -146,7 +146,7 @@ func TestTaskDoneNextNotFittingGoesAfterTheRelease(t *testing.T) {
 		s := th.subscribe()
 		h.probe.setUsed(1 * gib)
 		sample()
-		if err := h.sup.TaskDone(context.Background(), s.id, a); err != nil {
+		if err := h.sup.Tasks().TaskDone(context.Background(), s.id, a); err != nil {
 			t.Fatal(err)
 		}
 		sample()
@@ -185,7 +185,7 @@ func TestTaskDoneLeasingFailsKeepsTheTaskInFlight(t *testing.T) {
 		cs.mu.Lock()
 		cs.failAckLease = memstore.ErrFailing
 		cs.mu.Unlock()
-		if err := h.sup.TaskDone(context.Background(), s.id, a); err == nil {
+		if err := h.sup.Tasks().TaskDone(context.Background(), s.id, a); err == nil {
 			t.Fatal("a done the store could not record was accepted")
 		}
 		sample()
@@ -204,7 +204,7 @@ func TestTaskDoneLeasingFailsKeepsTheTaskInFlight(t *testing.T) {
 		cs.mu.Lock()
 		cs.failAckLease = nil
 		cs.mu.Unlock()
-		if err := h.sup.TaskDone(context.Background(), s.id, a); err != nil {
+		if err := h.sup.Tasks().TaskDone(context.Background(), s.id, a); err != nil {
 			t.Fatal(err)
 		}
 		sample()

@@ -30,17 +30,17 @@ const replaySub = -1
 // decision (memory is short and the request is P2), so no reservation is
 // made; a store that cannot be written (or a full queue) is the error,
 // and no ticket is given.
-func (s *Supervisor) DeferRequest(ctx context.Context, payload json.RawMessage) (string, error) {
-	d := s.tasks
+func (q *Tasks) DeferRequest(ctx context.Context, payload json.RawMessage) (string, error) {
+	d := q.d
 	if d == nil {
 		return "", errors.New("this instance has no deferred-task queue")
 	}
 	t := api.Task{Ticket: newTicket(), Tool: ToolHTTP, Priority: "P2", Payload: payload, Enqueued: time.Now()}
 	sctx, cancel := storeContext(ctx)
 	defer cancel()
-	if err := d.store.Enqueue(sctx, t, s.pol.Load().Defer.MaxTasks); err != nil {
+	if err := d.store.Enqueue(sctx, t, q.pol.Load().Defer.MaxTasks); err != nil {
 		reason := "the deferred request could not be stored: " + err.Error()
-		s.deps.Logf("%s", reason)
+		q.logf("%s", reason)
 		return "", errors.New(reason)
 	}
 	d.emit(sctx, api.Event{Event: api.EventDeferred, Ticket: t.Ticket, Tool: t.Tool, Priority: t.Priority})

@@ -56,7 +56,7 @@ func TestReplayWaitsForMemoryAndChild(t *testing.T) {
 		h, mem, door := startReplay(t, taskPolicy(nil), r)
 		h.probe.setUsed(15 * gib) // above high: short
 		sample()
-		ticket, err := h.sup.DeferRequest(context.Background(), json.RawMessage(`{"method":"GET"}`))
+		ticket, err := h.sup.Tasks().DeferRequest(context.Background(), json.RawMessage(`{"method":"GET"}`))
 		if err != nil || len(ticket) < 32 {
 			t.Fatalf("defer: %q %v", ticket, err)
 		}
@@ -111,7 +111,7 @@ func TestReplayDeadAfterMaxAttempts(t *testing.T) {
 		door.mu.Lock()
 		door.ready = true
 		door.mu.Unlock()
-		ticket, err := h.sup.DeferRequest(context.Background(), json.RawMessage(`{}`))
+		ticket, err := h.sup.Tasks().DeferRequest(context.Background(), json.RawMessage(`{}`))
 		if err != nil {
 			t.Fatal(err)
 		}

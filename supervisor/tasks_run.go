@@ -119,14 +119,14 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 	var dec admission.Decision
 	if !replay {
 		var err error
-		dec, err = d.s.reserve(ctx, admission.Request{Bytes: t.Bytes, Priority: t.Priority, Tool: t.Tool, TTL: pol.AckTimeout}, true)
+		dec, err = d.s.adm.reserve(ctx, admission.Request{Bytes: t.Bytes, Priority: t.Priority, Tool: t.Tool, TTL: pol.AckTimeout}, true)
 		if err != nil || dec.Decision != admission.DecisionGPU {
 			return wake // the next sample looks again
 		}
 	}
 	leased, err := d.store.Lease(sctx, t.Ticket, now)
 	if err != nil { // dropped or taken by another host meanwhile, or the store failed
-		_ = d.s.Release(sctx, dec.Lease)
+		_ = d.s.adm.Release(sctx, dec.Lease)
 		soonest(now.Add(taskRetry))
 		return wake
 	}

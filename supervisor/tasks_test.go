@@ -63,7 +63,7 @@ type sink struct {
 
 func (h *taskHarness) subscribe() *sink {
 	s := &sink{}
-	s.id, s.cancel = h.sup.SubscribeTasks(func(t api.TaskDelivery) bool {
+	s.id, s.cancel = h.sup.Tasks().SubscribeTasks(func(t api.TaskDelivery) bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.broken {
@@ -83,7 +83,7 @@ func (s *sink) deliveries() []api.TaskDelivery {
 
 func (h *taskHarness) deferTask(t *testing.T, tool string, bytes uint64) string {
 	t.Helper()
-	d, ticket, err := h.sup.DeferTask(context.Background(), admission.Request{Bytes: bytes, Priority: "P2", Tool: tool, TTL: time.Minute},
+	d, ticket, err := h.sup.Tasks().DeferTask(context.Background(), admission.Request{Bytes: bytes, Priority: "P2", Tool: tool, TTL: time.Minute},
 		json.RawMessage(`{"tool":"`+tool+`"}`))
 	if err != nil || d.Decision != admission.DecisionDefer || len(ticket) < 32 {
 		t.Fatalf("deferral: %+v ticket %q %v, want defer with a ticket", d, ticket, err)
@@ -139,7 +139,7 @@ func TestTaskDeferredThenDeliveredWhenMemoryFrees(t *testing.T) {
 		if n := len(s.deliveries()); n != 1 {
 			t.Fatalf("%d deliveries with one in flight", n)
 		}
-		if err := h.sup.TaskDone(context.Background(), s.id, a); err != nil {
+		if err := h.sup.Tasks().TaskDone(context.Background(), s.id, a); err != nil {
 			t.Fatal(err)
 		}
 		if st := h.state(t, a); st.State != api.TaskDone {
@@ -150,7 +150,7 @@ func TestTaskDeferredThenDeliveredWhenMemoryFrees(t *testing.T) {
 		if len(got) != 2 || got[1].Ticket != b {
 			t.Fatalf("after done: deliveries %+v, want %s next", got, b)
 		}
-		if err := h.sup.TaskDone(context.Background(), s.id, b); err != nil {
+		if err := h.sup.Tasks().TaskDone(context.Background(), s.id, b); err != nil {
 			t.Fatal(err)
 		}
 		if st := h.sup.Status(); st.Leases != 0 || st.Tasks != 0 {
@@ -160,7 +160,7 @@ func TestTaskDeferredThenDeliveredWhenMemoryFrees(t *testing.T) {
 			t.Fatalf("%d task_done events", n)
 		}
 		// A done task is finished for good.
-		if err := h.sup.TaskDone(context.Background(), s.id, a); err == nil {
+		if err := h.sup.Tasks().TaskDone(context.Background(), s.id, a); err == nil {
 			t.Fatal("a second done was accepted")
 		}
 		h.child.end(Exit{})
@@ -186,7 +186,7 @@ func TestTaskReleasedLeaseLetsTheNextGo(t *testing.T) {
 			t.Fatalf("deliveries %+v, want %s alone", got, a)
 		}
 		ctx := context.Background()
-		if err := h.sup.Release(ctx, got[0].Lease); err != nil {
+		if err := h.sup.Admission().Release(ctx, got[0].Lease); err != nil {
 			t.Fatal(err)
 		}
 		sample()
@@ -199,7 +199,7 @@ func TestTaskReleasedLeaseLetsTheNextGo(t *testing.T) {
 		}
 		// b holds the slot (its lease is not released): c waits, a's done
 		// included.
-		if err := h.sup.TaskDone(ctx, s.id, a); err != nil {
+		if err := h.sup.Tasks().TaskDone(ctx, s.id, a); err != nil {
 			t.Fatalf("done for the released task: %v", err)
 		}
 		if st := h.state(t, a); st.State != api.TaskDone || st.Attempts != 0 {
@@ -209,7 +209,7 @@ func TestTaskReleasedLeaseLetsTheNextGo(t *testing.T) {
 		if n := len(s.deliveries()); n != 2 {
 			t.Fatalf("%d deliveries with b in flight", n)
 		}
-		if err := h.sup.TaskDone(ctx, s.id, b); err != nil {
+		if err := h.sup.Tasks().TaskDone(ctx, s.id, b); err != nil {
 			t.Fatal(err)
 		}
 		sample()
@@ -237,14 +237,14 @@ func TestTaskReleasedStaysDelivered(t *testing.T) {
 		h.probe.setUsed(gib)
 		sample()
 		ctx := context.Background()
-		if err := h.sup.Release(ctx, s.deliveries()[0].Lease); err != nil {
+		if err := h.sup.Admission().Release(ctx, s.deliveries()[0].Lease); err != nil {
 			t.Fatal(err)
 		}
 		sample()
 		if got := s.deliveries(); len(got) != 2 || got[1].Ticket != b {
 			t.Fatalf("deliveries %+v, want %s after the release", got, b)
 		}
-		if err := h.sup.TaskDone(ctx, s.id, b); err != nil {
+		if err := h.sup.Tasks().TaskDone(ctx, s.id, b); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(30 * time.Second) // past a's ack_timeout, within its backoff
@@ -258,7 +258,7 @@ func TestTaskReleasedStaysDelivered(t *testing.T) {
 		if len(got) != 3 || got[2].Ticket != a || got[2].Attempt != 2 {
 			t.Fatalf("deliveries %+v, want %s again, attempt 2", got, a)
 		}
-		if err := h.sup.Release(ctx, got[2].Lease); err != nil {
+		if err := h.sup.Admission().Release(ctx, got[2].Lease); err != nil {
 			t.Fatal(err)
 		}
 		s.cancel()
@@ -301,13 +301,13 @@ func TestTaskDoneAndFailedCheckTheConnection(t *testing.T) {
 		h.probe.setUsed(gib)
 		sample()
 		ctx := context.Background()
-		if err := h.sup.TaskDone(ctx, other.id, a); err == nil || !strings.Contains(err.Error(), "not delivered to this connection") {
+		if err := h.sup.Tasks().TaskDone(ctx, other.id, a); err == nil || !strings.Contains(err.Error(), "not delivered to this connection") {
 			t.Fatalf("done from another connection: %v", err)
 		}
-		if err := h.sup.TaskFailed(ctx, s.id, "t-unknown", "x"); err == nil || !strings.Contains(err.Error(), "not in flight") {
+		if err := h.sup.Tasks().TaskFailed(ctx, s.id, "t-unknown", "x"); err == nil || !strings.Contains(err.Error(), "not in flight") {
 			t.Fatalf("failed for an unknown ticket: %v", err)
 		}
-		if err := h.sup.TaskDone(ctx, s.id, a); err != nil {
+		if err := h.sup.Tasks().TaskDone(ctx, s.id, a); err != nil {
 			t.Fatal(err)
 		}
 		h.child.end(Exit{})
@@ -325,7 +325,7 @@ func TestTaskFailedBacksOffThenDies(t *testing.T) {
 		h.probe.setUsed(gib)
 		sample()
 		ctx := context.Background()
-		if err := h.sup.TaskFailed(ctx, s.id, a, "boom"); err != nil {
+		if err := h.sup.Tasks().TaskFailed(ctx, s.id, a, "boom"); err != nil {
 			t.Fatal(err)
 		}
 		if st := h.state(t, a); st.State != api.TaskQueued || st.Attempts != 1 || !strings.Contains(st.LastError, "boom") {
@@ -345,7 +345,7 @@ func TestTaskFailedBacksOffThenDies(t *testing.T) {
 		if len(got) != 2 || got[1].Attempt != 2 {
 			t.Fatalf("after the backoff: %+v, want attempt 2", got)
 		}
-		if err := h.sup.TaskFailed(ctx, s.id, a, "boom again"); err != nil {
+		if err := h.sup.Tasks().TaskFailed(ctx, s.id, a, "boom again"); err != nil {
 			t.Fatal(err)
 		}
 		if st := h.state(t, a); st.State != api.TaskDead || st.Attempts != 2 {
@@ -390,7 +390,7 @@ func TestTaskAckTimeout(t *testing.T) {
 		if len(got) != 2 || got[1].Ticket != a || got[1].Attempt != 2 || got[1].Lease == got[0].Lease {
 			t.Fatalf("after ack_timeout: %+v, want a second delivery with a new lease", got)
 		}
-		if err := h.sup.TaskDone(context.Background(), s.id, a); err != nil {
+		if err := h.sup.Tasks().TaskDone(context.Background(), s.id, a); err != nil {
 			t.Fatal(err)
 		}
 		h.child.end(Exit{})
@@ -489,7 +489,7 @@ func TestTaskStoreFailureDenies(t *testing.T) {
 		h.probe.setUsed(15 * gib)
 		sample()
 		h.mem.Fail(memstore.ErrFailing)
-		d, ticket, err := h.sup.DeferTask(context.Background(), admission.Request{Bytes: gib, Priority: "P2", Tool: "x"}, json.RawMessage(`1`))
+		d, ticket, err := h.sup.Tasks().DeferTask(context.Background(), admission.Request{Bytes: gib, Priority: "P2", Tool: "x"}, json.RawMessage(`1`))
 		if err != nil || d.Decision != admission.DecisionDeny || ticket != "" || !strings.Contains(d.Reason, "no space left") {
 			t.Fatalf("with the store failing: %+v ticket %q %v, want deny naming the cause and no ticket", d, ticket, err)
 		}
@@ -504,12 +504,12 @@ func TestTaskStoreFailureDenies(t *testing.T) {
 		full.probe.setUsed(15 * gib)
 		sample()
 		full.deferTask(t, "x", gib)
-		d, ticket, _ = full.sup.DeferTask(context.Background(), admission.Request{Bytes: gib, Priority: "P2", Tool: "x"}, json.RawMessage(`1`))
+		d, ticket, _ = full.sup.Tasks().DeferTask(context.Background(), admission.Request{Bytes: gib, Priority: "P2", Tool: "x"}, json.RawMessage(`1`))
 		if d.Decision != admission.DecisionDeny || ticket != "" || !strings.Contains(d.Reason, "full") {
 			t.Fatalf("past max_tasks: %+v %q", d, ticket)
 		}
 		// Without a payload, a reserve is answered as ever.
-		d, _ = h.sup.Reserve(context.Background(), admission.Request{Bytes: gib, Priority: "P2"})
+		d, _ = h.sup.Admission().Reserve(context.Background(), admission.Request{Bytes: gib, Priority: "P2"})
 		if d.Decision != admission.DecisionDefer {
 			t.Fatalf("reserve without payload: %+v", d)
 		}
@@ -553,7 +553,7 @@ func TestTaskWindow(t *testing.T) {
 		if got := s.deliveries(); len(got) != 1 || got[0].Ticket != a {
 			t.Fatalf("at the window's start: %+v", got)
 		}
-		if err := h.sup.TaskDone(context.Background(), s.id, a); err != nil {
+		if err := h.sup.Tasks().TaskDone(context.Background(), s.id, a); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Until(start.Add(2 * time.Hour))) // the end is exclusive

@@ -182,7 +182,7 @@ func TestLiveWakeTakesTheStartClaim(t *testing.T) {
 		c.setHandler(true)
 		time.Sleep(time.Minute) // the start settles; its claim ends
 		synctest.Wait()
-		if h.sup.TenantInfo().Starting {
+		if h.sup.Admission().TenantInfo().Starting {
 			t.Fatal("still starting a minute after the start")
 		}
 		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
@@ -199,7 +199,7 @@ func TestLiveWakeTakesTheStartClaim(t *testing.T) {
 		if fc.claimed() <= before {
 			t.Fatal("the wake claimed nothing")
 		}
-		if h.sup.TenantInfo().Starting {
+		if h.sup.Admission().TenantInfo().Starting {
 			t.Fatal("starting after a refused claim: the other tenant would wait on us")
 		}
 		llmStarting.Store(false)
@@ -211,12 +211,12 @@ func TestLiveWakeTakesTheStartClaim(t *testing.T) {
 		if st := h.sup.Status(); st.Profile != "int8" || st.State != api.StateRunning {
 			t.Errorf("after the wake: %s %s", st.Profile, st.State)
 		}
-		if !h.sup.TenantInfo().Starting {
+		if !h.sup.Admission().TenantInfo().Starting {
 			t.Error("not starting right after the wake: the woken server's memory has not settled")
 		}
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if h.sup.TenantInfo().Starting {
+		if h.sup.Admission().TenantInfo().Starting {
 			t.Error("still starting a minute after the wake")
 		}
 		h.noLaunch()
