@@ -17,6 +17,14 @@
 // reporter, the door, the server actions, GPU faults, the minute record,
 // waking), each given what it needs rather than a pointer to the loop.
 //
+// Off the loop, the public handle is three types, each reaching the loop
+// through a loopPort (port.go): Supervisor (Run, Status, Step, MarkOOM,
+// Reload, the door's reports, and the wiring), its Admission
+// (shared_api.go: reserve and release over the ledger, the leases
+// published to the other tenants, their requests) and its Tasks (tasks.go:
+// the deferred-task API beside the deliverer). The control socket serves
+// the three as one (cmd's socketBackend).
+//
 // Every start says how it chose its profile (fit.go): the profiles tried
 // from the one aimed at, their needs, and the room on the fullest watched
 // GPU, told once as a stderr line, a `fit` journal event and status's `fit`.
