@@ -630,3 +630,45 @@ func TestTaskStoreDownLogsOnce(t *testing.T) {
 		th.wait()
 	})
 }
+
+// Without a store, Tasks is still there and answers as an instance
+// without a queue: no counts, a reservation with a payload decided as one
+// without (no ticket), a subscription that delivers nothing, and done,
+// failed, a note and a deferred request refused.
+func TestTasksWithoutAStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startHarness(t, taskPolicy(nil), nil)
+		c := h.child()
+		sample()
+		q := h.sup.Tasks()
+		if q == nil || q.TaskCounts() != (api.TaskCounts{}) || h.sup.Status().Tasks != 0 {
+			t.Fatalf("Tasks %v, counts %+v, status tasks %d: want zero counts", q, q.TaskCounts(), h.sup.Status().Tasks)
+		}
+		h.probe.setUsed(15 * gib)
+		sample()
+		d, ticket, err := q.DeferTask(context.Background(), admission.Request{Bytes: gib, Priority: "P2", Tool: "x"}, json.RawMessage(`1`))
+		if err != nil || d.Decision != admission.DecisionDefer || ticket != "" {
+			t.Fatalf("DeferTask without a store: %+v ticket %q %v, want the reservation's defer and no ticket", d, ticket, err)
+		}
+		id, cancel := q.SubscribeTasks(func(api.TaskDelivery) bool { t.Error("a delivery without a store"); return true })
+		cancel()
+		if id != 0 {
+			t.Errorf("subscription id %d, want 0", id)
+		}
+		ctx := context.Background()
+		for name, err := range map[string]error{
+			"done":   q.TaskDone(ctx, 0, "t-x"),
+			"failed": q.TaskFailed(ctx, 0, "t-x", "boom"),
+			"note":   q.NoteTask(ctx, api.Event{}),
+		} {
+			if err == nil || !strings.Contains(err.Error(), "no deferred-task queue") {
+				t.Errorf("%s without a store: %v", name, err)
+			}
+		}
+		if ticket, err := q.DeferRequest(ctx, json.RawMessage(`{}`)); err == nil || ticket != "" {
+			t.Errorf("DeferRequest without a store: %q, %v", ticket, err)
+		}
+		c.end(Exit{})
+		h.wait()
+	})
+}
