@@ -113,3 +113,24 @@ func Backoff(attempts int) time.Duration {
 
 // MaxBackoff caps Backoff.
 const MaxBackoff = 10 * time.Minute
+
+// AckLeaseInTurn is AckLease made of Ack, Peek and Lease in turn, for a
+// store with no commit to share between them (each call is durable on its
+// own). With tellAfter, one more Peek tells the task due after the one
+// leased; without, after is zero and the deliverer peeks itself.
+func AckLeaseInTurn(ctx context.Context, s Store, ticket string, result []byte, next string, now time.Time, tellAfter bool) (t api.Task, leased bool, after api.Task, err error) {
+	if err := s.Ack(ctx, ticket, result, now); err != nil {
+		return api.Task{}, false, api.Task{}, err
+	}
+	p, ok, _, err := s.Peek(ctx, now)
+	if err != nil || !ok || p.Ticket != next {
+		return api.Task{}, false, api.Task{}, nil // the ack is made: err is the ack's
+	}
+	if t, err = s.Lease(ctx, next, now); err != nil {
+		return api.Task{}, false, api.Task{}, nil
+	}
+	if tellAfter {
+		after, _, _, _ = s.Peek(ctx, now)
+	}
+	return t, true, after, nil
+}

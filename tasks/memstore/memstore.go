@@ -165,19 +165,7 @@ func (s *store) Ack(_ context.Context, ticket string, result []byte, now time.Ti
 // AckLease is Ack, Peek, Lease and Peek again (after); memory has no
 // commit to share.
 func (s *store) AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (api.Task, bool, api.Task, error) {
-	if err := s.Ack(ctx, ticket, result, now); err != nil {
-		return api.Task{}, false, api.Task{}, err
-	}
-	p, ok, _, err := s.Peek(ctx, now)
-	if err != nil || !ok || p.Ticket != next {
-		return api.Task{}, false, api.Task{}, nil // the ack is made: err is the ack's
-	}
-	t, err := s.Lease(ctx, next, now)
-	if err != nil {
-		return api.Task{}, false, api.Task{}, nil
-	}
-	after, _, _, _ := s.Peek(ctx, now)
-	return t, true, after, nil
+	return tasks.AckLeaseInTurn(ctx, s, ticket, result, next, now, true)
 }
 
 func attempt(e *entry, reason string, retry time.Time, max int) api.Task {

@@ -173,15 +173,7 @@ func (s *Store) Ack(ctx context.Context, ticket string, result []byte, now time.
 // after (a Peek more per task would cost a round trip that the deliverer's
 // own Peek costs anyway).
 func (s *Store) AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (api.Task, bool, api.Task, error) {
-	if err := s.Ack(ctx, ticket, result, now); err != nil {
-		return api.Task{}, false, api.Task{}, err
-	}
-	p, ok, _, err := s.Peek(ctx, now)
-	if err != nil || !ok || p.Ticket != next {
-		return api.Task{}, false, api.Task{}, nil // the ack is made: err is the ack's
-	}
-	t, err := s.Lease(ctx, next, now)
-	return t, err == nil, api.Task{}, nil
+	return tasks.AckLeaseInTurn(ctx, s, ticket, result, next, now, false)
 }
 
 func (s *Store) running(ctx context.Context, ticket, what string, sc *goredis.Script, args ...any) error {
