@@ -162,9 +162,16 @@ func (s *sleepRun) wakeUnderLoad(t *testing.T, load *clientLoad, what string) {
 	code, out, stderr := s.e.run([]string{"step", "sleepy", "up", "--runtime-dir", s.e.runDir})
 	// Once there is room, a request the door holds may wake the instance
 	// before the step up does (wake on request): then the step up finds it
-	// awake, and the wake's stepup event says request.
-	wokenByRequest := code != 0 && strings.Contains(stderr, "already at the first profile awake") &&
-		slices.ContainsFunc(events(s.e, "stepup"), func(ev string) bool { return strings.Contains(ev, `"reason":"request"`) })
+	// awake, or still waking (a manual step is refused while the instance
+	// steps), and the wake's stepup event says request.
+	byRequest := func() bool {
+		return slices.ContainsFunc(events(s.e, "stepup"), func(ev string) bool { return strings.Contains(ev, `"reason":"request"`) })
+	}
+	if code != 0 && strings.Contains(stderr, "instance is stepping") {
+		waitFor(t, "the wake by request", 30*time.Second, func() bool { return byRequest() && s.status(t)["state"] == "running" })
+	}
+	wokenByRequest := code != 0 && (strings.Contains(stderr, "already at the first profile awake") ||
+		strings.Contains(stderr, "instance is stepping")) && byRequest()
 	if (code != 0 || strings.TrimSpace(out) != "awake") && !wokenByRequest {
 		t.Fatalf("step up: exit %d %q %s", code, out, stderr)
 	}
