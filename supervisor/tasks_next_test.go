@@ -65,19 +65,27 @@ func (c *countingStore) counts() (lease, ack, ackLease int) {
 	return c.lease, c.ack, c.ackLeases
 }
 
+// countedTaskHarness is an instance with a memory store counted by
+// countingStore, its child running with 15 GiB used, sampled twice (the
+// tasks' tests' start).
+func countedTaskHarness(t *testing.T) (*harness, *taskHarness, *countingStore) {
+	mem := memstore.New()
+	cs := &countingStore{Store: mem.Open()}
+	h := startHarness(t, taskPolicy(nil), func(_ *Config, d *Deps) { d.Tasks = cs })
+	th := &taskHarness{harness: h, mem: mem, child: h.child()}
+	sample()
+	h.probe.setUsed(15 * gib)
+	sample()
+	return h, th, cs
+}
+
 // A done leases the next task in its own commit: a queue delivered to one
 // subscriber costs one store write per task (AckLease), not two (Ack, then
 // Lease), and no Peek where the last AckLease told the next task; the
 // journal still tells each done before the next delivery.
 func TestTaskDoneLeasesTheNextInItsCommit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memstore.New()
-		cs := &countingStore{Store: mem.Open()}
-		h := startHarness(t, taskPolicy(nil), func(_ *Config, d *Deps) { d.Tasks = cs })
-		th := &taskHarness{harness: h, mem: mem, child: h.child()}
-		sample()
-		h.probe.setUsed(15 * gib)
-		sample()
+		h, th, cs := countedTaskHarness(t)
 		var tickets []string
 		for _, tool := range []string{"a", "b", "c"} {
 			tickets = append(tickets, th.deferTask(t, tool, gib))
@@ -134,13 +142,7 @@ func TestTaskDoneLeasesTheNextInItsCommit(t *testing.T) {
 // goes once the lease is released, as before.
 func TestTaskDoneNextNotFittingGoesAfterTheRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memstore.New()
-		cs := &countingStore{Store: mem.Open()}
-		h := startHarness(t, taskPolicy(nil), func(_ *Config, d *Deps) { d.Tasks = cs })
-		th := &taskHarness{harness: h, mem: mem, child: h.child()}
-		sample()
-		h.probe.setUsed(15 * gib)
-		sample()
+		h, th, cs := countedTaskHarness(t)
 		a := th.deferTask(t, "a", 8*gib)
 		b := th.deferTask(t, "b", 8*gib)
 		s := th.subscribe()
@@ -170,13 +172,7 @@ func TestTaskDoneNextNotFittingGoesAfterTheRelease(t *testing.T) {
 // go; the done sent again finishes it and the next goes.
 func TestTaskDoneLeasingFailsKeepsTheTaskInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memstore.New()
-		cs := &countingStore{Store: mem.Open()}
-		h := startHarness(t, taskPolicy(nil), func(_ *Config, d *Deps) { d.Tasks = cs })
-		th := &taskHarness{harness: h, mem: mem, child: h.child()}
-		sample()
-		h.probe.setUsed(15 * gib)
-		sample()
+		h, th, cs := countedTaskHarness(t)
 		a := th.deferTask(t, "a", gib)
 		b := th.deferTask(t, "b", gib)
 		s := th.subscribe()
