@@ -76,19 +76,19 @@ type actionDone struct {
 	drainTimed bool
 }
 
-// beginActions begins the live change into level through the server
-// actions steps (the running profile's leave, only if it was entered
-// live, and the new profile's enter; none when leaving a serving = false
-// profile that reloads by itself); changeProfile journaled the step.
-func (l *loop) beginActions(level int, steps []actionStep, reason, why string, reply chan response) {
-	to := l.pol.Profiles[level]
-	l.life.state = api.StateStepping
+// change begins the live change into to through the server actions steps
+// (the running profile's leave, only if it was entered live, and the new
+// profile's enter; none when leaving a serving = false profile that
+// reloads by itself), once the front door (nil: none) has drained;
+// changeProfile journaled the step and marks the instance stepping.
+func (a *actionState) change(ctx context.Context, caller Actions, door Door, steps []actionStep, limit time.Duration,
+	run *actionRun, runDone <-chan struct{}, logf func(string, ...any)) {
 	var drain <-chan struct{}
-	if l.deps.Door != nil {
-		drain = l.deps.Door.Drain()
+	if door != nil {
+		drain = door.Drain()
 	}
-	l.deps.Logf("live change to profile %s through %d server action(s) (%s)", to.Name, len(steps), reason)
-	l.acts.begin(l.ctx, l.deps.Actions, steps, drain, l.pol.Restart.StopTimeout, &actionRun{to: to.Name, reason: reason, why: why, reply: reply}, l.s.done)
+	logf("live change to profile %s through %d server action(s) (%s)", run.to, len(steps), run.reason)
+	a.begin(ctx, caller, steps, drain, limit, run, runDone)
 }
 
 // plan is the calls of a live change from one profile to another: from's

@@ -105,7 +105,9 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 		case core.BySleep:
 			l.wake.begin(l.sleepView(), level, reason, reply)
 		case core.ByActions:
-			l.beginActions(level, steps, reason, why, reply)
+			l.life.state = api.StateStepping
+			l.acts.change(l.ctx, l.deps.Actions, l.deps.Door, steps, l.pol.Restart.StopTimeout,
+				&actionRun{to: to.Name, reason: reason, why: why, reply: reply}, l.s.done, l.deps.Logf)
 		default:
 			l.beginRestart(level, reason, reply)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // Reloader re-reads the policy file the instance was started with,
@@ -162,57 +163,38 @@ func senses(key string) bool {
 	return strings.HasPrefix(key, "watch.") || strings.HasPrefix(key, "watermark.")
 }
 
-// reladder moves the loop onto the new ladder after a reload changed it;
-// old is the policy before. A level follows its profile by name. The
-// running child keeps its profile if the name is still there: only the
-// state file is rewritten when its level moved (and published to
-// subscribers, since the file changed), never the notify signal, since
-// what runs has not changed; the new definition of that profile (its env)
-// applies at the next start or live step into it. A child whose profile is
-// gone is restarted gracefully (stop_signal, then the normal restart path,
-// GPUGUARD_LAST_EXIT=reload) at the same position in the new ladder, or
-// the best profile below it that fits; so is the next start's target. A
-// reload never moves an instance up the ladder by itself; but an instance
-// asleep with its child stopped whose level now serves requests starts
-// the child there.
+// reladder applies core.Reladder's verdict after a reload changed the
+// ladder. A profile still in the ladder keeps its process (the state file
+// is rewritten and published, since the file changed, never the notify
+// signal, since what runs has not changed; the new definition of that
+// profile applies at the next start or live step into it). A child whose
+// profile is gone is restarted gracefully (stop_signal, then the normal
+// restart path, GPUGUARD_LAST_EXIT=reload) at the same position in the new
+// ladder, or the best profile below it that fits. An instance asleep with
+// its child stopped whose level now serves requests starts the child there.
 func (l *loop) reladder(old *policy.Policy) {
-	last := len(l.pol.Profiles) - 1
-	follow := func(level int) (int, bool) {
-		if i, ok := l.pol.ProfileIndex(old.Profiles[level].Name); ok {
-			return i, true
-		}
-		return min(level, last), false
-	}
-	l.life.wait.target, _ = follow(l.life.wait.target)
+	planLevel := -1
 	if l.life.plan != nil {
-		l.life.plan.level, _ = follow(l.life.plan.level)
+		planLevel = l.life.plan.level
 	}
-	from := old.Profiles[l.level].Name
-	level, kept := follow(l.level)
-	moved := level != l.level
-	l.level = level
-	if l.sleepView().stoppedAsleep() && l.pol.Profiles[level].Serving() {
-		// The profile it slept in serves requests now (it was changed, or
-		// it is gone): nothing else would ever start the child, so the
-		// reload does, in the usual start (release, fit, start order).
-		l.deps.Logf("reload: profile %s serves requests: starting the child", l.pol.Profiles[level].Name)
-		l.life.plan = &restartPlan{level: level, reason: api.ReasonReload, from: from}
-		l.life.enterWaiting(level, nil)
-		return
+	running := l.life.run.child != nil && !l.life.stop.stopping && l.life.plan == nil
+	r := core.Reladder(old, l.pol, l.level, l.life.wait.target, planLevel, l.sleepView().stoppedAsleep(), running)
+	l.level, l.life.wait.target = r.Level, r.Target
+	if l.life.plan != nil {
+		l.life.plan.level = r.PlanLevel
 	}
-	// A child on its way out or being restarted gets the new ladder's
-	// level at its next start anyway.
-	if l.life.run.child == nil || l.life.stop.stopping || l.life.plan != nil {
-		return
-	}
-	if !kept {
-		l.deps.Logf("profile %s is no longer in the ladder: restarting the child", from)
-		l.beginRestart(level, api.ReasonReload, nil)
-		l.life.plan.from = from
-		return
-	}
-	if moved {
-		st, err := l.stateFile.writeAt(l.pol.Profiles[l.level], l.level, fmt.Sprintf("reload: profile %s is now level %d of %d", from, level, last+1))
+	name := l.pol.Profiles[r.Level].Name
+	switch r.Then {
+	case core.RelevelWake:
+		l.deps.Logf("reload: profile %s serves requests: starting the child", name)
+		l.life.plan = &restartPlan{level: r.Level, reason: api.ReasonReload, from: r.From}
+		l.life.enterWaiting(r.Level, nil)
+	case core.RelevelRestart:
+		l.deps.Logf("profile %s is no longer in the ladder: restarting the child", r.From)
+		l.beginRestart(r.Level, api.ReasonReload, nil)
+		l.life.plan.from = r.From
+	case core.RelevelRewrite:
+		st, err := l.stateFile.writeAt(l.pol.Profiles[r.Level], r.Level, fmt.Sprintf("reload: profile %s is now level %d of %d", r.From, r.Level, len(l.pol.Profiles)))
 		if err != nil {
 			l.deps.Logf("%v", err)
 		}
