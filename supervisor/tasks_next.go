@@ -83,24 +83,38 @@ func (d *deliverer) finishNext(ctx context.Context, next *nextTask, leased api.T
 		d.poke()
 		return
 	}
-	d.adjust(func(c *api.TaskCounts) { c.Queued--; c.Running++ })
-	pol := d.s.pol.Load().Defer
-	f := &taskFlight{task: leased, attempt: leased.Attempts + 1, lease: next.dec.Lease, sub: next.sub.id, deadline: now.Add(pol.AckTimeout)}
+	f := d.leased(leased, next.dec.Lease, next.sub.id, now.Add(d.s.pol.Load().Defer.AckTimeout))
 	d.mu.Lock()
 	d.finishing = false
 	d.after = after
-	gone := !slices.ContainsFunc(d.subs, func(s taskSub) bool { return s.id == next.sub.id })
-	if !gone {
-		d.flights = append(d.flights, f)
+	boarded := d.boardLocked(f, next.sub)
+	if boarded {
 		d.ready = append(d.ready, readyTask{f: f, sub: next.sub})
-		// The next task goes to the next subscriber.
-		d.subs = append(slices.DeleteFunc(d.subs, func(s taskSub) bool { return s.id == next.sub.id }), next.sub)
 	}
 	d.mu.Unlock()
-	if gone {
+	if !boarded {
 		d.requeue(ctx, f, "the subscriber's connection closed")
 	}
 	d.poke()
+}
+
+// leased counts a task just leased as running and makes it a flight for
+// subscriber sub, under lease, until deadline (its ack_timeout).
+func (d *deliverer) leased(t api.Task, lease string, sub int64, deadline time.Time) *taskFlight {
+	d.adjust(func(c *api.TaskCounts) { c.Queued--; c.Running++ })
+	return &taskFlight{task: t, attempt: t.Attempts + 1, lease: lease, sub: sub, deadline: deadline}
+}
+
+// boardLocked puts f in flight for sub and turns the subscribers, so that
+// the next task goes to the next one (d.mu held); false when sub has gone
+// meanwhile: f is not in flight, and goes back to the queue.
+func (d *deliverer) boardLocked(f *taskFlight, sub taskSub) bool {
+	if !slices.ContainsFunc(d.subs, func(s taskSub) bool { return s.id == sub.id }) {
+		return false
+	}
+	d.flights = append(d.flights, f)
+	d.subs = append(slices.DeleteFunc(d.subs, func(s taskSub) bool { return s.id == sub.id }), sub)
+	return true
 }
 
 // sendReady journals and sends the tasks that dones leased, unless they

@@ -3,7 +3,6 @@ package supervisor
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/gpuguard/gpuguard/admission"
@@ -130,8 +129,7 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 		soonest(now.Add(taskRetry))
 		return wake
 	}
-	d.adjust(func(c *api.TaskCounts) { c.Queued--; c.Running++ })
-	f := &taskFlight{task: leased, attempt: leased.Attempts + 1, lease: dec.Lease, sub: sub.id, deadline: now.Add(pol.AckTimeout)}
+	f := d.leased(leased, dec.Lease, sub.id, now.Add(pol.AckTimeout))
 	if replay {
 		f.sub = replaySub
 		d.mu.Lock()
@@ -144,14 +142,9 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 		return wake
 	}
 	d.mu.Lock()
-	gone := !slices.ContainsFunc(d.subs, func(s taskSub) bool { return s.id == sub.id })
-	if !gone {
-		d.flights = append(d.flights, f)
-		// The next task goes to the next subscriber.
-		d.subs = append(slices.DeleteFunc(d.subs, func(s taskSub) bool { return s.id == sub.id }), sub)
-	}
+	boarded := d.boardLocked(f, sub)
 	d.mu.Unlock()
-	if gone {
+	if !boarded {
 		d.requeue(sctx, f, "the subscriber's connection closed")
 		soonest(now)
 		return wake
