@@ -14,6 +14,11 @@ import (
 // before it returns (a page a user keeps); without, only the rename's
 // atomicity holds (files rewritten often, whose loss in a host crash costs
 // nothing). On failure nothing of the temporary file is left.
+//
+// The state file has its own (statefile.replace): it is written before
+// every start, on the restart path, so it speaks to the kernel in four
+// system calls and frees the replaced inode off the caller's goroutine;
+// what uses Replace is written rarely and needs neither.
 func Replace(path string, data []byte, perm fs.FileMode, sync bool) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
