@@ -201,7 +201,7 @@ func (l *loop) onActionsDone(d actionDone) {
 			l.deps.Logf("server action %s %s of profile %s failed: %v", o.call.Method, o.path, o.profile, o.res.Err)
 		}
 		ev.Profile, ev.Level = o.profile, levelOf(l.pol, o.profile, l.level)
-		l.emit(ev)
+		l.out.emit(ev)
 	}
 	level, ok := l.pol.ProfileIndex(run.to)
 	if l.life.stop.stopping || l.life.run.child == nil {
@@ -234,7 +234,7 @@ func (l *loop) onActionsDone(d actionDone) {
 	if err != nil {
 		l.deps.Logf("%v", err)
 	}
-	l.life.run.notify(l.pol.Notify.Signal, st, l)
+	l.life.run.notify(l.pol.Notify.Signal, st, &l.out)
 	l.out.publish(st)
 	if prof.Serving() {
 		l.wake.awake = time.Now()

@@ -25,14 +25,14 @@ func (l *loop) onSample(r sampleResult) {
 	if r.err != nil {
 		l.pace.setPeriod(0, l.pol.Watch.Interval)
 		l.decide(core.Gap{})
-		l.health.report(l, now, now, r.err.Error(), !hung)
+		l.health.report(&l.out, now, now, r.err.Error(), !hung)
 		l.withoutReading(now, r)
 		return
 	}
 	if down, told := l.health.recovered(now); told { // a run of failures ends
 		l.deps.Logf("GPU probe recovered after %s without a reading", down.Round(time.Millisecond))
 	}
-	l.faults.answered(r.sample, l)
+	l.faults.answered(r.sample, &l.out)
 	l.latest.lastSample, l.latest.haveSample = r.sample, true
 	if l.life.run.child != nil && r.forPID == l.life.run.child.PID() && r.tree != nil {
 		l.life.run.childTree = make(map[int]bool, len(r.tree))
@@ -47,7 +47,7 @@ func (l *loop) onSample(r sampleResult) {
 	}
 	l.pace.forecast(now, l.latest.ratio, l.pol)
 	if l.life.run.child != nil {
-		l.minute.note(now, l.latest.ratio, worstGPU(r.sample.Devices, l.pol), l.pol.Watermark, l)
+		l.minute.note(now, l.latest.ratio, worstGPU(r.sample.Devices, l.pol), l.pol.Watermark, &l.out)
 	}
 	l.shared.sample(now, r, l.life.run.child != nil, l.life.run.childTree, l.pol.Watch.Settle)
 	// Publish the sample before a start it may lead to, so that anyone who
@@ -100,7 +100,7 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	from, to := l.pol.Profiles[l.level], l.pol.Profiles[level]
 	steps := l.acts.plan(from, to, l.pol.Serve.Upstream)
 	if how := core.HowToChange(l.pol, l.level, level, len(steps)); how != core.ByLive {
-		l.emit(stepEvent(l.pol, l.level, l.latest.ratio, event, level, reason, why))
+		l.out.emit(stepEvent(l.pol, l.level, l.latest.ratio, event, level, reason, why))
 		switch how {
 		case core.BySleep:
 			l.wake.begin(l.sleepView(), level, reason, reply)
@@ -120,12 +120,12 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	ev.Time = time.Now()
 	st, err := l.stateFile.writeAt(l.pol.Profiles[level], level, why)
 	if err != nil {
-		l.stateFile.notWritten(l, l.pol, l.level, l.latest.ratio, event, level, err, reply)
+		l.stateFile.notWritten(&l.out, l.pol, l.level, l.latest.ratio, event, level, err, reply)
 		return false
 	}
-	l.emit(ev)
+	l.out.emit(ev)
 	l.level = level
-	l.life.run.notify(l.pol.Notify.Signal, st, l)
+	l.life.run.notify(l.pol.Notify.Signal, st, &l.out)
 	l.out.publish(st)
 	l.deps.Logf("%s to profile %s (%s)", event, l.pol.Profiles[level].Name, why)
 	if reply != nil {

@@ -66,7 +66,7 @@ func (l *loop) onHealthy(gen int) {
 	l.door.healthy = true
 	l.wake.awake = time.Now() // the idle rule counts from here
 	after := time.Since(l.life.run.childStart)
-	l.emit(api.Event{Event: api.EventReady, PID: l.life.run.child.PID(), AfterSeconds: after.Seconds()})
+	l.out.emit(api.Event{Event: api.EventReady, PID: l.life.run.child.PID(), AfterSeconds: after.Seconds()})
 	l.deps.Logf("the child answered its health check %s after its start: ready", after.Round(time.Millisecond))
 	l.shared.endStarting("it answered its health check")
 	if n := l.deps.Notifier; n != nil && !l.door.notified {

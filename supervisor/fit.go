@@ -42,16 +42,16 @@ func (f *fitTeller) describe(what string, r sampleResult) {
 	}
 }
 
-// note journals (through j) and prints a fit judgement dated at (zero:
-// now), for the start h is about to make, and keeps the event as out
-// stamped it, for status.
-func (f *fitTeller) note(j journal, out *reporter, pol *policy.Policy, h history, at time.Time, fit core.Fit, outcome string) {
-	f.sayStartup(j.logf)
+// note journals (through out) and prints a fit judgement dated at
+// (zero: now), for the start h is about to make, and keeps the event as
+// out stamped it, for status.
+func (f *fitTeller) note(out *reporter, pol *policy.Policy, h history, at time.Time, fit core.Fit, outcome string) {
+	f.sayStartup(out.logf)
 	ev := fit.Event(pol, h.startReason(), outcome)
 	ev.Time = at
-	j.emit(ev)
+	out.emit(ev)
 	f.lastFit = out.last
-	j.logf("fit for the %s: %s", h.startWhat(), ev.Detail)
+	out.logf("fit for the %s: %s", h.startWhat(), ev.Detail)
 }
 
 // sayStartup prints the start-up line, once.

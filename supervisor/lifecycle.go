@@ -31,7 +31,7 @@ func (l *loop) tryStart(r sampleResult) {
 			return
 		}
 	}
-	if l.faults.hold(r, l) {
+	if l.faults.hold(r, &l.out) {
 		return
 	}
 	now := time.Now()
@@ -152,7 +152,7 @@ func (l *loop) launch(level int, j core.Fit, outcome string) {
 		return
 	}
 	j.Started, j.Level = true, level
-	l.fit.note(l, &l.out, l.pol, l.life.hist, launched, j, outcome)
+	l.fit.note(&l.out, l.pol, l.life.hist, launched, j, outcome)
 	l.life.hist.starts++
 	l.life.run.child = child
 	l.life.run.childStart = launched
@@ -166,7 +166,7 @@ func (l *loop) launch(level int, j core.Fit, outcome string) {
 	if from != level {
 		ev.From, ev.To = l.pol.Profiles[from].Name, l.pol.Profiles[level].Name
 	}
-	l.emit(ev)
+	l.out.emit(ev)
 	l.deps.Logf("started %s (pid %d) in profile %s (%d/%d)", argv[0], child.PID(), l.pol.Profiles[level].Name, level, len(l.pol.Profiles))
 	l.door.launched(l.life.hist.starts)
 	if n := l.deps.Notifier; n != nil && l.life.hist.starts == 1 && l.door.readyAtLaunch() { // READY=1 once, for the first child
@@ -208,14 +208,14 @@ func (l *loop) onExit() {
 	if p := l.s.toldOOM.Swap(nil); p != nil {
 		told = *p
 	}
-	l.minute.end(now, l.pol.Watermark, l)
+	l.minute.end(now, l.pol.Watermark, &l.out)
 	ev := api.Event{Event: api.EventExit, Status: ptr(e.Status()), Stderr: core.LastLines(e.Stderr, 20)}
 	if e.Signal != 0 {
 		ev.Signal = int(e.Signal)
 	} else {
 		ev.ExitCode = ptr(e.Code)
 	}
-	l.emit(ev)
+	l.out.emit(ev)
 	l.deps.Logf("child exited with status %d after %s", e.Status(), ran.Round(time.Millisecond))
 
 	in := core.Exited{Now: now, Exit: e, Ran: ran, Told: told, Stopping: l.life.stop.stopping, Lost: l.health.lostErr,

@@ -74,6 +74,8 @@ func newLoop(s *Supervisor) *loop {
 	}
 	l.life.sampleNow = l.pace.sampleNow
 	l.out.publisher = s.deps.Publisher
+	l.out.log = s.deps.Logf
+	l.out.inForce = func() (string, int) { return l.pol.Profiles[l.level].Name, l.level }
 	return l
 }
 
@@ -125,7 +127,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 		case now := <-l.pace.hung.C:
 			l.onHung(now)
 		case f := <-l.deps.Faults:
-			l.faults.observe(f, l)
+			l.faults.observe(f, &l.out)
 		case <-l.life.run.childDone():
 			l.onExit()
 		case <-l.life.wait.backoff.C:
@@ -135,9 +137,9 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 			l.life.stop.stopWait.stop()
 			l.doAll(l.decide(core.StopWaitOver{Running: l.life.run.child != nil}), nil)
 		case <-l.door.drain:
-			l.door.drained(false, l.life.run.child, l.pol.Restart.StopTimeout, &l.life.stop.stopWait, l)
+			l.door.drained(false, l.life.run.child, l.pol.Restart.StopTimeout, &l.life.stop.stopWait, &l.out)
 		case <-l.door.limit.C:
-			l.door.drained(true, l.life.run.child, l.pol.Restart.StopTimeout, &l.life.stop.stopWait, l)
+			l.door.drained(true, l.life.run.child, l.pol.Restart.StopTimeout, &l.life.stop.stopWait, &l.out)
 		case d := <-l.acts.out:
 			l.onActionsDone(d)
 		case <-l.s.wanted:
@@ -154,7 +156,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 		case req := <-l.s.reqs:
 			l.onRequest(req)
 		case r := <-l.shared.outcomes:
-			l.shared.onOutcome(r, l.peerFacts(time.Now()), l)
+			l.shared.onOutcome(r, l.peerFacts(time.Now()), loopFeed{&l.out, l})
 		case o := <-l.shared.starts:
 			// a live wake claims as a start does (wake.go)
 			l.shared.answer(o, l.wake.claimWanted(l.life.state) && !l.life.stop.stopping && !l.life.end.finished, &l.pace)
@@ -181,7 +183,7 @@ func (l *loop) onRequest(r request) {
 		pending := l.core.Rules.StepPending() || l.life.plan != nil || l.life.run.child == nil
 		d, ev := reserve(l.ledger, r, time.Now(), usage, l.pol.Watermark.High, pending)
 		if ev != nil {
-			l.emit(*ev)
+			l.out.emit(*ev)
 		}
 		r.reply <- response{decision: d}
 	case opRelease:
@@ -198,7 +200,7 @@ func (l *loop) onRequest(r request) {
 	case opHealthy:
 		l.onHealthy(r.gen)
 	default:
-		l.shared.request(r, l.peerFacts, l)
+		l.shared.request(r, l.peerFacts, loopFeed{&l.out, l})
 	}
 }
 

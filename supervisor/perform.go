@@ -31,13 +31,13 @@ func (l *loop) do(e core.Effect, reply chan response) {
 	case core.Step:
 		l.performStep(e, reply)
 	case core.Journal:
-		l.emit(e.Event)
+		l.out.emit(e.Event)
 	case core.Log:
 		l.deps.Logf("%s", e.Text)
 	case core.Reply:
 		reply <- response{err: e.Err}
 	case core.NoteFit:
-		l.fit.note(l, &l.out, l.pol, l.life.hist, time.Time{}, e.Fit, e.Outcome)
+		l.fit.note(&l.out, l.pol, l.life.hist, time.Time{}, e.Fit, e.Outcome)
 	case core.Launch:
 		l.launch(e.Level, e.Fit, e.Outcome)
 	case core.Wait:
@@ -45,9 +45,9 @@ func (l *loop) do(e core.Effect, reply chan response) {
 		l.shared.endStarting("")
 		if !l.life.wait.waitNoted {
 			l.life.wait.waitNoted = true
-			l.fit.note(l, &l.out, l.pol, l.life.hist, time.Time{}, e.Fit, "no profile fits; waiting for memory")
+			l.fit.note(&l.out, l.pol, l.life.hist, time.Time{}, e.Fit, "no profile fits; waiting for memory")
 			l.deps.Logf("no profile fits the free GPU memory (%s); waiting", e.Free)
-			l.emit(api.Event{Event: api.EventWaiting, Detail: e.Free})
+			l.out.emit(api.Event{Event: api.EventWaiting, Detail: e.Free})
 		}
 	case core.Finish:
 		l.life.state = e.State
@@ -55,7 +55,7 @@ func (l *loop) do(e core.Effect, reply chan response) {
 	case core.Restart:
 		l.life.hist.restarts++
 		l.life.hist.lastExit = string(e.Kind)
-		l.emit(api.Event{Event: api.EventRestart, Reason: string(e.Kind), From: l.pol.Profiles[l.level].Name,
+		l.out.emit(api.Event{Event: api.EventRestart, Reason: string(e.Kind), From: l.pol.Profiles[l.level].Name,
 			To: l.pol.Profiles[e.To].Name, FromLevel: ptr(l.level), ToLevel: ptr(e.To),
 			Restarts: l.life.hist.restarts, Status: ptr(e.Status), Detail: e.Evidence})
 	case core.Relaunch:
@@ -81,7 +81,7 @@ func (l *loop) do(e core.Effect, reply chan response) {
 		// Counted and journaled at once, outside the crash budget.
 		l.life.hist.restarts++
 		l.life.hist.lastExit = string(e.Kind)
-		l.emit(api.Event{Event: api.EventRestart, Reason: string(e.Kind), From: e.From,
+		l.out.emit(api.Event{Event: api.EventRestart, Reason: string(e.Kind), From: e.From,
 			To: l.pol.Profiles[e.Level].Name, Restarts: l.life.hist.restarts, Status: ptr(e.Status), Detail: e.Detail})
 		l.life.enterWaiting(e.Level, l.life.wait.release)
 	case core.FellAsleep:
@@ -103,7 +103,7 @@ func (l *loop) do(e core.Effect, reply chan response) {
 func (l *loop) performStep(s core.Step, reply chan response) {
 	reason := string(s.Reason)
 	if s.Restart {
-		l.emit(stepEvent(l.pol, l.level, l.latest.ratio, s.Event, s.To, reason, s.Why))
+		l.out.emit(stepEvent(l.pol, l.level, l.latest.ratio, s.Event, s.To, reason, s.Why))
 		l.beginRestart(s.To, reason, nil)
 		return
 	}

@@ -139,7 +139,7 @@ func (l *loop) applyReload(r request) {
 	if rl.Commit != nil {
 		rl.Commit()
 	}
-	l.emit(ev)
+	l.out.emit(ev)
 	if len(changed) == 0 {
 		l.deps.Logf("policy %s reloaded: nothing changed", l.pol.Source)
 	} else {

@@ -14,7 +14,9 @@ import (
 // the newest event for the status object and the last status line, so
 // that an unchanged line is not sent again on every sample.
 type reporter struct {
-	name      string // the instance's name, stamped on every event
+	name      string                             // the instance's name, stamped on every event
+	inForce   func() (profile string, level int) // the profile in force, stamped on an event that names none; nil: none stamped
+	log       func(format string, args ...any)   // gpuguard's log; nil: discarded
 	observers []Observer
 	notifier  Notifier   // nil: no service manager
 	publisher Publisher  // nil: no socket subscribers
@@ -26,9 +28,14 @@ func newReporter(name string, observers []Observer, n Notifier) reporter {
 	return reporter{name: name, observers: observers, notifier: n}
 }
 
-// emit stamps ev (its time when unset, the instance's name) and hands it
-// to every observer.
+// emit stamps ev (its time when unset, the instance's name, the profile
+// in force unless ev names its own) and hands it to every observer. A
+// reload's event names the profile it left, which the new ladder may not
+// have at the old level.
 func (r *reporter) emit(ev api.Event) {
+	if ev.Profile == "" && r.inForce != nil {
+		ev.Profile, ev.Level = r.inForce()
+	}
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
@@ -59,24 +66,20 @@ func (r *reporter) status(state, profile string, level, levels int, ratio float6
 	}
 }
 
+// logf writes a line to gpuguard's log.
+func (r *reporter) logf(format string, args ...any) {
+	if r.log != nil {
+		r.log(format, args...)
+	}
+}
+
 // journal is where the rooms around the loop send what they tell: the
-// loop, which stamps events with the profile in force, and its log.
+// loop's reporter, which stamps events with the profile in force, and
+// gpuguard's log. The rooms take this, not the reporter, so that a test
+// can hand them a recorder.
 type journal interface {
 	emit(ev api.Event)
 	logf(format string, args ...any)
-}
-
-// logf writes a line to gpuguard's log.
-func (l *loop) logf(format string, args ...any) { l.deps.Logf(format, args...) }
-
-// emit journals ev in the profile in force, unless ev names its own (a
-// reload's event names the profile it left, which the new ladder may not
-// have at the old level).
-func (l *loop) emit(ev api.Event) {
-	if ev.Profile == "" {
-		ev.Profile, ev.Level = l.pol.Profiles[l.level].Name, l.level
-	}
-	l.out.emit(ev)
 }
 
 // publishSnapshot copies the loop's state out for Status and metrics. It

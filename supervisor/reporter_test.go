@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -28,6 +29,42 @@ func TestReporterStampsAndKeepsLast(t *testing.T) {
 	}
 	if r.last == nil || r.last.Event != api.EventStop {
 		t.Fatalf("last = %+v, want the stop", r.last)
+	}
+}
+
+// TestReporterStampsProfileInForce: an event that names no profile is
+// journaled in the one in force when it is emitted; one that names its
+// own (a reload's, which names the profile it left) keeps it. Log lines
+// go to the log, and a reporter without one drops them.
+func TestReporterStampsProfileInForce(t *testing.T) {
+	var got eventList
+	var lines []string
+	r := newReporter("inst", []Observer{&got}, nil)
+	profile, level := "full", 0
+	r.inForce = func() (string, int) { return profile, level }
+	r.log = func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+	r.emit(api.Event{Event: api.EventStart})
+	profile, level = "small", 1
+	r.emit(api.Event{Event: api.EventStepDown})
+	r.emit(api.Event{Event: api.EventReload, Profile: "old", Level: 3})
+	want := []struct {
+		profile string
+		level   int
+	}{{"full", 0}, {"small", 1}, {"old", 3}}
+	for i, w := range want {
+		if got[i].Profile != w.profile || got[i].Level != w.level {
+			t.Fatalf("event %d in %s (%d), want %s (%d)", i, got[i].Profile, got[i].Level, w.profile, w.level)
+		}
+	}
+	r.logf("a %s", "line")
+	if len(lines) != 1 || lines[0] != "a line" {
+		t.Fatalf("log lines %q, want [a line]", lines)
+	}
+	quiet := newReporter("inst", nil, nil)
+	quiet.logf("dropped") // must not panic
+	quiet.emit(api.Event{Event: api.EventStart})
+	if quiet.last.Profile != "" {
+		t.Fatalf("without inForce the event was stamped %q", quiet.last.Profile)
 	}
 }
 

@@ -204,7 +204,7 @@ func (l *loop) onHung(now time.Time) {
 		l.deps.Meter.ObserveProbe(now.Sub(l.pace.next), errProbeHung)
 	}
 	l.decide(core.Gap{})
-	l.health.report(l, now, l.pace.next, fmt.Sprintf("%v: a call has not returned within %s", errProbeHung, l.pace.timeout), first)
+	l.health.report(&l.out, now, l.pace.next, fmt.Sprintf("%v: a call has not returned within %s", errProbeHung, l.pace.timeout), first)
 	l.withoutReading(now, sampleResult{err: errProbeHung})
 	l.pace.hung.Reset(l.pol.Watch.Interval)
 }

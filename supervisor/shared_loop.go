@@ -26,6 +26,14 @@ type coreFeed interface {
 	doAll(effs []core.Effect, reply chan response)
 }
 
+// loopFeed is the loop as a coreFeed: journal lines go to its reporter,
+// inputs to its decision core. The loop hands it out instead of itself,
+// so that its voice stays one room (reporter.go) and not its methods.
+type loopFeed struct {
+	*reporter
+	*loop
+}
+
 // coordinated reports whether this instance takes part in the decisions of
 // shared GPUs: it has a coordinator, enforces (not observe mode) and
 // watches the device's memory (scope = "process" steps by its own quota).

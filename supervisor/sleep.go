@@ -77,7 +77,7 @@ type sleepView struct {
 
 // sleepView lends the loop's lifecycle to the sleeper for one call.
 func (l *loop) sleepView() sleepView {
-	do := lifeOps{loopVerbs: l, pol: l.pol, level: &l.level, ratio: l.latest.ratio, life: &l.life, file: &l.stateFile, out: &l.out, door: &l.door}
+	do := lifeOps{loopVerbs: loopFeed{&l.out, l}, pol: l.pol, level: &l.level, ratio: l.latest.ratio, life: &l.life, file: &l.stateFile, out: &l.out, door: &l.door}
 	v := sleepView{do: do, pol: l.pol, plan: &l.life.plan, state: &l.life.state, level: &l.level, target: &l.life.wait.target,
 		rules: &l.core.Rules, claim: &l.shared.startClaim, child: &l.life.run.child, stopping: &l.life.stop.stopping, finished: &l.life.end.finished,
 		acts: &l.acts, sample: l.latest.lastSample, have: l.latest.haveSample && !l.health.down(), tree: l.life.run.childTree,
