@@ -58,7 +58,7 @@ func benchDoor(b *testing.B, up string) string {
 		b.Fatal(err)
 	}
 	healthy := make(chan struct{})
-	d.opts.OnHealthy = func(int) { close(healthy) }
+	d.up.onHealthy = func(int) { close(healthy) }
 	done := make(chan error, 1)
 	// The label reaches every goroutine the door starts (its connections',
 	// and its transport's to the upstream): a CPU profile of a benchmark

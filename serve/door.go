@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -22,25 +21,15 @@ import (
 type Door struct {
 	cfg   atomic.Pointer[conf]
 	opts  Options
-	check func(ctx context.Context, url string) error
 	gate  gate
 	proxy *httputil.ReverseProxy
 	tr    http.RoundTripper // to the child, for replays of deferred requests
 	hop   *hopTransport     // tr when the door built it (no Options.Transport)
 
-	ready atomic.Bool // the gate is open for the current launch
 	short atomic.Bool // memory is short: P1 to the fallback
 	tag   atomic.Pointer[profileTag]
 
-	// mu guards the current launch's polling.
-	mu       sync.Mutex
-	gen      int                // the current launch's number
-	genNow   atomic.Int64       // gen, for requests to read without mu
-	stopPoll context.CancelFunc // nil when not polling
-	kick     chan struct{}      // ask the poller for a check now
-	fails    int                // health failures in a row
-	healthy  bool               // the current launch has answered 2xx
-	polls    sync.WaitGroup
+	up readiness // whether the current launch takes requests (health.go)
 
 	srv *http.Server
 }
@@ -76,9 +65,11 @@ func New(cfg Config, opts Options) *Door {
 		tr = d.hop
 	}
 	d.tr = tr
-	d.check = opts.Check
-	if d.check == nil {
-		d.check = httpCheck(&http.Client{Transport: newHealthTransport(), Timeout: pollTimeout})
+	d.up.gate, d.up.onHealthy, d.up.logf = &d.gate, opts.OnHealthy, opts.Logf
+	d.up.healthURL = func() string { c := d.cfg.Load(); return c.Upstream + c.Health }
+	d.up.check = opts.Check
+	if d.up.check == nil {
+		d.up.check = httpCheck(&http.Client{Transport: newHealthTransport(), Timeout: pollTimeout})
 	}
 	d.proxy = &httputil.ReverseProxy{
 		Rewrite:   d.rewrite,
@@ -146,37 +137,11 @@ type conf struct {
 
 // Launched says the child of launch gen has started: poll its health and
 // open the gate at its first 2xx.
-func (d *Door) Launched(gen int) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.stopPollingLocked()
-	d.gen, d.fails, d.healthy = gen, 0, false
-	d.genNow.Store(int64(gen))
-	ctx, cancel := context.WithCancel(context.Background())
-	d.stopPoll, d.kick = cancel, make(chan struct{}, 1)
-	d.polls.Add(1)
-	go func(kick <-chan struct{}) {
-		defer d.polls.Done()
-		d.poll(ctx, gen, kick)
-	}(d.kick)
-}
+func (d *Door) Launched(gen int) { d.up.launched(gen) }
 
 // Unready says the child is gone or about to be stopped: hold new
 // requests and stop polling until the next launch.
-func (d *Door) Unready() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.stopPollingLocked()
-}
-
-func (d *Door) stopPollingLocked() {
-	if d.stopPoll != nil {
-		d.stopPoll()
-		d.stopPoll = nil
-	}
-	d.ready.Store(false)
-	d.gate.setOpen(false)
-}
+func (d *Door) Unready() { d.up.unready() }
 
 // Drain holds new requests (as Unready) and returns a channel that is
 // closed once every request passed to the child has finished.
@@ -200,34 +165,10 @@ func (d *Door) Short(short bool) { d.short.Store(short) }
 
 // Ready reports whether the gate is open: the child answered its health
 // check and no drain or exit has closed it since.
-func (d *Door) Ready() bool { return d.ready.Load() }
+func (d *Door) Ready() bool { return d.up.ready.Load() }
 
 // Held is how many requests wait now.
 func (d *Door) Held() int { return d.gate.held() }
-
-// suspect closes the gate after a request found the child's connection
-// failing (refused, reset): the child is dying or gone, so the next
-// requests wait (rather than fail the same way) until a health check
-// passes, which is asked for now.
-func (d *Door) suspect(gen int) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if gen != d.gen || d.stopPoll == nil || !d.ready.Load() {
-		return
-	}
-	d.logf("the child's connection failed: holding requests until its health check passes")
-	d.ready.Store(false)
-	d.gate.setOpen(false)
-	d.fails = 0
-	select {
-	case d.kick <- struct{}{}:
-	default:
-	}
-}
-
-// currentGen is the launch a request passing the gate now goes to. It is
-// read on every request, so it takes no lock: Launched stores it with gen.
-func (d *Door) currentGen() int { return int(d.genNow.Load()) }
 
 func (d *Door) logf(format string, args ...any) { d.opts.Logf(format, args...) }
 
@@ -253,14 +194,7 @@ func (d *Door) Serve(ln net.Listener) error {
 // flight get until ctx ends to finish, and the health poller stops.
 func (d *Door) Close(ctx context.Context) error {
 	d.gate.shutdown()
-	d.mu.Lock()
-	if d.stopPoll != nil {
-		d.stopPoll()
-		d.stopPoll = nil
-	}
-	d.ready.Store(false)
-	d.mu.Unlock()
-	d.polls.Wait()
+	d.up.close()
 	err := d.srv.Shutdown(ctx)
 	if err != nil {
 		err = d.srv.Close()

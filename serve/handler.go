@@ -92,7 +92,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // enter waits at the gate for ex, and records where it goes.
 func (d *Door) enter(ctx context.Context, cfg *conf, ex *exchange) error {
 	if f := d.opts.OnRequest; f != nil {
-		f(!d.ready.Load())
+		f(!d.up.ready.Load())
 	}
 	waited, err := d.gate.enter(ctx, cfg.Hold, cfg.MaxHeld)
 	if waited > 0 && d.opts.Meter != nil {
@@ -101,7 +101,7 @@ func (d *Door) enter(ctx context.Context, cfg *conf, ex *exchange) error {
 	if err != nil {
 		return err
 	}
-	ex.inflight, ex.gen = true, d.currentGen()
+	ex.inflight, ex.gen = true, d.up.current()
 	return nil
 }
 

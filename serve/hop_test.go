@@ -432,7 +432,7 @@ func TestInjectedTransport(t *testing.T) {
 		t.Fatal("the door built a hop beside the injected transport")
 	}
 	healthy := make(chan int, 1)
-	d.opts.OnHealthy = func(gen int) { healthy <- gen }
+	d.up.onHealthy = func(gen int) { healthy <- gen }
 	d.Launched(1)
 	<-healthy
 	rec := httptest.NewRecorder()

@@ -31,7 +31,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ex.retried = true
 	t.d.leave(ex)
-	t.d.suspect(ex.gen)
+	t.d.up.suspect(ex.gen)
 	if t.d.opts.Meter != nil {
 		t.d.opts.Meter.ServeRetry()
 	}
