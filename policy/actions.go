@@ -47,12 +47,12 @@ func (p Profile) Serving() bool { return !p.NotServing }
 
 // actionList reads a profile's enter or leave list.
 func (d *decoder) actionList(p path, v any) ([]Action, bool) {
-	elems, ok := d.array(p, v)
+	elems, ok := d.val.array(p, v)
 	if !ok {
 		return nil, false
 	}
 	if len(elems) > MaxActions {
-		d.errorf(p, "%d actions; a profile may have at most %d", len(elems), MaxActions)
+		d.out.errorf(p, "%d actions; a profile may have at most %d", len(elems), MaxActions)
 		return nil, false
 	}
 	out := make([]Action, 0, len(elems))
@@ -62,16 +62,16 @@ func (d *decoder) actionList(p path, v any) ([]Action, bool) {
 		ep := p.index(i)
 		m, isMap := e.(map[string]any)
 		if !isMap {
-			d.errorf(ep, "must be a table such as { method = \"POST\", path = \"/sleep?level=1\" }, got %s", describe(e))
+			d.out.errorf(ep, "must be a table such as { method = \"POST\", path = \"/sleep?level=1\" }, got %s", describe(e))
 			good = false
 			continue
 		}
-		before := len(d.errs)
+		before := len(d.out.errs)
 		d.table(ep, m, d.actionFields(&a), nil)
 		if _, has := m["path"]; !has {
-			d.errorf(ep, "missing path, such as \"/sleep?level=1\"")
+			d.out.errorf(ep, "missing path, such as \"/sleep?level=1\"")
 		}
-		if len(d.errs) != before {
+		if len(d.out.errs) != before {
 			good = false
 			continue
 		}
@@ -82,37 +82,37 @@ func (d *decoder) actionList(p path, v any) ([]Action, bool) {
 
 func (d *decoder) actionFields(a *Action) []field {
 	return []field{
-		{"method", set(&a.Method, d.httpMethod)},
-		{"path", set(&a.Path, d.actionPath)},
-		{"body", set(&a.Body, d.str)},
+		{"method", set(&a.Method, d.val.httpMethod)},
+		{"path", set(&a.Path, d.val.actionPath)},
+		{"body", set(&a.Body, d.val.str)},
 		{"headers", func(p path, v any) { d.headers(a, p, v) }},
-		{"timeout", set(&a.Timeout, func(p path, v any) (time.Duration, bool) { return d.duration(p, v, time.Millisecond) })},
+		{"timeout", set(&a.Timeout, func(p path, v any) (time.Duration, bool) { return d.val.duration(p, v, time.Millisecond) })},
 	}
 }
 
 // httpMethod reads an HTTP method: an upper-case token such as "POST".
-func (d *decoder) httpMethod(p path, v any) (string, bool) {
-	s, ok := d.str(p, v)
+func (r reader) httpMethod(p path, v any) (string, bool) {
+	s, ok := r.str(p, v)
 	if !ok {
 		return "", false
 	}
 	if s == "" || strings.IndexFunc(s, func(r rune) bool { return r < 'A' || r > 'Z' }) >= 0 {
-		d.errorf(p, "must be an HTTP method in capitals such as \"POST\" or \"GET\", got %q", s)
+		r.out.errorf(p, "must be an HTTP method in capitals such as \"POST\" or \"GET\", got %q", s)
 		return "", false
 	}
 	return s, true
 }
 
 // actionPath reads a path with an optional query, relative to upstream.
-func (d *decoder) actionPath(p path, v any) (string, bool) {
-	s, ok := d.str(p, v)
+func (r reader) actionPath(p path, v any) (string, bool) {
+	s, ok := r.str(p, v)
 	if !ok {
 		return "", false
 	}
 	u, err := url.ParseRequestURI(s)
 	if err != nil || !strings.HasPrefix(s, "/") || strings.HasPrefix(s, "//") || u.Host != "" || u.Fragment != "" ||
 		strings.ContainsAny(s, " \t\r\n#") {
-		d.errorf(p, "must be a path on serve.upstream starting with \"/\", with its query, such as \"/sleep?level=1&mode=wait\", got %q", s)
+		r.out.errorf(p, "must be a path on serve.upstream starting with \"/\", with its query, such as \"/sleep?level=1&mode=wait\", got %q", s)
 		return "", false
 	}
 	return s, true
@@ -122,21 +122,21 @@ func (d *decoder) actionPath(p path, v any) (string, bool) {
 func (d *decoder) headers(a *Action, p path, v any) {
 	m, ok := v.(map[string]any)
 	if !ok {
-		d.errorf(p, "must be a table such as { Authorization = \"Bearer ...\" }, got %s", describe(v))
+		d.out.errorf(p, "must be a table such as { Authorization = \"Bearer ...\" }, got %s", describe(v))
 		return
 	}
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		kp := p.key(k)
 		if !validToken(k) {
-			d.errorf(kp, "invalid header name %q", k)
+			d.out.errorf(kp, "invalid header name %q", k)
 			continue
 		}
-		s, ok := d.str(kp, m[k])
+		s, ok := d.val.str(kp, m[k])
 		if !ok {
 			continue
 		}
 		if strings.ContainsAny(s, "\r\n") {
-			d.errorf(kp, "must not contain a line break")
+			d.out.errorf(kp, "must not contain a line break")
 			continue
 		}
 		a.Headers[k] = s
@@ -161,7 +161,7 @@ func validToken(s string) bool {
 // the rest: actions need live = true and [serve] upstream, and every
 // serving = false profile comes after every serving one (a step down
 // never wakes the server).
-func (d *decoder) validateActions(pol *Policy, raw map[string]any) {
+func (c crossKeys) validateActions(pol *Policy, raw map[string]any) {
 	asleep := -1
 	for i, prof := range pol.Profiles {
 		pp := path{"profile"}.index(i)
@@ -172,18 +172,18 @@ func (d *decoder) validateActions(pol *Policy, raw map[string]any) {
 			}
 			kp := pp.key(k)
 			switch {
-			case len(acts) == 0 || !d.usable(kp):
-			case !prof.Live && d.usable(pp.key("live")):
-				d.errorf(kp, "needs live = true in profile %q: actions run only on a live change (without them, serving = false stops the child)", prof.Name)
-			case pol.Serve.Upstream == "" && d.usable(path{"serve", "upstream"}):
-				d.errorf(kp, "needs serve.upstream, the server's own base URL the actions are sent to, such as \"http://127.0.0.1:8001\"")
+			case len(acts) == 0 || !c.out.usable(kp):
+			case !prof.Live && c.out.usable(pp.key("live")):
+				c.out.errorf(kp, "needs live = true in profile %q: actions run only on a live change (without them, serving = false stops the child)", prof.Name)
+			case pol.Serve.Upstream == "" && c.out.usable(path{"serve", "upstream"}):
+				c.out.errorf(kp, "needs serve.upstream, the server's own base URL the actions are sent to, such as \"http://127.0.0.1:8001\"")
 			}
 		}
 		switch {
 		case !prof.Serving() && asleep < 0:
 			asleep = i
-		case prof.Serving() && asleep >= 0 && d.usable(pp.key("serving")):
-			d.errorf(pp, "profile %q serves requests but comes after profile %q (serving = false): every serving = false profile must come after every serving one",
+		case prof.Serving() && asleep >= 0 && c.out.usable(pp.key("serving")):
+			c.out.errorf(pp, "profile %q serves requests but comes after profile %q (serving = false): every serving = false profile must come after every serving one",
 				prof.Name, pol.Profiles[asleep].Name)
 		}
 	}

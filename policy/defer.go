@@ -127,41 +127,41 @@ func (w Window) NextOpen(t time.Time) time.Time {
 func (d *decoder) deferFields(df *Defer) []field {
 	return []field{
 		{"store", set(&df.Store, func(p path, v any) (string, bool) {
-			s, ok := d.str(p, v)
+			s, ok := d.val.str(p, v)
 			if !ok || s == "" {
 				return s, ok
 			}
 			if err := checkStoreURL(s); err != nil {
-				d.errorf(p, "%v", err)
+				d.out.errorf(p, "%v", err)
 				return "", false
 			}
 			return s, true
 		})},
 		{"window", set(&df.Window, func(p path, v any) (Window, bool) {
-			s, ok := d.str(p, v)
+			s, ok := d.val.str(p, v)
 			if !ok {
 				return Window{}, false
 			}
 			w, err := ParseWindow(s)
 			if err != nil {
-				d.errorf(p, "%v", err)
+				d.out.errorf(p, "%v", err)
 				return Window{}, false
 			}
 			return w, true
 		})},
 		{"ack_timeout", set(&df.AckTimeout, func(p path, v any) (time.Duration, bool) {
-			return d.durationUpTo(p, v, minAckTimeout, 7*Day)
+			return d.val.durationUpTo(p, v, minAckTimeout, 7*Day)
 		})},
 		{"max_attempts", set(&df.MaxAttempts, func(p path, v any) (int, bool) {
-			n, ok := d.integer(p, v, 1, MaxDeferAttempts)
+			n, ok := d.val.integer(p, v, 1, MaxDeferAttempts)
 			return int(n), ok
 		})},
 		{"max_tasks", set(&df.MaxTasks, func(p path, v any) (int, bool) {
-			n, ok := d.integer(p, v, 1, MaxDeferTasks)
+			n, ok := d.val.integer(p, v, 1, MaxDeferTasks)
 			return int(n), ok
 		})},
 		{"keep_results", set(&df.KeepResults, func(p path, v any) (time.Duration, bool) {
-			return d.durationUpTo(p, v, 0, MaxRetention)
+			return d.val.durationUpTo(p, v, 0, MaxRetention)
 		})},
 	}
 }

@@ -12,7 +12,7 @@ import (
 // "name", "watch.interval", ..., with the ladder as one key, "profile",
 // last (where policy.toml documents it).
 func schemaKeys() []string {
-	d := &decoder{bad: map[string]bool{}}
+	d := newDecoder("", nil, parseOptions{})
 	pol := Default()
 	secs := d.sectionFields(pol)
 	var keys []string

@@ -86,14 +86,14 @@ func Parse(data []byte, source string, opts ...Option) (*Policy, error) {
 	if _, err := toml.Decode(string(data), &raw); err != nil {
 		return nil, ErrorList{syntaxError(source, data, err)}
 	}
-	d := &decoder{file: source, src: data, bad: make(map[string]bool), opts: newParseOptions(opts)}
+	d := newDecoder(source, data, newParseOptions(opts))
 	p := Default()
 	p.Source = source
 	d.policy(p, raw)
-	d.validate(p, raw)
-	if len(d.errs) > 0 {
-		d.errs.sortByLine()
-		return nil, d.errs
+	crossKeys{out: d.out, val: d.val}.validate(p, raw)
+	if errs := d.out.errs; len(errs) > 0 {
+		errs.sortByLine()
+		return nil, errs
 	}
 	return p, nil
 }

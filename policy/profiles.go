@@ -12,13 +12,13 @@ func (d *decoder) profiles(pol *Policy, p path, v any, names map[string][]string
 	if !ok {
 		arr, isArr := v.([]any)
 		if !isArr {
-			d.errorf(p, "must be an array of tables: write each profile as a [[profile]] section, got %s", describe(v))
+			d.out.errorf(p, "must be an array of tables: write each profile as a [[profile]] section, got %s", describe(v))
 			return
 		}
 		for i, e := range arr {
 			m, ok := e.(map[string]any)
 			if !ok {
-				d.errorf(p.index(i), "must be a table with name, needs, live and env, got %s", describe(e))
+				d.out.errorf(p.index(i), "must be a table with name, needs, live and env, got %s", describe(e))
 				return
 			}
 			elems = append(elems, m)
@@ -26,10 +26,10 @@ func (d *decoder) profiles(pol *Policy, p path, v any, names map[string][]string
 	}
 	switch {
 	case len(elems) == 0:
-		d.errorf(p, "must hold at least one profile (leave it out for a single profile named \"default\")")
+		d.out.errorf(p, "must hold at least one profile (leave it out for a single profile named \"default\")")
 		return
 	case len(elems) > MaxProfiles:
-		d.errorf(p, "%d profiles; a ladder may have at most %d", len(elems), MaxProfiles)
+		d.out.errorf(p, "%d profiles; a ladder may have at most %d", len(elems), MaxProfiles)
 		return
 	}
 	ladder := make([]Profile, len(elems))
@@ -40,14 +40,14 @@ func (d *decoder) profiles(pol *Policy, p path, v any, names map[string][]string
 		prof.Env = map[string]string{}
 		d.table(pp, m, d.profileFields(prof), names)
 		if _, ok := m["name"]; !ok {
-			d.errorf(pp, "missing name")
+			d.out.errorf(pp, "missing name")
 			continue
 		}
 		if prof.Name == "" {
 			continue // already reported
 		}
 		if j, dup := seen[prof.Name]; dup {
-			d.errorf(pp.key("name"), "duplicate profile name %q (also profile[%d])", prof.Name, j)
+			d.out.errorf(pp.key("name"), "duplicate profile name %q (also profile[%d])", prof.Name, j)
 			continue
 		}
 		seen[prof.Name] = i
@@ -58,19 +58,19 @@ func (d *decoder) profiles(pol *Policy, p path, v any, names map[string][]string
 func (d *decoder) profileFields(prof *Profile) []field {
 	return []field{
 		{"name", func(p path, v any) {
-			if s, ok := d.str(p, v); ok {
+			if s, ok := d.val.str(p, v); ok {
 				if err := validName(s); err != nil {
-					d.fail(p, err, "profile name "+err.Error())
+					d.out.fail(p, err, "profile name "+err.Error())
 					return
 				}
 				prof.Name = s
 			}
 		}},
-		{"needs", set(&prof.Needs, d.size)},
-		{"live", set(&prof.Live, d.boolean)},
+		{"needs", set(&prof.Needs, d.val.size)},
+		{"live", set(&prof.Live, d.val.boolean)},
 		{"env", func(p path, v any) { d.env(prof, p, v) }},
 		{"serving", func(p path, v any) {
-			if b, ok := d.boolean(p, v); ok {
+			if b, ok := d.val.boolean(p, v); ok {
 				prof.NotServing = !b
 			}
 		}},
@@ -85,17 +85,17 @@ func (d *decoder) profileFields(prof *Profile) []field {
 func (d *decoder) env(prof *Profile, p path, v any) {
 	m, ok := v.(map[string]any)
 	if !ok {
-		d.errorf(p, "must be a table such as { DTYPE = \"float16\" }, got %s", describe(v))
+		d.out.errorf(p, "must be a table such as { DTYPE = \"float16\" }, got %s", describe(v))
 		return
 	}
 	for k, val := range m {
 		kp := p.key(k)
 		switch {
 		case !validEnvName(k):
-			d.errorf(kp, "invalid environment variable name %q: use letters, digits and _, not starting with a digit", k)
+			d.out.errorf(kp, "invalid environment variable name %q: use letters, digits and _, not starting with a digit", k)
 			continue
 		case strings.HasPrefix(k, "GPUGUARD_"):
-			d.errorf(kp, "%s is reserved: gpuguard sets the GPUGUARD_* variables itself", k)
+			d.out.errorf(kp, "%s is reserved: gpuguard sets the GPUGUARD_* variables itself", k)
 			continue
 		}
 		var s string
@@ -105,11 +105,11 @@ func (d *decoder) env(prof *Profile, p path, v any) {
 		case int64, float64, bool:
 			s = fmt.Sprint(x)
 		default:
-			d.errorf(kp, "must be a string, number or boolean, got %s", describe(val))
+			d.out.errorf(kp, "must be a string, number or boolean, got %s", describe(val))
 			continue
 		}
 		if strings.ContainsRune(s, 0) {
-			d.errorf(kp, "must not contain a NUL byte")
+			d.out.errorf(kp, "must not contain a NUL byte")
 			continue
 		}
 		prof.Env[k] = s

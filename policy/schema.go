@@ -49,29 +49,29 @@ func (d *decoder) policy(pol *Policy, raw map[string]any) {
 func (d *decoder) topFields(pol *Policy, secs map[string][]field, names map[string][]string) []field {
 	top := []field{
 		{"name", func(p path, v any) {
-			if s, ok := d.str(p, v); ok {
+			if s, ok := d.val.str(p, v); ok {
 				// The same rule as --name: the name becomes file names.
 				if err := paths.ValidName(s); err != nil {
-					d.fail(p, err, err.Error())
+					d.out.fail(p, err, err.Error())
 					return
 				}
 				pol.Name = s
 			}
 		}},
 		{"command", func(p path, v any) {
-			args, ok := d.stringList(p, v)
+			args, ok := d.val.stringList(p, v)
 			switch {
 			case !ok:
 			case len(args) == 0:
-				d.errorf(p, "must not be empty (leave it out to take the command from the command line)")
+				d.out.errorf(p, "must not be empty (leave it out to take the command from the command line)")
 			case args[0] == "":
-				d.errorf(p.index(0), "the program must not be empty")
+				d.out.errorf(p.index(0), "the program must not be empty")
 			default:
 				pol.Command = args
 			}
 		}},
 		{"priority", set(&pol.Priority, func(p path, v any) (int, bool) {
-			n, ok := d.integer(p, v, -MaxPriority, MaxPriority)
+			n, ok := d.val.integer(p, v, -MaxPriority, MaxPriority)
 			return int(n), ok
 		})},
 		{"profile", func(p path, v any) { d.profiles(pol, p, v, names) }},
@@ -101,92 +101,92 @@ func set[T any](dst *T, read func(path, any) (T, bool)) func(path, any) {
 
 func (d *decoder) sectionFields(pol *Policy) map[string][]field {
 	w, wm, r := &pol.Watch, &pol.Watermark, &pol.Restart
-	nonNeg := func(p path, v any) (time.Duration, bool) { return d.duration(p, v, 0) }
+	nonNeg := func(p path, v any) (time.Duration, bool) { return d.val.duration(p, v, 0) }
 	return map[string][]field{
 		"watch": {
 			{"backend", set(&w.Backend, func(p path, v any) (string, bool) {
-				return d.enum(p, v, d.opts.backends...)
+				return d.val.enum(p, v, d.opts.backends...)
 			})},
-			{"interval", set(&w.Interval, func(p path, v any) (time.Duration, bool) { return d.duration(p, v, minInterval) })},
-			{"scope", set(&w.Scope, func(p path, v any) (string, bool) { return d.enum(p, v, ScopeDevice, ScopeProcess) })},
+			{"interval", set(&w.Interval, func(p path, v any) (time.Duration, bool) { return d.val.duration(p, v, minInterval) })},
+			{"scope", set(&w.Scope, func(p path, v any) (string, bool) { return d.val.enum(p, v, ScopeDevice, ScopeProcess) })},
 			{"quota", set(&w.Quota, func(p path, v any) (uint64, bool) {
 				if s, ok := v.(string); ok && strings.TrimSpace(s) == "" {
 					return 0, true
 				}
-				return d.size(p, v)
+				return d.val.size(p, v)
 			})},
-			{"adaptive", set(&w.Adaptive, d.boolean)},
-			{"min_interval", set(&w.MinInterval, func(p path, v any) (time.Duration, bool) { return d.duration(p, v, minInterval) })},
-			{"max_interval", set(&w.MaxInterval, func(p path, v any) (time.Duration, bool) { return d.duration(p, v, minInterval) })},
-			{"settle", set(&w.Settle, func(p path, v any) (time.Duration, bool) { return d.duration(p, v, minSettle) })},
+			{"adaptive", set(&w.Adaptive, d.val.boolean)},
+			{"min_interval", set(&w.MinInterval, func(p path, v any) (time.Duration, bool) { return d.val.duration(p, v, minInterval) })},
+			{"max_interval", set(&w.MaxInterval, func(p path, v any) (time.Duration, bool) { return d.val.duration(p, v, minInterval) })},
+			{"settle", set(&w.Settle, func(p path, v any) (time.Duration, bool) { return d.val.duration(p, v, minSettle) })},
 			{"on_gpu_lost", set(&w.OnGPULost, func(p path, v any) (string, bool) {
-				return d.enum(p, v, OnGPULostKeep, OnGPULostStop)
+				return d.val.enum(p, v, OnGPULostKeep, OnGPULostStop)
 			})},
-			{"lost_after", set(&w.LostAfter, func(p path, v any) (time.Duration, bool) { return d.duration(p, v, minLostAfter) })},
+			{"lost_after", set(&w.LostAfter, func(p path, v any) (time.Duration, bool) { return d.val.duration(p, v, minLostAfter) })},
 		},
 		"watermark": {
-			{"high", set(&wm.High, d.ratio)},
-			{"critical", set(&wm.Critical, d.ratio)},
-			{"low", set(&wm.Low, d.ratio)},
+			{"high", set(&wm.High, d.val.ratio)},
+			{"critical", set(&wm.Critical, d.val.ratio)},
+			{"low", set(&wm.Low, d.val.ratio)},
 			{"sustain", set(&wm.Sustain, nonNeg)},
 			{"grace", set(&wm.Grace, nonNeg)},
 			{"recover_after", set(&wm.RecoverAfter, nonNeg)},
 			{"lead", set(&wm.Lead, nonNeg)},
 		},
 		"restart": {
-			{"on_crash", set(&r.OnCrash, d.boolean)},
+			{"on_crash", set(&r.OnCrash, d.val.boolean)},
 			{"backoff", set(&r.Backoff, nonNeg)},
 			{"backoff_max", set(&r.BackoffMax, nonNeg)},
 			{"reset_after", set(&r.ResetAfter, nonNeg)},
 			{"max_restarts", set(&r.MaxRestarts, func(p path, v any) (int, bool) {
-				n, ok := d.integer(p, v, 0, MaxRestarts)
+				n, ok := d.val.integer(p, v, 0, MaxRestarts)
 				return int(n), ok
 			})},
-			{"window", set(&r.Window, func(p path, v any) (time.Duration, bool) { return d.duration(p, v, minWindow) })},
-			{"stop_signal", set(&r.StopSignal, func(p path, v any) (syscall.Signal, bool) { return d.signal(p, v, false) })},
+			{"window", set(&r.Window, func(p path, v any) (time.Duration, bool) { return d.val.duration(p, v, minWindow) })},
+			{"stop_signal", set(&r.StopSignal, func(p path, v any) (syscall.Signal, bool) { return d.val.signal(p, v, false) })},
 			{"stop_timeout", set(&r.StopTimeout, nonNeg)},
 			{"release_timeout", set(&r.ReleaseTimeout, nonNeg)},
 			{"when_full", set(&r.WhenFull, func(p path, v any) (string, bool) {
-				return d.enum(p, v, WhenFullWait, WhenFullLowest, WhenFullExit)
+				return d.val.enum(p, v, WhenFullWait, WhenFullLowest, WhenFullExit)
 			})},
 			{"on_gpu_fault", set(&r.OnGPUFault, func(p path, v any) (string, bool) {
-				return d.enum(p, v, OnGPUFaultStop, OnGPUFaultRestart)
+				return d.val.enum(p, v, OnGPUFaultStop, OnGPUFaultRestart)
 			})},
 		},
 		"notify": {
-			{"signal", set(&pol.Notify.Signal, func(p path, v any) (syscall.Signal, bool) { return d.signal(p, v, true) })},
+			{"signal", set(&pol.Notify.Signal, func(p path, v any) (syscall.Signal, bool) { return d.val.signal(p, v, true) })},
 		},
 		"oom": {
 			{"patterns", func(p path, v any) { d.oomPatterns(&pol.OOM, p, v) }},
-			{"exit_codes", set(&pol.OOM.ExitCodes, d.exitCodes)},
-			{"scan_stderr", set(&pol.OOM.ScanStderr, d.boolean)},
+			{"exit_codes", set(&pol.OOM.ExitCodes, d.val.exitCodes)},
+			{"scan_stderr", set(&pol.OOM.ScanStderr, d.val.boolean)},
 		},
 		"checkpoint": {
-			{"path", set(&pol.Checkpoint.Path, d.str)},
+			{"path", set(&pol.Checkpoint.Path, d.val.str)},
 			{"keep", set(&pol.Checkpoint.Keep, func(p path, v any) (int, bool) {
-				n, ok := d.integer(p, v, 0, MaxKeep)
+				n, ok := d.val.integer(p, v, 0, MaxKeep)
 				return int(n), ok
 			})},
 		},
 		"metrics": {
-			{"listen", set(&pol.Metrics.Listen, d.listenAddr)},
+			{"listen", set(&pol.Metrics.Listen, d.val.listenAddr)},
 		},
 		"defer": d.deferFields(&pol.Defer),
 		"journal": {
 			{"max_size", set(&pol.Journal.MaxSize, func(p path, v any) (uint64, bool) {
-				n, ok := d.size(p, v)
+				n, ok := d.val.size(p, v)
 				if ok && n < minJournalSize {
-					d.errorf(p, "must be at least %s, got %s", FormatSize(minJournalSize), FormatSize(n))
+					d.out.errorf(p, "must be at least %s, got %s", FormatSize(minJournalSize), FormatSize(n))
 					return 0, false
 				}
 				return n, ok
 			})},
 			{"max_files", set(&pol.Journal.MaxFiles, func(p path, v any) (int, bool) {
-				n, ok := d.integer(p, v, 0, MaxJournal)
+				n, ok := d.val.integer(p, v, 0, MaxJournal)
 				return int(n), ok
 			})},
 			{"max_age", set(&pol.Journal.MaxAge, func(p path, v any) (time.Duration, bool) {
-				return d.durationUpTo(p, v, 0, MaxRetention)
+				return d.val.durationUpTo(p, v, 0, MaxRetention)
 			})},
 		},
 		"serve": d.serveFields(&pol.Serve),
@@ -194,19 +194,19 @@ func (d *decoder) sectionFields(pol *Policy) map[string][]field {
 }
 
 func (d *decoder) oomPatterns(o *OOM, p path, v any) {
-	pats, ok := d.stringList(p, v)
+	pats, ok := d.val.stringList(p, v)
 	if !ok {
 		return
 	}
 	if len(pats) > MaxOOMPatterns {
-		d.errorf(p, "%d patterns; at most %d are allowed", len(pats), MaxOOMPatterns)
+		d.out.errorf(p, "%d patterns; at most %d are allowed", len(pats), MaxOOMPatterns)
 		return
 	}
 	budget := maxOOMInsts
 	for i, s := range pats {
 		n, err := regexpSize(s)
 		if err == nil && n > budget {
-			d.errorf(p.index(i), "pattern %q is too complex: the patterns may compile to %d instructions together, this one alone to %d (large {n,m} repeats multiply)", s, maxOOMInsts, n)
+			d.out.errorf(p.index(i), "pattern %q is too complex: the patterns may compile to %d instructions together, this one alone to %d (large {n,m} repeats multiply)", s, maxOOMInsts, n)
 			continue
 		}
 		budget -= n
@@ -216,10 +216,10 @@ func (d *decoder) oomPatterns(o *OOM, p path, v any) {
 		}
 		switch {
 		case err != nil:
-			d.fail(p.index(i), err, fmt.Sprintf("invalid RE2 pattern %q: %v", s, err))
+			d.out.fail(p.index(i), err, fmt.Sprintf("invalid RE2 pattern %q: %v", s, err))
 		case re.MatchString(""):
 			// It would match every stderr, so every crash would count as OOM.
-			d.errorf(p.index(i), "pattern %q matches the empty string, so every exit would count as out of memory", s)
+			d.out.errorf(p.index(i), "pattern %q matches the empty string, so every exit would count as out of memory", s)
 		default:
 			o.Patterns = append(o.Patterns, re)
 		}
@@ -264,15 +264,15 @@ func regexpSize(s string) (int, error) {
 	return n, nil
 }
 
-func (d *decoder) exitCodes(p path, v any) ([]int, bool) {
-	elems, ok := d.array(p, v)
+func (r reader) exitCodes(p path, v any) ([]int, bool) {
+	elems, ok := r.array(p, v)
 	if !ok {
 		return nil, false
 	}
 	codes := make([]int, 0, len(elems))
 	for i, e := range elems {
 		// 0 is success and ends gpuguard; above 255 no process can exit.
-		n, ok := d.integer(p.index(i), e, 1, 255)
+		n, ok := r.integer(p.index(i), e, 1, 255)
 		if !ok {
 			return nil, false
 		}
@@ -281,18 +281,18 @@ func (d *decoder) exitCodes(p path, v any) ([]int, bool) {
 	return codes, true
 }
 
-func (d *decoder) listenAddr(p path, v any) (string, bool) {
-	s, ok := d.str(p, v)
+func (r reader) listenAddr(p path, v any) (string, bool) {
+	s, ok := r.str(p, v)
 	if !ok || s == "" {
 		return s, ok
 	}
 	_, port, err := net.SplitHostPort(s)
 	if err != nil {
-		d.errorf(p, "must be HOST:PORT such as \"127.0.0.1:9464\" (empty disables it), got %q", s)
+		r.out.errorf(p, "must be HOST:PORT such as \"127.0.0.1:9464\" (empty disables it), got %q", s)
 		return "", false
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		d.errorf(p, "invalid port %q in %q", port, s)
+		r.out.errorf(p, "invalid port %q in %q", port, s)
 		return "", false
 	}
 	return s, true

@@ -42,50 +42,50 @@ func defaultServe() Serve {
 }
 
 func (d *decoder) serveFields(s *Serve) []field {
-	nonNeg := func(p path, v any) (time.Duration, bool) { return d.duration(p, v, 0) }
+	nonNeg := func(p path, v any) (time.Duration, bool) { return d.val.duration(p, v, 0) }
 	return []field{
-		{"listen", set(&s.Listen, d.listenAddr)},
-		{"upstream", set(&s.Upstream, func(p path, v any) (string, bool) { return d.httpURL(p, v, "upstream") })},
+		{"listen", set(&s.Listen, d.val.listenAddr)},
+		{"upstream", set(&s.Upstream, func(p path, v any) (string, bool) { return d.val.httpURL(p, v, "upstream") })},
 		{"health", set(&s.Health, func(p path, v any) (string, bool) {
-			h, ok := d.str(p, v)
+			h, ok := d.val.str(p, v)
 			if ok && (!strings.HasPrefix(h, "/") || strings.ContainsAny(h, " \t\r\n#")) {
-				d.errorf(p, "must be a path on upstream starting with \"/\", such as \"/health\" (Ollama: \"/\"), got %q", h)
+				d.out.errorf(p, "must be a path on upstream starting with \"/\", such as \"/health\" (Ollama: \"/\"), got %q", h)
 				return "", false
 			}
 			return h, ok
 		})},
 		{"hold", set(&s.Hold, nonNeg)},
 		{"max_held", set(&s.MaxHeld, func(p path, v any) (int, bool) {
-			n, ok := d.integer(p, v, 0, MaxHeld)
+			n, ok := d.val.integer(p, v, 0, MaxHeld)
 			return int(n), ok
 		})},
-		{"retry", set(&s.Retry, d.boolean)},
-		{"fallback", set(&s.Fallback, func(p path, v any) (string, bool) { return d.httpURL(p, v, "fallback") })},
+		{"retry", set(&s.Retry, d.val.boolean)},
+		{"fallback", set(&s.Fallback, func(p path, v any) (string, bool) { return d.val.httpURL(p, v, "fallback") })},
 		{"priority", set(&s.Priority, func(p path, v any) (string, bool) {
-			return d.enum(p, v, PriorityP0, PriorityP1, PriorityP2)
+			return d.val.enum(p, v, PriorityP0, PriorityP1, PriorityP2)
 		})},
-		{"wake", set(&s.Wake, d.boolean)},
+		{"wake", set(&s.Wake, d.val.boolean)},
 		{"idle", set(&s.Idle, nonNeg)},
 	}
 }
 
 // httpURL reads "" or an http:// base URL with a host and no query or
 // fragment (paths are appended to it).
-func (d *decoder) httpURL(p path, v any, what string) (string, bool) {
-	s, ok := d.str(p, v)
+func (r reader) httpURL(p path, v any, what string) (string, bool) {
+	s, ok := r.str(p, v)
 	if !ok || s == "" {
 		return s, ok
 	}
 	u, err := url.Parse(s)
 	switch {
 	case err != nil:
-		d.errorf(p, "must be an http:// URL such as \"http://127.0.0.1:8001\", got %q: %v", s, err)
+		r.out.errorf(p, "must be an http:// URL such as \"http://127.0.0.1:8001\", got %q: %v", s, err)
 	case u.Scheme != "http":
-		d.errorf(p, "must be an http:// URL such as \"http://127.0.0.1:8001\" (the %s is a local server; https is not supported), got %q", what, s)
+		r.out.errorf(p, "must be an http:// URL such as \"http://127.0.0.1:8001\" (the %s is a local server; https is not supported), got %q", what, s)
 	case u.Host == "" || u.Hostname() == "":
-		d.errorf(p, "must name a host, such as \"http://127.0.0.1:8001\", got %q", s)
+		r.out.errorf(p, "must name a host, such as \"http://127.0.0.1:8001\", got %q", s)
 	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
-		d.errorf(p, "must be a base URL without user, query or fragment, got %q", s)
+		r.out.errorf(p, "must be a base URL without user, query or fragment, got %q", s)
 	default:
 		return strings.TrimRight(s, "/"), true
 	}
@@ -93,14 +93,14 @@ func (d *decoder) httpURL(p path, v any, what string) (string, bool) {
 }
 
 // validateServe checks the rules that tie [serve]'s keys together.
-func (d *decoder) validateServe(pol *Policy, raw map[string]any) {
+func (c crossKeys) validateServe(pol *Policy, raw map[string]any) {
 	sp := path{"serve"}
 	s := pol.Serve
-	if s.Listen != "" && s.Upstream == "" && d.usable(sp.key("listen"), sp.key("upstream")) {
-		d.errorf(sp.key("listen"), "needs serve.upstream, the child's own base URL such as \"http://127.0.0.1:8001\"")
+	if s.Listen != "" && s.Upstream == "" && c.out.usable(sp.key("listen"), sp.key("upstream")) {
+		c.out.errorf(sp.key("listen"), "needs serve.upstream, the child's own base URL such as \"http://127.0.0.1:8001\"")
 	}
-	if s.Listen != "" && s.Upstream != "" && d.usable(sp.key("listen"), sp.key("upstream")) && sameHostPort(s.Listen, s.Upstream) {
-		d.errorf(sp.key("upstream"), "is the front door's own address (serve.listen = %q): the child must listen elsewhere", s.Listen)
+	if s.Listen != "" && s.Upstream != "" && c.out.usable(sp.key("listen"), sp.key("upstream")) && sameHostPort(s.Listen, s.Upstream) {
+		c.out.errorf(sp.key("upstream"), "is the front door's own address (serve.listen = %q): the child must listen elsewhere", s.Listen)
 	}
 }
 
