@@ -94,7 +94,7 @@ func TestRequestRefusedReload(t *testing.T) {
 }
 
 func TestClientSubscriptionEndsWhenDropped(t *testing.T) {
-	s := serve(t, newFakeBackend(), func(s *Server) { s.subBuffer = 1 })
+	s := serve(t, newFakeBackend(), func(s *Server) { s.lim.subBuffer = 1 })
 	ctx := context.Background()
 	c, err := Dial(ctx, s.Path())
 	if err != nil {

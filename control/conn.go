@@ -39,7 +39,7 @@ func (c *conn) serve(ctx context.Context, b Backend) {
 	defer c.nc.Close()
 	defer close(c.done)
 	uid, err := peerUID(c.nc)
-	if err != nil || !c.s.allowPeer(uid) {
+	if err != nil || !c.s.lim.allowPeer(uid) {
 		if err == nil {
 			err = fmt.Errorf("permission denied: uid %d may not use this socket", uid)
 		}
@@ -84,13 +84,13 @@ func (c *conn) readLine(r *bufio.Reader) ([]byte, error) {
 	if _, err := r.Peek(1); err != nil {
 		return nil, err
 	}
-	c.nc.SetReadDeadline(time.Now().Add(c.s.lineTimeout))
+	c.nc.SetReadDeadline(time.Now().Add(c.s.lim.lineTimeout))
 	line, err := r.ReadSlice('\n')
 	switch {
 	case errors.Is(err, bufio.ErrBufferFull):
 		return nil, errLineTooLong
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return nil, fmt.Errorf("%w (%v)", errLineTooSlow, c.s.lineTimeout)
+		return nil, fmt.Errorf("%w (%v)", errLineTooSlow, c.s.lim.lineTimeout)
 	}
 	if n := len(bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))); n > MaxLineBytes {
 		return nil, errLineTooLong
@@ -116,8 +116,8 @@ func laneType(typ string) bool {
 // laneTimeout; anything else gets the too-many-connections error. Either
 // way the connection then closes.
 func (c *conn) serveLane(ctx context.Context, b Backend) {
-	full := fmt.Errorf("too many connections (limit %d)", c.s.maxConns)
-	c.nc.SetReadDeadline(time.Now().Add(c.s.laneTimeout))
+	full := fmt.Errorf("too many connections (limit %d)", c.s.lim.maxConns)
+	c.nc.SetReadDeadline(time.Now().Add(c.s.lim.laneTimeout))
 	r := bufio.NewReaderSize(c.nc, MaxLineBytes+2)
 	line, err := r.ReadSlice('\n')
 	line = trimLine(line)
@@ -210,7 +210,7 @@ func (c *conn) subscribe(id []byte) bool {
 	if c.sub != nil {
 		return c.write(encodeLine(okReply{OK: true, ID: id})) == nil
 	}
-	c.sub = &subscriber{events: make(chan []byte, c.s.subBuffer), dropped: make(chan struct{})}
+	c.sub = &subscriber{events: make(chan []byte, c.s.lim.subBuffer), dropped: make(chan struct{})}
 	c.s.subscribe(c.sub)
 	if c.write(encodeLine(okReply{OK: true, ID: id})) != nil {
 		return false
@@ -246,7 +246,7 @@ func (c *conn) writeEvents(sub *subscriber) {
 func (c *conn) write(line []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.nc.SetWriteDeadline(time.Now().Add(c.s.writeTimeout))
+	c.nc.SetWriteDeadline(time.Now().Add(c.s.lim.writeTimeout))
 	_, err := c.nc.Write(line)
 	if err != nil {
 		c.nc.Close()

@@ -32,7 +32,7 @@ type Backend interface {
 	Release(ctx context.Context, lease string) error
 }
 
-// Bounds. Each is a field of Server so tests can shrink them.
+// Bounds. Each is a field of Server's bounds so tests can shrink them.
 const (
 	// DefaultMaxConns caps concurrent connections; beyond it a connection
 	// gets an error line and is closed.
@@ -53,13 +53,10 @@ const (
 	DefaultLaneTimeout = time.Second
 )
 
-// Server is one instance's control socket. It holds the instance lock from
-// Listen to Close.
-type Server struct {
-	name, path, lockPath string
-	ln                   *net.UnixListener
-	lock                 *os.File
-
+// bounds are what one peer may hold of the server: connections, time per
+// line and per write, queued events, and who may connect at all. They are
+// the Default* constants, except where a test shrinks one.
+type bounds struct {
 	maxConns     int
 	laneConns    int
 	writeTimeout time.Duration
@@ -67,6 +64,28 @@ type Server struct {
 	laneTimeout  time.Duration
 	subBuffer    int
 	allowPeer    func(uid uint32) bool
+}
+
+func defaultBounds() bounds {
+	return bounds{
+		maxConns:     DefaultMaxConns,
+		laneConns:    DefaultLaneConns,
+		writeTimeout: DefaultWriteTimeout,
+		lineTimeout:  DefaultLineTimeout,
+		laneTimeout:  DefaultLaneTimeout,
+		subBuffer:    DefaultSubscriberBuffer,
+		allowPeer:    sameUserOrRoot(os.Geteuid()),
+	}
+}
+
+// Server is one instance's control socket. It holds the instance lock from
+// Listen to Close.
+type Server struct {
+	name, path, lockPath string
+	ln                   *net.UnixListener
+	lock                 *os.File
+
+	lim bounds
 
 	closeOnce sync.Once
 	wg        sync.WaitGroup // connection goroutines
@@ -93,18 +112,12 @@ func Listen(dir, name string) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		name:         name,
-		path:         paths.Socket(dir, name),
-		lockPath:     filepath.Join(dir, name+".lock"),
-		maxConns:     DefaultMaxConns,
-		laneConns:    DefaultLaneConns,
-		writeTimeout: DefaultWriteTimeout,
-		lineTimeout:  DefaultLineTimeout,
-		laneTimeout:  DefaultLaneTimeout,
-		subBuffer:    DefaultSubscriberBuffer,
-		allowPeer:    sameUserOrRoot(os.Geteuid()),
-		conns:        make(map[*conn]struct{}),
-		subs:         make(map[*subscriber]struct{}),
+		name:     name,
+		path:     paths.Socket(dir, name),
+		lockPath: filepath.Join(dir, name+".lock"),
+		lim:      defaultBounds(),
+		conns:    make(map[*conn]struct{}),
+		subs:     make(map[*subscriber]struct{}),
 	}
 	lock, err := acquireLock(s.lockPath, name)
 	if err != nil {
@@ -190,13 +203,13 @@ func (s *Server) acceptLoop(ctx context.Context, b Backend) error {
 func (s *Server) admit(ctx context.Context, nc *net.UnixConn, b Backend) {
 	s.mu.Lock()
 	regular := len(s.conns) - s.lanes
-	lane := regular >= s.maxConns
-	if s.closed || lane && s.lanes >= s.laneConns {
+	lane := regular >= s.lim.maxConns
+	if s.closed || lane && s.lanes >= s.lim.laneConns {
 		full := !s.closed
 		s.mu.Unlock()
 		if full {
 			nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-			nc.Write(errorLine(nil, fmt.Errorf("too many connections (limit %d)", s.maxConns)))
+			nc.Write(errorLine(nil, fmt.Errorf("too many connections (limit %d)", s.lim.maxConns)))
 		}
 		nc.Close()
 		return

@@ -161,7 +161,7 @@ func TestPeerOfAnotherUserIsRefused(t *testing.T) {
 	b := newFakeBackend()
 	// Pretend the server runs as someone other than the test (and, since
 	// root is always allowed, that the test is not root).
-	s := serve(t, b, func(s *Server) { s.allowPeer = func(uint32) bool { return false } })
+	s := serve(t, b, func(s *Server) { s.lim.allowPeer = func(uint32) bool { return false } })
 	c := dialRaw(t, s.Path())
 	got := c.recv()
 	if msg, _ := got["error"].(string); got["ok"] != false || !strings.Contains(msg, "permission denied") {
@@ -233,7 +233,7 @@ func TestConnectionLimit(t *testing.T) {
 // them got "too many connections" and a real OOM counted as a crash.
 func TestLaneWhenFull(t *testing.T) {
 	b := newFakeBackend()
-	s := serve(t, b, func(s *Server) { s.laneTimeout = 200 * time.Millisecond })
+	s := serve(t, b, func(s *Server) { s.lim.laneTimeout = 200 * time.Millisecond })
 	for range DefaultMaxConns {
 		c := dialRaw(t, s.Path())
 		c.nc.Write([]byte(`{"type":`)) // and nothing more
@@ -282,7 +282,7 @@ func TestLaneWhenFull(t *testing.T) {
 // an idle connection (no byte of a line yet) stays, and one that sends its
 // line in pieces within the timeout is answered.
 func TestSlowLineIsCut(t *testing.T) {
-	s := serve(t, newFakeBackend(), func(s *Server) { s.lineTimeout = 300 * time.Millisecond })
+	s := serve(t, newFakeBackend(), func(s *Server) { s.lim.lineTimeout = 300 * time.Millisecond })
 	idle := dialRaw(t, s.Path())
 	slow := dialRaw(t, s.Path())
 	slow.nc.Write([]byte(`{"type":"sta`))
@@ -347,7 +347,7 @@ func TestSubscribersGetEventsInOrder(t *testing.T) {
 }
 
 func TestSlowSubscriberDoesNotBlockPublish(t *testing.T) {
-	s := serve(t, newFakeBackend(), func(s *Server) { s.subBuffer = 8 })
+	s := serve(t, newFakeBackend(), func(s *Server) { s.lim.subBuffer = 8 })
 	slow := dialRaw(t, s.Path())
 	if got := slow.roundTrip(`{"type":"subscribe"}`); got["ok"] != true {
 		t.Fatal(got)
