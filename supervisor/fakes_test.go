@@ -334,8 +334,11 @@ func startHarness(t *testing.T, pol *policy.Policy, mod func(*Config, *Deps)) *h
 		h.code, h.err = sup.Run(ctx, sigs)
 		close(h.done)
 	}()
+	// Run logs through t until it returns, so the test waits for it:
+	// a log line after the test has ended is a race in the testing package.
 	t.Cleanup(func() {
 		cancel()
+		<-h.done
 		close(h.signals)
 	})
 	return h
