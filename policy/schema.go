@@ -265,20 +265,11 @@ func regexpSize(s string) (int, error) {
 }
 
 func (r reader) exitCodes(p path, v any) ([]int, bool) {
-	elems, ok := r.array(p, v)
-	if !ok {
-		return nil, false
-	}
-	codes := make([]int, 0, len(elems))
-	for i, e := range elems {
+	return listOf(r, p, v, func(p path, e any) (int, bool) {
 		// 0 is success and ends gpuguard; above 255 no process can exit.
-		n, ok := r.integer(p.index(i), e, 1, 255)
-		if !ok {
-			return nil, false
-		}
-		codes = append(codes, int(n))
-	}
-	return codes, true
+		n, ok := r.integer(p, e, 1, 255)
+		return int(n), ok
+	})
 }
 
 func (r reader) listenAddr(p path, v any) (string, bool) {

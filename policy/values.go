@@ -210,17 +210,23 @@ func (r reader) array(p path, v any) ([]any, bool) {
 }
 
 func (r reader) stringList(p path, v any) ([]string, bool) {
+	return listOf(r, p, v, r.str)
+}
+
+// listOf reads an array whose every element is read by read; one bad
+// element rejects the list (and is reported at its index).
+func listOf[T any](r reader, p path, v any, read func(path, any) (T, bool)) ([]T, bool) {
 	elems, ok := r.array(p, v)
 	if !ok {
 		return nil, false
 	}
-	out := make([]string, 0, len(elems))
+	out := make([]T, 0, len(elems))
 	for i, e := range elems {
-		s, ok := r.str(p.index(i), e)
+		x, ok := read(p.index(i), e)
 		if !ok {
 			return nil, false
 		}
-		out = append(out, s)
+		out = append(out, x)
 	}
 	return out, true
 }
