@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -133,6 +134,9 @@ func (r *Reaper) loop() {
 func (r *Reaper) scan() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !r.zombieWaiting() {
+		return
+	}
 	buf := make([]byte, 512)
 	for _, pid := range r.children() {
 		if r.mine[pid] {
@@ -153,6 +157,43 @@ func (r *Reaper) scan() {
 			r.reaped.Add(1)
 		}
 	}
+}
+
+// zombieWaiting reports whether a child of the process that is not one
+// of mine has exited and not been reaped, without reaping it (WNOWAIT).
+// Most scans are for a restart's exit: its SIGCHLD, while the main
+// process waits for its own waiter (mine), and the kick when the waiter
+// lets it go (gone). This one call spares them the walk of /proc (two
+// system calls a thread), which runs on the way from one child's exit to
+// the next child's start. waitid names one waitable child only: when that
+// is mine, others may wait behind it, and the kick of its release
+// (release) scans again for them; no orphan is reaped but by the Reaper,
+// so none is lost meanwhile. On an error other than "no children" it says
+// yes, so that the walk decides. r.mu is held.
+func (r *Reaper) zombieWaiting() bool {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT|unix.WALL, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.ECHILD):
+			return false
+		case err != nil:
+			return true
+		}
+		// WNOHANG: zeroed when no child has exited.
+		return info.Signo != 0 && !r.mine[siginfoPid(&info)]
+	}
+}
+
+// siginfoPid is a waitid result's si_pid. x/sys/unix leaves siginfo's
+// union opaque; si_pid opens it, after the three ints of the preamble
+// padded to a pointer's alignment (__ARCH_SI_PREAMBLE_SIZE).
+func siginfoPid(info *unix.Siginfo) int {
+	const align = unsafe.Alignof(uintptr(0))
+	const preamble = (3*unsafe.Sizeof(int32(0)) + align - 1) &^ (align - 1)
+	return int(*(*int32)(unsafe.Add(unsafe.Pointer(info), preamble)))
 }
 
 // children lists the process's children: from each thread's children file

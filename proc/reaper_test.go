@@ -120,6 +120,46 @@ func TestReaperNeverStealsStatuses(t *testing.T) {
 	waitFor(t, "orphans are reaped", func() bool { return r.Reaped() > 0 })
 }
 
+// TestZombieWaiting: the peek that lets a scan skip the walk of /proc
+// sees a child that has exited and not been reaped, and only that: not a
+// running child, not one its waiter has reaped, not a main process whose
+// waiter will take it (mine), and it reaps nothing (the child's own Wait
+// still gets its status). It runs in a process of its own: the test
+// binary may keep zombies adopted by other tests' subreapers, which the
+// peek rightly sees.
+func TestZombieWaiting(t *testing.T) {
+	if os.Getenv("GPUGUARD_ZOMBIE_PEEK") == "" {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestZombieWaiting$", "-test.v")
+		cmd.Env = append(os.Environ(), "GPUGUARD_ZOMBIE_PEEK=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !bytes.Contains(out, []byte("--- PASS: TestZombieWaiting")) {
+			t.Fatalf("in a process of its own: %v\n%s", err, out)
+		}
+		return
+	}
+	r := &Reaper{mine: make(map[int]bool)}
+	cmd := exec.Command("/bin/sh", "-c", "read x; exit 3")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "no zombie while the child runs", func() bool { return !r.zombieWaiting() })
+	stdin.Close()
+	waitFor(t, "the exited child is seen", r.zombieWaiting)
+	r.mine[cmd.Process.Pid] = true
+	if r.zombieWaiting() {
+		t.Error("a main process's exit, which its own waiter takes, was taken for an orphan's")
+	}
+	if err := cmd.Wait(); cmd.ProcessState.ExitCode() != 3 {
+		t.Fatalf("child's own wait: %v, want exit 3", err)
+	}
+	delete(r.mine, cmd.Process.Pid)
+	waitFor(t, "no zombie once it is reaped", func() bool { return !r.zombieWaiting() })
+}
+
 // TestReadSmall reads a file whole, past the first buffer's size, and
 // says a missing one does not exist (children() tells an exited thread by
 // that).
