@@ -32,6 +32,7 @@ release_timeout = "1s"
 // pfSample is gpuguard's resource use at one checkpoint of the crash loop.
 type pfSample struct {
 	exits, fds, threads, rssKiB, zombies, goroutines int
+	fdTargets                                        []string
 	at                                               time.Duration
 }
 
@@ -91,8 +92,9 @@ exit 1`, strings.Join(caseMarks, "|"), exits-1)
 	var samples []pfSample
 	for _, m := range marks {
 		p.expect(fmt.Sprintf("mark %d", m))
+		fds, targets := pfSteadyFDs(pid)
 		samples = append(samples, pfSample{
-			exits: m, fds: pfSteadyFDs(pid), threads: pfStatus(pid, "Threads"), rssKiB: pfStatus(pid, "VmRSS"),
+			exits: m, fds: fds, fdTargets: targets, threads: pfStatus(pid, "Threads"), rssKiB: pfStatus(pid, "VmRSS"),
 			zombies: pfZombies(pid), goroutines: pfMetric(t, addr, "go_goroutines"), at: time.Since(start),
 		})
 		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
@@ -126,7 +128,8 @@ exit 1`, strings.Join(caseMarks, "|"), exits-1)
 	t.Logf("%d child exits in %s: %.0f restarts/s (%s)", exits, took.Round(time.Millisecond), float64(exits)/took.Seconds(), build)
 	first, last := samples[1], samples[len(samples)-1] // the first mark is warm-up
 	if last.fds != first.fds {
-		t.Errorf("file descriptors: %d after %d exits, %d after %d", first.fds, first.exits, last.fds, last.exits)
+		t.Errorf("file descriptors: %d after %d exits, %d after %d:\n%s\nagainst\n%s", first.fds, first.exits, last.fds, last.exits,
+			strings.Join(first.fdTargets, "\n"), strings.Join(last.fdTargets, "\n"))
 	}
 	if last.zombies != 0 || first.zombies != 0 {
 		t.Errorf("zombie children: %d, %d", first.zombies, last.zombies)
@@ -183,14 +186,32 @@ func pfMetric(t *testing.T, addr, name string) int {
 // mark while gpuguard may still hold the descriptors of starting it (a
 // loaded race build took over 50 ms to close them: 19 against 16, once);
 // neither is a leak.
-func pfSteadyFDs(pid int) int {
-	n := pfFDs(pid)
+func pfSteadyFDs(pid int) (int, []string) {
+	fds := pfFDTargets(pid)
 	deadline := time.Now().Add(time.Second)
 	pfEventually(time.Until(deadline), func() bool {
-		n = min(n, pfFDs(pid))
+		if now := pfFDTargets(pid); len(now) < len(fds) {
+			fds = now
+		}
 		return time.Now().After(deadline)
 	})
-	return n
+	return len(fds), fds
+}
+
+// pfFDTargets lists what pid's descriptors point at ("3 -> pipe:[123]"),
+// for the failure message when their count moves.
+func pfFDTargets(pid int) []string {
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		target, _ := os.Readlink(filepath.Join(dir, e.Name()))
+		out = append(out, e.Name()+" -> "+target)
+	}
+	return out
 }
 
 // pfJournal reads the instance's journal, rotated files included, oldest
