@@ -124,15 +124,6 @@ func pfZombies(pid int) int {
 	return n
 }
 
-// pfFDs counts pid's open file descriptors.
-func pfFDs(pid int) int {
-	fds, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
-	if err != nil {
-		return -1
-	}
-	return len(fds)
-}
-
 // pfStatus reads a "Key:  value kB" field of /proc/<pid>/status as a number.
 func pfStatus(pid int, key string) int {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")

@@ -90,7 +90,7 @@ func Parse(data []byte, source string, opts ...Option) (*Policy, error) {
 	p := Default()
 	p.Source = source
 	d.policy(p, raw)
-	crossKeys{out: d.out, val: d.val}.validate(p, raw)
+	crossKeys{out: d.out}.validate(p, raw)
 	if errs := d.out.errs; len(errs) > 0 {
 		errs.sortByLine()
 		return nil, errs

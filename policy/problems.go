@@ -11,8 +11,8 @@ import (
 type problems struct {
 	file  string
 	src   []byte
-	lines *lineIndex      // built at the first error
-	errs  ErrorList       //
+	lines *lineIndex // built at the first error
+	errs  ErrorList
 	bad   map[string]bool // paths whose values were rejected
 }
 
@@ -49,8 +49,8 @@ func (e *problems) blame(raw map[string]any, a, b path, msgA, msgB string) {
 }
 
 func (e *problems) hasErrorUnder(section string) bool {
-	for _, e := range e.errs {
-		if e.Key == section || strings.HasPrefix(e.Key, section+".") || strings.HasPrefix(e.Key, section+"[") {
+	for _, err := range e.errs {
+		if k := err.Key; k == section || strings.HasPrefix(k, section+".") || strings.HasPrefix(k, section+"[") {
 			return true
 		}
 	}

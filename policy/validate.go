@@ -12,12 +12,9 @@ import (
 // mistake is reported once.
 type crossKeys struct {
 	out *problems
-	val reader
 }
 
-// validate checks the rules that tie keys together, after each key has
-// been read on its own. A rule involving a key that was already rejected is
-// skipped, so one mistake is reported once.
+// validate checks every rule between keys.
 func (c crossKeys) validate(pol *Policy, raw map[string]any) {
 	wm, rs := path{"watermark"}, path{"restart"}
 	w, r := pol.Watermark, pol.Restart

@@ -26,8 +26,9 @@ import (
 //
 // Reaping must never take an exit status somebody else waits for: Start
 // waits for its child's main process by pid, and os/exec (the npu-smi
-// backend) for its own commands. So the Reaper never calls wait(-1). On
-// SIGCHLD it lists gpuguard's children and reaps only zombies that
+// backend) for its own commands. So the Reaper never reaps with wait(-1)
+// (it only peeks with WNOWAIT, zombieWaiting). On SIGCHLD it lists
+// gpuguard's children and reaps only zombies that
 //
 //   - are not a main process started through this Reaper (the fork and
 //     the registration happen under one lock, so none is missed), and
