@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/journal"
+	"github.com/gpuguard/gpuguard/internal/journal"
 )
 
 var detectSamples = flag.Int("detect.samples", 200, "detection latency: number of crossings measured")

@@ -9,16 +9,16 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/checkpoint"
 	"github.com/gpuguard/gpuguard/control"
 	"github.com/gpuguard/gpuguard/gpu"
-	"github.com/gpuguard/gpuguard/journal"
-	"github.com/gpuguard/gpuguard/metrics"
+	"github.com/gpuguard/gpuguard/internal/checkpoint"
+	"github.com/gpuguard/gpuguard/internal/journal"
+	"github.com/gpuguard/gpuguard/internal/metrics"
+	"github.com/gpuguard/gpuguard/internal/proc"
+	"github.com/gpuguard/gpuguard/internal/statefile"
+	"github.com/gpuguard/gpuguard/internal/tenants"
 	"github.com/gpuguard/gpuguard/policy"
-	"github.com/gpuguard/gpuguard/proc"
-	"github.com/gpuguard/gpuguard/statefile"
 	"github.com/gpuguard/gpuguard/supervisor"
-	"github.com/gpuguard/gpuguard/tenants"
 )
 
 // inProcess is a supervisor wired as cmd/run_start.go wires it (sim probe,

@@ -16,9 +16,9 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
-	"github.com/gpuguard/gpuguard/proc"
+	"github.com/gpuguard/gpuguard/internal/proc"
+	"github.com/gpuguard/gpuguard/internal/tenants"
 	"github.com/gpuguard/gpuguard/supervisor"
-	"github.com/gpuguard/gpuguard/tenants"
 )
 
 var restarts = flag.Int("restart.n", 200, "restart latency: number of restarts measured")

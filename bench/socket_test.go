@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/journal"
+	"github.com/gpuguard/gpuguard/internal/journal"
 )
 
 var (

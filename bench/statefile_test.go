@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/statefile"
+	"github.com/gpuguard/gpuguard/internal/statefile"
 )
 
 // BenchmarkStateFileWrite is one atomic replace of the state file in a

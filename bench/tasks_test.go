@@ -15,7 +15,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/internal/redistest"
-	"github.com/gpuguard/gpuguard/tasks/sqlite"
+	"github.com/gpuguard/gpuguard/internal/tasks/sqlite"
 )
 
 var (

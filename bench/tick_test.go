@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/gpu"
-	"github.com/gpuguard/gpuguard/proc"
+	"github.com/gpuguard/gpuguard/internal/proc"
 )
 
 var extraProcs = flag.Int("tick.procs", 400, "tick parts: extra host processes started for the tree/host+N case")

@@ -3,7 +3,7 @@ package cmd
 import (
 	"strings"
 
-	probeopen "github.com/gpuguard/gpuguard/backends/open"
+	probeopen "github.com/gpuguard/gpuguard/internal/backends/open"
 	"github.com/gpuguard/gpuguard/policy"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	probeopen "github.com/gpuguard/gpuguard/backends/open"
+	probeopen "github.com/gpuguard/gpuguard/internal/backends/open"
 )
 
 // TestBackendFlagsFromTable: run and status accept exactly the table's

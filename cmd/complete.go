@@ -6,9 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	probeopen "github.com/gpuguard/gpuguard/backends/open"
 	"github.com/gpuguard/gpuguard/control"
-	"github.com/gpuguard/gpuguard/paths"
+	probeopen "github.com/gpuguard/gpuguard/internal/backends/open"
+	"github.com/gpuguard/gpuguard/internal/paths"
 )
 
 // Completion beyond command and flag names: what a user types after them.

@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/gpuguard/gpuguard/internal/exitcode"
+	"github.com/gpuguard/gpuguard/internal/proc"
 	"github.com/gpuguard/gpuguard/internal/usage"
-	"github.com/gpuguard/gpuguard/proc"
 )
 
 // Exit codes of gpuguard, under the names cmd has always used; their

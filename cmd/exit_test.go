@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gpuguard/gpuguard/internal/proc"
 	"github.com/gpuguard/gpuguard/internal/usage"
-	"github.com/gpuguard/gpuguard/proc"
 )
 
 func TestCommandExit(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuguard/gpuguard/control"
-	"github.com/gpuguard/gpuguard/paths"
+	"github.com/gpuguard/gpuguard/internal/paths"
 )
 
 // The commands that talk to one running instance (step, reload) share how

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuguard/gpuguard/backends"
+	"github.com/gpuguard/gpuguard/internal/backends"
 	"github.com/gpuguard/gpuguard/policy"
 )
 

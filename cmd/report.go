@@ -5,11 +5,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuguard/gpuguard/paths"
+	"github.com/gpuguard/gpuguard/internal/paths"
+	"github.com/gpuguard/gpuguard/internal/report"
+	"github.com/gpuguard/gpuguard/internal/report/instances"
+	"github.com/gpuguard/gpuguard/internal/review"
 	"github.com/gpuguard/gpuguard/policy"
-	"github.com/gpuguard/gpuguard/report"
-	"github.com/gpuguard/gpuguard/report/instances"
-	"github.com/gpuguard/gpuguard/review"
 )
 
 // ReportOptions is what `gpuguard report` was asked to do.

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/internal/durable"
-	"github.com/gpuguard/gpuguard/review"
+	"github.com/gpuguard/gpuguard/internal/review"
 )
 
 // reviewPeriod is --since for --html when none is given: the design's

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/journal"
+	"github.com/gpuguard/gpuguard/internal/journal"
 	"github.com/gpuguard/gpuguard/policy"
 )
 

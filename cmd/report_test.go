@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/journal"
+	"github.com/gpuguard/gpuguard/internal/journal"
 )
 
 var reportNow = time.Date(2025, 3, 1, 13, 0, 0, 0, time.UTC)

@@ -6,9 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuguard/gpuguard/backends"
-	probeopen "github.com/gpuguard/gpuguard/backends/open"
-	"github.com/gpuguard/gpuguard/paths"
+	"github.com/gpuguard/gpuguard/internal/backends"
+	probeopen "github.com/gpuguard/gpuguard/internal/backends/open"
+	"github.com/gpuguard/gpuguard/internal/paths"
 	"github.com/gpuguard/gpuguard/policy"
 )
 

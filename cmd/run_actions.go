@@ -3,7 +3,7 @@ package cmd
 import (
 	"context"
 
-	"github.com/gpuguard/gpuguard/actions"
+	"github.com/gpuguard/gpuguard/internal/actions"
 	"github.com/gpuguard/gpuguard/supervisor"
 )
 

@@ -3,8 +3,8 @@ package cmd
 import (
 	"fmt"
 
-	probeopen "github.com/gpuguard/gpuguard/backends/open"
 	"github.com/gpuguard/gpuguard/gpu"
+	probeopen "github.com/gpuguard/gpuguard/internal/backends/open"
 	"github.com/gpuguard/gpuguard/policy"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/frontdoor"
+	"github.com/gpuguard/gpuguard/internal/frontdoor"
 	"github.com/gpuguard/gpuguard/policy"
 )
 

@@ -6,8 +6,8 @@ import (
 	"syscall"
 	"testing"
 
-	probeopen "github.com/gpuguard/gpuguard/backends/open"
 	"github.com/gpuguard/gpuguard/gpu"
+	probeopen "github.com/gpuguard/gpuguard/internal/backends/open"
 )
 
 // TestStoppedOpenExits: a stop while the backend opens

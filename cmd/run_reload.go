@@ -3,11 +3,11 @@ package cmd
 import (
 	"errors"
 
-	"github.com/gpuguard/gpuguard/frontdoor"
-	"github.com/gpuguard/gpuguard/journal"
-	"github.com/gpuguard/gpuguard/metrics"
+	"github.com/gpuguard/gpuguard/internal/frontdoor"
+	"github.com/gpuguard/gpuguard/internal/journal"
+	"github.com/gpuguard/gpuguard/internal/metrics"
+	"github.com/gpuguard/gpuguard/internal/reload"
 	"github.com/gpuguard/gpuguard/policy"
-	"github.com/gpuguard/gpuguard/reload"
 )
 
 // newReloader is the run's reloader (package reload) wired to its flags:

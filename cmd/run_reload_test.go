@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuguard/gpuguard/journal"
-	"github.com/gpuguard/gpuguard/metrics"
+	"github.com/gpuguard/gpuguard/internal/journal"
+	"github.com/gpuguard/gpuguard/internal/metrics"
+	"github.com/gpuguard/gpuguard/internal/reload"
 	"github.com/gpuguard/gpuguard/policy"
-	"github.com/gpuguard/gpuguard/reload"
 )
 
 // limitsRecorder is a journal that keeps the limits it is given.

@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuguard/gpuguard/gpu"
-	"github.com/gpuguard/gpuguard/paths"
+	"github.com/gpuguard/gpuguard/internal/paths"
+	"github.com/gpuguard/gpuguard/internal/simdir"
 	"github.com/gpuguard/gpuguard/policy"
-	"github.com/gpuguard/gpuguard/simdir"
 )
 
 // NewCmdSim is the `sim` command group: driving the simulated GPU.

@@ -14,13 +14,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/backends"
-	probeopen "github.com/gpuguard/gpuguard/backends/open"
 	"github.com/gpuguard/gpuguard/gpu"
-	"github.com/gpuguard/gpuguard/paths"
+	"github.com/gpuguard/gpuguard/internal/backends"
+	probeopen "github.com/gpuguard/gpuguard/internal/backends/open"
+	"github.com/gpuguard/gpuguard/internal/paths"
+	"github.com/gpuguard/gpuguard/internal/simdir"
+	"github.com/gpuguard/gpuguard/internal/status"
 	"github.com/gpuguard/gpuguard/policy"
-	"github.com/gpuguard/gpuguard/simdir"
-	"github.com/gpuguard/gpuguard/status"
 )
 
 // StatusOptions is what `gpuguard status` was asked to do.

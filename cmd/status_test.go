@@ -17,10 +17,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
-	probeopen "github.com/gpuguard/gpuguard/backends/open"
 	"github.com/gpuguard/gpuguard/control"
+	"github.com/gpuguard/gpuguard/internal/admission"
+	probeopen "github.com/gpuguard/gpuguard/internal/backends/open"
 )
 
 // statusTestBackend answers like a supervisor with a three-profile ladder.

@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuguard/gpuguard/paths"
-	"github.com/gpuguard/gpuguard/tasks/admin"
-	"github.com/gpuguard/gpuguard/tasks/store"
+	"github.com/gpuguard/gpuguard/internal/paths"
+	"github.com/gpuguard/gpuguard/internal/tasks/admin"
+	"github.com/gpuguard/gpuguard/internal/tasks/store"
 )
 
 // TasksOptions is what `gpuguard tasks` was asked to do.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/paths"
+	"github.com/gpuguard/gpuguard/internal/paths"
 )
 
 // Instance is a control socket found in a runtime dir.

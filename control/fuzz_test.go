@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/gpuguard/gpuguard/admission"
+	"github.com/gpuguard/gpuguard/internal/admission"
 )
 
 // FuzzDecodeRequest checks that no line can crash the decoder, that what it

@@ -12,8 +12,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/admission"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/admission"
 	"github.com/gpuguard/gpuguard/internal/jsonline"
 )
 

@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/paths"
+	"github.com/gpuguard/gpuguard/internal/admission"
+	"github.com/gpuguard/gpuguard/internal/paths"
 )
 
 // Backend is what the server asks. The supervisor implements it; every

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/admission"
 )
 
 func TestRequests(t *testing.T) {

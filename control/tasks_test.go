@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/admission"
 )
 
 func TestDecodeTasks(t *testing.T) {

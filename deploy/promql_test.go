@@ -10,7 +10,7 @@ import (
 	"unicode"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/metrics"
+	"github.com/gpuguard/gpuguard/internal/metrics"
 )
 
 // series is what a real registry exposes: family name -> label -> values

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuguard/gpuguard/drm/drmtest"
+	"github.com/gpuguard/gpuguard/internal/drm/drmtest"
 )
 
 // The DRM backend end to end, on fake sysfs and procfs trees that

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/control"
-	gjournal "github.com/gpuguard/gpuguard/journal"
+	gjournal "github.com/gpuguard/gpuguard/internal/journal"
 )
 
 const mib = 1 << 20

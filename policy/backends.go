@@ -1,6 +1,6 @@
 package policy
 
-import "github.com/gpuguard/gpuguard/backends"
+import "github.com/gpuguard/gpuguard/internal/backends"
 
 // Option adjusts how Parse reads a policy.
 type Option func(*parseOptions)

@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/gpuguard/gpuguard/backends"
+	"github.com/gpuguard/gpuguard/internal/backends"
 )
 
 // TestShippedPolicies keeps the demo policy and the examples parsing as the

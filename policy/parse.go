@@ -12,7 +12,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/gpuguard/gpuguard/backends"
+	"github.com/gpuguard/gpuguard/internal/backends"
 	"github.com/gpuguard/gpuguard/internal/regfile"
 )
 

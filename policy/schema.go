@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpuguard/gpuguard/paths"
+	"github.com/gpuguard/gpuguard/internal/paths"
 )
 
 // minInterval keeps a mistyped interval from spinning the probe; minWindow

@@ -5,7 +5,7 @@
 # dpkg-dev), the Kubernetes manifests' offline validation
 # (deploy/kubernetes/validate, a Go module of its own so that gpuguard's
 # go.mod stays free of Kubernetes modules), the review page in chromium
-# (review/browsertest, a module of its own too), the Python client's tests
+# (internal/review/browsertest, a module of its own too), the Python client's tests
 # against the real binary, and scripts/tests: scripts/gpu_smoke.py's figures
 # and verdicts from sample logs and journals (it runs once, on a GPU
 # machine, where a crash or a wrong figure wastes the run).
@@ -30,10 +30,10 @@ echo "== Debian package: scripts/package.sh, its contents, lintian"
 go test -count=1 -timeout 10m -v ./scripts/deb
 echo "== kubernetes manifests (deploy/kubernetes/validate)"
 (cd deploy/kubernetes/validate && go vet ./... && go test -count=1 -timeout 10m ./...)
-echo "== review page in chromium (review/browsertest)"
+echo "== review page in chromium (internal/review/browsertest)"
 # A module of its own (chromedp stays out of gpuguard's go.mod); it skips
 # without chromium unless CI is set.
-(cd review/browsertest && go vet ./... && go test -count=1 -timeout 10m ./...)
+(cd internal/review/browsertest && go vet ./... && go test -count=1 -timeout 10m ./...)
 if [ -d clients/python/tests ]; then
   echo "== python client"
   bin_dir=$(mktemp -d)

@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/gpuguard/gpuguard/admission"
+	"github.com/gpuguard/gpuguard/internal/admission"
 )
 
 // TestLeasesNotRepublished: the child's exits clear no lease when none is

@@ -6,8 +6,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/admission"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor/core"
 )

@@ -6,9 +6,9 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/internal/trend"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor/core"
-	"github.com/gpuguard/gpuguard/trend"
 )
 
 // sensor is what the loop asks of the watermark's trend after each

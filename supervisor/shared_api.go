@@ -8,9 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/internal/admission"
 )
 
 // Admission decides who may use the GPUs' memory: the reservations and

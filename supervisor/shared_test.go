@@ -12,11 +12,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/internal/admission"
+	"github.com/gpuguard/gpuguard/internal/tenants"
 	"github.com/gpuguard/gpuguard/policy"
-	"github.com/gpuguard/gpuguard/tenants"
 )
 
 // TestSharedProposalStepsSelf: the watermark verdict goes to the

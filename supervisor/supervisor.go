@@ -9,9 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/internal/admission"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor/core"
 )

@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/admission"
 	"github.com/gpuguard/gpuguard/policy"
 )
 

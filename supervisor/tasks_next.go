@@ -5,8 +5,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/admission"
 )
 
 // nextTask is the task a done leases in its own commit (AckLease), with

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/tasks"
-	"github.com/gpuguard/gpuguard/tasks/memstore"
+	"github.com/gpuguard/gpuguard/internal/tasks"
+	"github.com/gpuguard/gpuguard/internal/tasks/memstore"
 )
 
 // countingStore counts the store calls that make a commit of their own

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/tasks/memstore"
 	"github.com/gpuguard/gpuguard/policy"
-	"github.com/gpuguard/gpuguard/tasks/memstore"
 )
 
 // fakeReplayer answers each replay with the next of its errors (nil once

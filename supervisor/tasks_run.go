@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/admission"
 )
 
 // run delivers tasks until the supervisor stops. A task in flight then

@@ -10,10 +10,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/gpuguard/gpuguard/admission"
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/admission"
+	"github.com/gpuguard/gpuguard/internal/tasks/memstore"
 	"github.com/gpuguard/gpuguard/policy"
-	"github.com/gpuguard/gpuguard/tasks/memstore"
 )
 
 // taskPolicy is testPolicy with [defer] at its defaults, changed by mod.

@@ -1,0 +1,660 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/tasks"
+)
+
+// Dir is the store's directory in a state dir, and File its database.
+const (
+	Dir  = "deferred"
+	File = "tasks.db"
+)
+
+// busyTimeout is how long a write waits for another process's write
+// transaction (the instance and `gpuguard tasks` share the file).
+const busyTimeout = 5 * time.Second
+
+const schema = `
+CREATE TABLE IF NOT EXISTS tasks (
+	ticket     TEXT PRIMARY KEY,
+	tool       TEXT NOT NULL,
+	priority   TEXT NOT NULL,
+	bytes      INTEGER NOT NULL,
+	payload    BLOB,
+	state      TEXT NOT NULL,
+	attempts   INTEGER NOT NULL DEFAULT 0,
+	last_error TEXT NOT NULL DEFAULT '',
+	enqueued   INTEGER NOT NULL,
+	not_before INTEGER NOT NULL DEFAULT 0,
+	leased_at  INTEGER NOT NULL DEFAULT 0,
+	finished   INTEGER NOT NULL DEFAULT 0,
+	result     BLOB
+);
+CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks(state, enqueued);
+CREATE INDEX IF NOT EXISTS tasks_by_age ON tasks(enqueued);
+`
+
+// cols are the columns a Task is read from, in scan order.
+const cols = `ticket, tool, priority, bytes, payload, state, attempts, last_error, enqueued, not_before, finished`
+
+// listCols are cols without the payload (NULL in its place).
+const listCols = `ticket, tool, priority, bytes, NULL, state, attempts, last_error, enqueued, not_before, finished`
+
+// Store is the SQLite store. It is safe for concurrent use.
+//
+// The statements a delivered task runs (enqueue, peek, lease, ack) are
+// prepared once at open: parsing them at every call was a fifth of the
+// instance's CPU per task (perf, BenchmarkTasks). mu serialises this
+// process's writes, so that no write runs between Lease's switch to
+// synchronous=NORMAL and its switch back (the pool's one connection
+// would otherwise carry the lowered level to it).
+type Store struct {
+	db *sql.DB
+	st stmts
+
+	mu sync.Mutex
+	// unsynced is set while the connection may still be at
+	// synchronous=NORMAL (Lease could not switch it back): every write
+	// first switches it back, and fails rather than commit undurably.
+	unsynced bool
+}
+
+// stmts are the prepared statements of the hot path.
+type stmts struct {
+	enqueue, exists, peek, peekWake, lease, ack, ackLease, extend, fail, normal, full *sql.Stmt
+}
+
+var _ tasks.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the store in stateDir/deferred/. The
+// directory is created 0700 and the database 0600: payloads are the
+// user's data.
+func Open(stateDir string) (*Store, error) {
+	dir := filepath.Join(stateDir, Dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the task store's dir: %w", err)
+	}
+	return OpenFile(filepath.Join(dir, File))
+}
+
+// OpenFile opens (creating if needed) the store in the database file path.
+func OpenFile(path string) (*Store, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the task store: %w", err)
+	}
+	f.Close()
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("opening the task store %s: %w", path, err)
+	}
+	// One connection: this process's writes are serialised here rather
+	// than by SQLITE_BUSY retries, and the pragmas hold for it.
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("preparing the task store %s: %w", path, err)
+	}
+	s := &Store{db: db}
+	if err := s.prepare(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("preparing the task store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// prepare prepares the hot path's statements.
+func (s *Store) prepare() error {
+	for _, p := range []struct {
+		st    **sql.Stmt
+		query string
+	}{
+		{&s.st.enqueue, enqueueQuery},
+		{&s.st.exists, `SELECT 1 FROM tasks WHERE ticket = ?`},
+		{&s.st.peek, `SELECT ` + listCols + ` FROM tasks
+			WHERE state = 'queued' AND not_before <= ? ORDER BY enqueued, rowid LIMIT 1`},
+		{&s.st.peekWake, `SELECT min(not_before) FROM tasks WHERE state = 'queued'`},
+		{&s.st.lease, `UPDATE tasks SET state = 'running', leased_at = ?
+			WHERE ticket = ? AND state = 'queued' AND not_before <= ? RETURNING ` + cols},
+		{&s.st.ack, `UPDATE tasks SET state = 'done', finished = ?, result = ?, leased_at = 0
+			WHERE ticket = ? AND state = 'running'`},
+		{&s.st.ackLease, ackLeaseQuery()},
+		{&s.st.extend, `UPDATE tasks SET leased_at = ? WHERE ticket = ? AND state = 'running'`},
+		{&s.st.fail, attempt + ` WHERE ticket = ? AND state = 'running' RETURNING ` + cols},
+		{&s.st.normal, `PRAGMA synchronous = NORMAL`},
+		{&s.st.full, `PRAGMA synchronous = FULL`},
+	} {
+		st, err := s.db.Prepare(p.query)
+		if err != nil {
+			return err
+		}
+		*p.st = st
+	}
+	return nil
+}
+
+// Close closes the statements and the database.
+func (s *Store) Close() error {
+	for _, st := range []*sql.Stmt{s.st.enqueue, s.st.exists, s.st.peek, s.st.peekWake, s.st.lease,
+		s.st.ack, s.st.ackLease, s.st.extend, s.st.fail, s.st.normal, s.st.full} {
+		st.Close()
+	}
+	return s.db.Close()
+}
+
+// write takes the write lock, first making sure that the connection is
+// back at synchronous=FULL; unlock with s.mu.Unlock.
+func (s *Store) write(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.unsynced {
+		return nil
+	}
+	if _, err := s.st.full.ExecContext(ctx); err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("restoring synchronous=FULL: %w", err)
+	}
+	s.unsynced = false
+	return nil
+}
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+// around scans before, the columns its caller asks for, then after.
+type around struct {
+	r             scanner
+	before, after []any
+}
+
+func (a around) Scan(dest ...any) error {
+	return a.r.Scan(append(append(append([]any(nil), a.before...), dest...), a.after...)...)
+}
+
+func scanTask(r scanner) (api.Task, error) {
+	var t api.Task
+	var payload []byte
+	var enq, nb, fin int64
+	if err := r.Scan(&t.Ticket, &t.Tool, &t.Priority, &t.Bytes, &payload, &t.State, &t.Attempts, &t.LastError, &enq, &nb, &fin); err != nil {
+		return t, err
+	}
+	if len(payload) > 0 {
+		t.Payload = payload
+	}
+	t.Enqueued, t.NotBefore, t.Finished = fromNanos(enq), fromNanos(nb), fromNanos(fin)
+	return t, nil
+}
+
+// Enqueue stores t as queued, unless its ticket is stored already or the
+// queue holds maxTasks pending tasks (one statement: the count and the
+// insert cannot be split by another process's).
+func (s *Store) Enqueue(ctx context.Context, t api.Task, maxTasks int) error {
+	if err := s.write(ctx); err != nil {
+		return fmt.Errorf("storing task %s: %w", t.Ticket, err)
+	}
+	res, err := s.st.enqueue.ExecContext(uncancelled(ctx), t.Ticket, t.Tool, t.Priority, t.Bytes, []byte(t.Payload), nanos(t.Enqueued), maxTasks)
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("storing task %s: %w", t.Ticket, err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return nil
+	}
+	var one int
+	switch err := s.st.exists.QueryRowContext(ctx, t.Ticket).Scan(&one); {
+	case err == nil:
+		return nil // stored before: enqueue is idempotent
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%w (max_tasks %d)", tasks.ErrFull, maxTasks)
+	default:
+		return fmt.Errorf("storing task %s: %w", t.Ticket, err)
+	}
+}
+
+const enqueueQuery = `INSERT INTO tasks (ticket, tool, priority, bytes, payload, state, enqueued)
+	SELECT ?, ?, ?, ?, ?, 'queued', ?
+	WHERE (SELECT count(*) FROM tasks WHERE state IN ('queued', 'running')) < ?
+	ON CONFLICT (ticket) DO NOTHING`
+
+// Peek reads the oldest due queued task, without its payload (the lease
+// reads it: not twice per task), or when the next one is due.
+func (s *Store) Peek(ctx context.Context, now time.Time) (api.Task, bool, time.Time, error) {
+	t, err := scanTask(s.st.peek.QueryRowContext(ctx, now.UnixNano()))
+	if err == nil {
+		return t, true, time.Time{}, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return t, false, time.Time{}, fmt.Errorf("reading the task queue: %w", err)
+	}
+	var wake sql.NullInt64
+	if err := s.st.peekWake.QueryRowContext(ctx).Scan(&wake); err != nil {
+		return api.Task{}, false, time.Time{}, fmt.Errorf("reading the task queue: %w", err)
+	}
+	return api.Task{}, false, fromNanos(wake.Int64), nil
+}
+
+// Lease takes ticket in one UPDATE ... RETURNING. It is the one write
+// that is not fsynced on its own (synchronous=NORMAL for it): a lease lost
+// to a crash leaves the task queued, which is what Recover would make of
+// it anyway, and the next fsynced commit (the task's done, or any other)
+// makes it durable, since a WAL is written in order. That halves the
+// fsyncs per task delivered.
+func (s *Store) Lease(ctx context.Context, ticket string, now time.Time) (api.Task, error) {
+	if err := s.write(ctx); err != nil {
+		return api.Task{}, fmt.Errorf("leasing task %s: %w", ticket, err)
+	}
+	defer s.mu.Unlock()
+	if _, err := s.st.normal.ExecContext(ctx); err != nil {
+		return api.Task{}, fmt.Errorf("leasing task %s: %w", ticket, err)
+	}
+	t, err := scanTask(s.st.lease.QueryRowContext(uncancelled(ctx), now.UnixNano(), ticket, now.UnixNano()))
+	if _, ferr := s.st.full.ExecContext(context.WithoutCancel(ctx)); ferr != nil {
+		s.unsynced = true // the next write switches it back, or fails
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, fmt.Errorf("leasing task %s: %w", ticket, tasks.ErrNotQueued)
+	}
+	if err != nil {
+		return t, fmt.Errorf("leasing task %s: %w", ticket, err)
+	}
+	return t, nil
+}
+
+// Extend restarts the visibility timeout.
+func (s *Store) Extend(ctx context.Context, ticket string, now time.Time) error {
+	return s.running(ctx, ticket, "extending", s.st.extend, now.UnixNano(), ticket)
+}
+
+// Ack marks the task done, keeping result.
+func (s *Store) Ack(ctx context.Context, ticket string, result []byte, now time.Time) error {
+	return s.running(ctx, ticket, "finishing", s.st.ack, now.UnixNano(), result, ticket)
+}
+
+// AckLease finishes ticket and leases next in one UPDATE of both rows,
+// one fsynced commit: a task delivered and done then costs one commit, not
+// the done's and the lease's (the commits were half of the instance's CPU
+// per task, BenchmarkTasks). The lease is as durable as the done with it.
+// The same statement checks that next is the oldest due (Peek's answer)
+// and answers after: the delivery of a queue takes no Peek, with its read
+// transaction, per task (a tenth of the CPU per task).
+func (s *Store) AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (api.Task, bool, api.Task, error) {
+	if err := s.write(ctx); err != nil {
+		return api.Task{}, false, api.Task{}, fmt.Errorf("finishing task %s: %w", ticket, err)
+	}
+	defer s.mu.Unlock()
+	r, err := s.ackLease(ctx, ticket, result, next, now)
+	if err != nil {
+		return api.Task{}, false, api.Task{}, fmt.Errorf("finishing task %s and leasing %s: %w", ticket, next, err)
+	}
+	if !r.acked {
+		return api.Task{}, false, api.Task{}, fmt.Errorf("finishing task %s: %w", ticket, tasks.ErrNotRunning)
+	}
+	return r.leased, r.ok, r.after, nil
+}
+
+// uncancelled is ctx without its cancellation, for the statements of the
+// hot path (enqueue, lease, ack, AckLease): database/sql and the driver
+// start a goroutine per statement whose context can be cancelled (to
+// close its rows, to interrupt it), and their start and end, around the
+// fsync that the query's commit waits for, were a tenth of the instance's
+// CPU per task (the scheduler and sysmon handing the blocked thread's P
+// over). The query still waits at most busy_timeout for another process's
+// write, under the store call's bound.
+func uncancelled(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
+// handoff is what the UPDATE of AckLease answered.
+type handoff struct {
+	acked, ok     bool
+	leased, after api.Task
+}
+
+func (s *Store) ackLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (handoff, error) {
+	var h handoff
+	rows, err := s.st.ackLease.QueryContext(uncancelled(ctx), ticket, now.UnixNano(), result, next)
+	if err != nil {
+		return h, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var done bool
+		var a struct {
+			ticket, tool, priority sql.NullString
+			bytes                  sql.NullInt64
+		}
+		t, err := scanTask(around{rows, []any{&done}, []any{&a.ticket, &a.tool, &a.priority, &a.bytes}})
+		if err != nil {
+			return h, err
+		}
+		if done {
+			h.acked = true
+			continue
+		}
+		h.leased, h.ok = t, true
+		if a.ticket.Valid {
+			h.after = api.Task{Ticket: a.ticket.String, Tool: a.tool.String, Priority: a.priority.String,
+				Bytes: uint64(a.bytes.Int64), State: api.TaskQueued}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return handoff{}, err
+	}
+	// The commit is made when the statement is reset.
+	if err := rows.Close(); err != nil {
+		return handoff{}, err
+	}
+	return h, nil
+}
+
+// ackLeaseQuery updates ?1 (running: done at ?2, result ?3) and ?4
+// (running from ?2) if ?4 is the oldest task due at ?2 and ?1 is running.
+// SQLite picks the rows before it changes them; were it to change ?1
+// first, ?4 would be left queued: a lease missed, never one taken without
+// its ack, and the oldest-due test does not depend on it (?1 is not
+// queued). Each row answers whether it was the done one, and ?4's the
+// task due after it (not ?4, whether ?4 is changed yet or not).
+func ackLeaseQuery() string {
+	return `UPDATE tasks SET
+		state = CASE WHEN ticket = ?1 THEN 'done' ELSE 'running' END,
+		finished = CASE WHEN ticket = ?1 THEN ?2 ELSE finished END,
+		result = CASE WHEN ticket = ?1 THEN ?3 ELSE result END,
+		leased_at = CASE WHEN ticket = ?1 THEN 0 ELSE ?2 END
+	WHERE (ticket = ?1 AND state = 'running') OR (ticket = ?4
+		AND ?4 = (` + dueQuery + ` LIMIT 1)
+		AND EXISTS (SELECT 1 FROM tasks WHERE ticket = ?1 AND state = 'running'))
+	RETURNING ticket = ?1, ` + cols + `,
+		` + afterCol("ticket") + `, ` + afterCol("tool") + `, ` + afterCol("priority") + `, ` + afterCol("bytes")
+}
+
+// dueQuery is the tickets queued and due at ?2, oldest first (Peek's
+// order).
+const dueQuery = `SELECT ticket FROM tasks WHERE state = 'queued' AND not_before <= ?2 ORDER BY enqueued, rowid`
+
+// afterCol is column of the oldest task due at ?2 but ?4, on ?4's row.
+func afterCol(column string) string {
+	return `CASE WHEN ticket = ?4 THEN (SELECT ` + column + ` FROM tasks WHERE state = 'queued' AND not_before <= ?2
+		AND ticket <> ?4 ORDER BY enqueued, rowid LIMIT 1) END`
+}
+
+// running runs an update of a running task; no row is ErrNotRunning.
+func (s *Store) running(ctx context.Context, ticket, what string, st *sql.Stmt, args ...any) error {
+	if err := s.write(ctx); err != nil {
+		return fmt.Errorf("%s task %s: %w", what, ticket, err)
+	}
+	res, err := st.ExecContext(uncancelled(ctx), args...)
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%s task %s: %w", what, ticket, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%s task %s: %w", what, ticket, tasks.ErrNotRunning)
+	}
+	return nil
+}
+
+// attempt is the update shared by Fail, Expire and Recover: one more
+// attempt, then dead or queued again.
+const attempt = `UPDATE tasks SET attempts = attempts + 1, last_error = ?, leased_at = 0,
+	state = CASE WHEN attempts + 1 >= ? THEN 'dead' ELSE 'queued' END, not_before = ?`
+
+// Fail counts a failed attempt.
+func (s *Store) Fail(ctx context.Context, ticket, reason string, retryAt time.Time, maxAttempts int) (api.Task, error) {
+	if err := s.write(ctx); err != nil {
+		return api.Task{}, fmt.Errorf("failing task %s: %w", ticket, err)
+	}
+	t, err := scanTask(s.st.fail.QueryRowContext(ctx, reason, maxAttempts, nanos(retryAt), ticket))
+	s.mu.Unlock()
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, fmt.Errorf("failing task %s: %w", ticket, tasks.ErrNotRunning)
+	}
+	if err != nil {
+		return t, fmt.Errorf("failing task %s: %w", ticket, err)
+	}
+	return t, nil
+}
+
+// Expire puts back the running tasks idle for visibility.
+func (s *Store) Expire(ctx context.Context, now time.Time, visibility time.Duration, maxAttempts int) ([]api.Task, error) {
+	return s.writeQuery(ctx, "expiring tasks", attempt+` WHERE state = 'running' AND leased_at <= ? RETURNING `+cols,
+		fmt.Sprintf("not finished within %s (ack_timeout)", visibility), maxAttempts, 0, now.Add(-visibility).UnixNano())
+}
+
+// Recover puts back every running task: on one host, the instance lock
+// makes this process the only holder of its name's tasks, so a running one
+// was in flight when the instance died.
+func (s *Store) Recover(ctx context.Context, now time.Time, maxAttempts int) ([]api.Task, error) {
+	return s.writeQuery(ctx, "recovering tasks", attempt+` WHERE state = 'running' RETURNING `+cols,
+		"in flight when gpuguard stopped", maxAttempts, 0)
+}
+
+// writeQuery is query for an update ... RETURNING, under the write lock.
+func (s *Store) writeQuery(ctx context.Context, what, query string, args ...any) ([]api.Task, error) {
+	if err := s.write(ctx); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer s.mu.Unlock()
+	return s.query(ctx, what, query, args...)
+}
+
+func (s *Store) query(ctx context.Context, what, query string, args ...any) ([]api.Task, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []api.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+// Get reads one task and its result.
+func (s *Store) Get(ctx context.Context, ticket string) (api.Task, []byte, error) {
+	var result []byte
+	var t api.Task
+	var payload []byte
+	var enq, nb, fin int64
+	err := s.db.QueryRowContext(ctx, `SELECT `+cols+`, result FROM tasks WHERE ticket = ?`, ticket).Scan(
+		&t.Ticket, &t.Tool, &t.Priority, &t.Bytes, &payload, &t.State, &t.Attempts, &t.LastError, &enq, &nb, &fin, &result)
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, nil, fmt.Errorf("task %s: %w", ticket, tasks.ErrUnknown)
+	}
+	if err != nil {
+		return t, nil, fmt.Errorf("reading task %s: %w", ticket, err)
+	}
+	if len(payload) > 0 {
+		t.Payload = payload
+	}
+	t.Enqueued, t.NotBefore, t.Finished = fromNanos(enq), fromNanos(nb), fromNanos(fin)
+	return t, result, nil
+}
+
+// List reads every task, oldest first.
+func (s *Store) List(ctx context.Context) ([]api.Task, error) {
+	return s.query(ctx, "listing tasks", `SELECT `+listCols+` FROM tasks ORDER BY enqueued, rowid`)
+}
+
+// Drop deletes a task.
+func (s *Store) Drop(ctx context.Context, ticket string) (api.Task, error) {
+	if err := s.write(ctx); err != nil {
+		return api.Task{}, fmt.Errorf("dropping task %s: %w", ticket, err)
+	}
+	defer s.mu.Unlock()
+	t, err := scanTask(s.db.QueryRowContext(ctx, `DELETE FROM tasks WHERE ticket = ? RETURNING `+cols, ticket))
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, fmt.Errorf("dropping task %s: %w", ticket, tasks.ErrUnknown)
+	}
+	if err != nil {
+		return t, fmt.Errorf("dropping task %s: %w", ticket, err)
+	}
+	return t, nil
+}
+
+// Retry puts a dead task back, attempts reset.
+func (s *Store) Retry(ctx context.Context, ticket string, now time.Time) error {
+	if err := s.write(ctx); err != nil {
+		return fmt.Errorf("retrying task %s: %w", ticket, err)
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE tasks SET state = 'queued', attempts = 0, not_before = 0
+		WHERE ticket = ? AND state = 'dead'`, ticket)
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("retrying task %s: %w", ticket, err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return nil
+	}
+	if _, _, err := s.Get(ctx, ticket); err != nil {
+		return fmt.Errorf("retrying: %w", err)
+	}
+	return fmt.Errorf("retrying task %s: %w", ticket, tasks.ErrNotDead)
+}
+
+// Counts counts the tasks by state.
+func (s *Store) Counts(ctx context.Context) (api.TaskCounts, error) {
+	var c api.TaskCounts
+	rows, err := s.db.QueryContext(ctx, `SELECT state, count(*) FROM tasks GROUP BY state`)
+	if err != nil {
+		return c, fmt.Errorf("counting tasks: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var state string
+		var n int
+		if err := rows.Scan(&state, &n); err != nil {
+			return c, fmt.Errorf("counting tasks: %w", err)
+		}
+		switch state {
+		case api.TaskQueued:
+			c.Queued = n
+		case api.TaskRunning:
+			c.Running = n
+		case api.TaskDone:
+			c.Done = n
+		case api.TaskDead:
+			c.Dead = n
+		}
+	}
+	return c, rows.Err()
+}
+
+// Purge deletes done tasks finished before before.
+func (s *Store) Purge(ctx context.Context, before time.Time) (int, error) {
+	if err := s.write(ctx); err != nil {
+		return 0, fmt.Errorf("purging done tasks: %w", err)
+	}
+	defer s.mu.Unlock()
+	res, err := s.db.ExecContext(ctx, `DELETE FROM tasks WHERE state = 'done' AND finished < ?`, before.UnixNano())
+	if err != nil {
+		return 0, fmt.Errorf("purging done tasks: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// Pragmas answers the journal mode and synchronous level in force (for
+// tests and `gpuguard tasks`' diagnostics).
+func (s *Store) Pragmas() (journalMode string, synchronous int, err error) {
+	if err = s.db.QueryRow(`PRAGMA journal_mode`).Scan(&journalMode); err != nil {
+		return "", 0, err
+	}
+	err = s.db.QueryRow(`PRAGMA synchronous`).Scan(&synchronous)
+	return journalMode, synchronous, err
+}
+
+// Exists reports whether stateDir holds a store (an instance ever
+// deferred a task there).
+func Exists(stateDir string) bool {
+	_, err := os.Lstat(filepath.Join(stateDir, Dir, File))
+	return err == nil
+}
+
+// EnqueueMany stores ts as queued in one transaction (one fsync): an
+// import, or a benchmark's full queue. Tickets already stored are kept.
+func (s *Store) EnqueueMany(ctx context.Context, ts []api.Task) error {
+	if err := s.write(ctx); err != nil {
+		return fmt.Errorf("storing tasks: %w", err)
+	}
+	defer s.mu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("storing tasks: %w", err)
+	}
+	defer tx.Rollback()
+	st, err := tx.PrepareContext(ctx, `INSERT INTO tasks (ticket, tool, priority, bytes, payload, state, enqueued)
+		VALUES (?, ?, ?, ?, ?, 'queued', ?) ON CONFLICT (ticket) DO NOTHING`)
+	if err != nil {
+		return fmt.Errorf("storing tasks: %w", err)
+	}
+	defer st.Close()
+	for _, t := range ts {
+		if _, err := st.ExecContext(ctx, t.Ticket, t.Tool, t.Priority, t.Bytes, []byte(t.Payload), nanos(t.Enqueued)); err != nil {
+			return fmt.Errorf("storing task %s: %w", t.Ticket, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("storing tasks: %w", err)
+	}
+	return nil
+}
+
+// Each calls fn with every task, oldest first, without payloads, as the
+// rows are read: listing 100,000 tasks holds one at a time.
+func (s *Store) Each(ctx context.Context, fn func(api.Task) error) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+listCols+` FROM tasks ORDER BY enqueued, rowid`)
+	if err != nil {
+		return fmt.Errorf("listing tasks: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return fmt.Errorf("listing tasks: %w", err)
+		}
+		if err := fn(t); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("listing tasks: %w", err)
+	}
+	return nil
+}
