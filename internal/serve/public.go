@@ -1,0 +1,16 @@
+package serve
+
+import "github.com/gpuguard/gpuguard/api"
+
+// PublicStatus is st as a listener that anyone may reach shows it (the
+// door's StatusPath): its last event keeps only time, event, profile,
+// level and reason. The rest of an event is for the instance's own user,
+// who reads it on the control socket and in the journal: a deferral's
+// ticket (which reads another client's result), a dead child's stderr
+// (tokens, paths, prompts), a request's path, a lease.
+func PublicStatus(st api.Status) api.Status {
+	if ev := st.LastEvent; ev != nil {
+		st.LastEvent = &api.Event{Time: ev.Time, Event: ev.Event, Profile: ev.Profile, Level: ev.Level, Reason: ev.Reason}
+	}
+	return st
+}
