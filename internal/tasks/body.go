@@ -16,24 +16,6 @@ import (
 // at a time, so that neither is ever whole in gpuguard's memory: 24
 // deferrals of 16 MiB at once cost the store 384 MiB, not gpuguard's RSS.
 
-// BodyKind says which of a task's bodies.
-type BodyKind int
-
-const (
-	// RequestBody is what EnqueueBody stored with the task. It is kept
-	// until the task is done (a done task is never run again).
-	RequestBody BodyKind = iota
-	// ResultBody is what AckBody stored with the task's result.
-	ResultBody
-)
-
-func (k BodyKind) String() string {
-	if k == ResultBody {
-		return "result body"
-	}
-	return "request body"
-}
-
 // ChunkSize is the size of a body's chunks in a store (the last may be
 // shorter): the most of one body that gpuguard holds at once.
 const ChunkSize = 256 << 10

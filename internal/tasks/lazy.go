@@ -77,12 +77,20 @@ func (l *Lazy) AckBody(ctx context.Context, ticket string, result []byte, body i
 	return s.AckBody(ctx, ticket, result, body, now)
 }
 
-func (l *Lazy) Body(ctx context.Context, ticket string, which BodyKind) (io.ReadCloser, int64, error) {
+func (l *Lazy) RequestBody(ctx context.Context, ticket string) (io.ReadCloser, int64, error) {
 	s, err := l.get(false)
 	if s == nil {
 		return nil, 0, orErr(err, ErrUnknown)
 	}
-	return s.Body(ctx, ticket, which)
+	return s.RequestBody(ctx, ticket)
+}
+
+func (l *Lazy) ResultBody(ctx context.Context, ticket string) (io.ReadCloser, int64, error) {
+	s, err := l.get(false)
+	if s == nil {
+		return nil, 0, orErr(err, ErrUnknown)
+	}
+	return s.ResultBody(ctx, ticket)
 }
 
 func (l *Lazy) Peek(ctx context.Context, now time.Time) (api.Task, bool, time.Time, error) {

@@ -68,10 +68,13 @@ type Store interface {
 	// body goes (a done task never runs again). On any error nothing of
 	// the body is kept and the task is as it was.
 	AckBody(ctx context.Context, ticket string, result []byte, body io.Reader, now time.Time) error
-	// Body opens one of a task's bodies, to read a chunk at a time, and
-	// answers its length: empty (0) when the task has none (its request
-	// body once it is done), ErrUnknown when there is no such task.
-	Body(ctx context.Context, ticket string, which BodyKind) (io.ReadCloser, int64, error)
+	// RequestBody opens the body EnqueueBody stored, to read a chunk at a
+	// time, and answers its length: empty (0) when the task has none (and
+	// once it is done: a done task never runs again); ErrUnknown when
+	// there is no such task.
+	RequestBody(ctx context.Context, ticket string) (io.ReadCloser, int64, error)
+	// ResultBody opens the body AckBody stored, as RequestBody does.
+	ResultBody(ctx context.Context, ticket string) (io.ReadCloser, int64, error)
 	// AckLease is Ack of ticket then, if the ack was made, Peek and Lease
 	// of next, in one call: delivery is one task at a time per
 	// subscriber, so the done of one task and the lease of the next follow

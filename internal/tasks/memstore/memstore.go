@@ -33,8 +33,8 @@ type entry struct {
 	seq      int
 	leasedAt time.Time
 	result   []byte
-	// body and resultBody are the task's bodies (tasks.RequestBody and
-	// tasks.ResultBody): in memory whole, as everything here is.
+	// body and resultBody are the task's bodies (RequestBody and
+	// ResultBody): in memory whole, as everything here is.
 	body, resultBody []byte
 }
 
@@ -199,7 +199,15 @@ func (s *store) AckBody(_ context.Context, ticket string, result []byte, body io
 	})
 }
 
-func (s *store) Body(_ context.Context, ticket string, which tasks.BodyKind) (io.ReadCloser, int64, error) {
+func (s *store) RequestBody(_ context.Context, ticket string) (io.ReadCloser, int64, error) {
+	return s.body(ticket, false)
+}
+
+func (s *store) ResultBody(_ context.Context, ticket string) (io.ReadCloser, int64, error) {
+	return s.body(ticket, true)
+}
+
+func (s *store) body(ticket string, result bool) (io.ReadCloser, int64, error) {
 	m, err := s.lock()
 	if err != nil {
 		return nil, 0, err
@@ -210,7 +218,7 @@ func (s *store) Body(_ context.Context, ticket string, which tasks.BodyKind) (io
 		return nil, 0, fmt.Errorf("task %s: %w", ticket, tasks.ErrUnknown)
 	}
 	b := e.body
-	if which == tasks.ResultBody {
+	if result {
 		b = e.resultBody
 	}
 	return io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil

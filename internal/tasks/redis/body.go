@@ -84,12 +84,19 @@ func (s *Store) AckBody(ctx context.Context, ticket string, result []byte, body 
 	return nil
 }
 
-// Body opens one of a task's bodies, reading a chunk a GETRANGE.
-func (s *Store) Body(ctx context.Context, ticket string, which tasks.BodyKind) (io.ReadCloser, int64, error) {
-	idField, sizeField := "body", "body_size"
-	if which == tasks.ResultBody {
-		idField, sizeField = "result_body", "result_size"
-	}
+// RequestBody opens a task's request body.
+func (s *Store) RequestBody(ctx context.Context, ticket string) (io.ReadCloser, int64, error) {
+	return s.body(ctx, ticket, "request body", "body", "body_size")
+}
+
+// ResultBody opens a done task's result body.
+func (s *Store) ResultBody(ctx context.Context, ticket string) (io.ReadCloser, int64, error) {
+	return s.body(ctx, ticket, "result body", "result_body", "result_size")
+}
+
+// body opens the body named by the task hash's idField, reading a chunk a
+// GETRANGE.
+func (s *Store) body(ctx context.Context, ticket, which, idField, sizeField string) (io.ReadCloser, int64, error) {
 	v, err := s.c.HMGet(ctx, s.key+":task:"+ticket, "state", idField, sizeField).Result()
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading the %s of task %s in redis: %w", which, ticket, err)

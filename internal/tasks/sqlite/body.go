@@ -203,12 +203,19 @@ func (s *Store) AckBody(ctx context.Context, ticket string, result []byte, body 
 	return nil
 }
 
-// Body opens one of a task's bodies, reading a chunk a query.
-func (s *Store) Body(ctx context.Context, ticket string, which tasks.BodyKind) (io.ReadCloser, int64, error) {
-	col := "body"
-	if which == tasks.ResultBody {
-		col = "result_body"
-	}
+// RequestBody opens a task's request body.
+func (s *Store) RequestBody(ctx context.Context, ticket string) (io.ReadCloser, int64, error) {
+	return s.body(ctx, ticket, "request body", "body")
+}
+
+// ResultBody opens a done task's result body.
+func (s *Store) ResultBody(ctx context.Context, ticket string) (io.ReadCloser, int64, error) {
+	return s.body(ctx, ticket, "result body", "result_body")
+}
+
+// body opens the body named by the task's column col, reading a chunk a
+// query.
+func (s *Store) body(ctx context.Context, ticket, which, col string) (io.ReadCloser, int64, error) {
 	var id string
 	var size int64
 	err := s.db.QueryRowContext(ctx, `SELECT `+col+`, (SELECT coalesce(sum(length(data)), 0) FROM bodies WHERE id = tasks.`+col+`)

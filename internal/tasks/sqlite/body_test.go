@@ -157,7 +157,7 @@ func TestOldStoreGainsBodies(t *testing.T) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	if r, n, err := s.Body(ctx, "t-old", tasks.RequestBody); err != nil || n != 0 {
+	if r, n, err := s.RequestBody(ctx, "t-old"); err != nil || n != 0 {
 		t.Fatalf("an old task's body: %d %v", n, err)
 	} else {
 		r.Close()
@@ -165,7 +165,7 @@ func TestOldStoreGainsBodies(t *testing.T) {
 	if err := s.EnqueueBody(ctx, api.Task{Ticket: "t-new", Tool: "http", Enqueued: time.Now()}, bytes.NewReader([]byte("new")), 10); err != nil {
 		t.Fatal(err)
 	}
-	if r, n, err := s.Body(ctx, "t-new", tasks.RequestBody); err != nil || n != 3 {
+	if r, n, err := s.RequestBody(ctx, "t-new"); err != nil || n != 3 {
 		t.Fatalf("a new task's body: %d %v", n, err)
 	} else {
 		r.Close()

@@ -40,16 +40,26 @@ func pattern(seed byte, n int) []byte {
 	return b
 }
 
+// bodyOf picks one of a store's body openers.
+type bodyOf func(tasks.Store) func(context.Context, string) (io.ReadCloser, int64, error)
+
+func requestBody(s tasks.Store) func(context.Context, string) (io.ReadCloser, int64, error) {
+	return s.RequestBody
+}
+func resultBody(s tasks.Store) func(context.Context, string) (io.ReadCloser, int64, error) {
+	return s.ResultBody
+}
+
 // readBody reads one of ticket's bodies whole, checking its length.
-func readBody(t *testing.T, s tasks.Store, ticket string, which tasks.BodyKind) []byte {
+func readBody(t *testing.T, s tasks.Store, ticket string, which bodyOf) []byte {
 	t.Helper()
-	r, size, err := s.Body(context.Background(), ticket, which)
+	r, size, err := which(s)(context.Background(), ticket)
 	must(t, err)
 	defer r.Close()
 	b, err := io.ReadAll(r)
 	must(t, err)
 	if int64(len(b)) != size {
-		t.Fatalf("the %s of %s: %d bytes, its length said %d", which, ticket, len(b), size)
+		t.Fatalf("a body of %s: %d bytes, its length said %d", ticket, len(b), size)
 	}
 	return b
 }
@@ -65,22 +75,22 @@ func testBodyRoundTrip(t *testing.T, open Opener) {
 	a := task(1, now)
 	body := pattern(1, 2*tasks.ChunkSize+tasks.ChunkSize/2)
 	enqueueBody(t, s, a, body)
-	if got := readBody(t, s, a.Ticket, tasks.RequestBody); !bytes.Equal(got, body) {
+	if got := readBody(t, s, a.Ticket, requestBody); !bytes.Equal(got, body) {
 		t.Fatalf("the request body read back differs (%d bytes, want %d)", len(got), len(body))
 	}
 	if g := get(t, s, a.Ticket); string(g.Payload) != string(a.Payload) || g.State != api.TaskQueued {
 		t.Fatalf("the task with a body: %+v", g)
 	}
-	if got := readBody(t, s, a.Ticket, tasks.ResultBody); len(got) != 0 {
+	if got := readBody(t, s, a.Ticket, resultBody); len(got) != 0 {
 		t.Fatalf("a queued task's result body: %d bytes", len(got))
 	}
 	lease(t, s, a.Ticket, now)
 	result := pattern(9, tasks.ChunkSize+1)
 	must(t, s.AckBody(context.Background(), a.Ticket, []byte(`{"status":200}`), bytes.NewReader(result), now))
-	if got := readBody(t, s, a.Ticket, tasks.ResultBody); !bytes.Equal(got, result) {
+	if got := readBody(t, s, a.Ticket, resultBody); !bytes.Equal(got, result) {
 		t.Fatalf("the result body read back differs (%d bytes, want %d)", len(got), len(result))
 	}
-	if got := readBody(t, s, a.Ticket, tasks.RequestBody); len(got) != 0 {
+	if got := readBody(t, s, a.Ticket, requestBody); len(got) != 0 {
 		t.Fatalf("a done task keeps its request body (%d bytes)", len(got))
 	}
 	g, res, err := s.Get(context.Background(), a.Ticket)
@@ -88,7 +98,7 @@ func testBodyRoundTrip(t *testing.T, open Opener) {
 	if g.State != api.TaskDone || string(res) != `{"status":200}` {
 		t.Fatalf("after AckBody: %+v, result %s", g, res)
 	}
-	if _, _, err := s.Body(context.Background(), "t-unknown", tasks.RequestBody); !errors.Is(err, tasks.ErrUnknown) {
+	if _, _, err := s.RequestBody(context.Background(), "t-unknown"); !errors.Is(err, tasks.ErrUnknown) {
 		t.Fatalf("the body of an unknown ticket: %v, want ErrUnknown", err)
 	}
 }
@@ -98,7 +108,7 @@ func testBodyEmpty(t *testing.T, open Opener) {
 	now := clock()
 	a := task(1, now)
 	enqueueBody(t, s, a, nil)
-	if got := readBody(t, s, a.Ticket, tasks.RequestBody); len(got) != 0 {
+	if got := readBody(t, s, a.Ticket, requestBody); len(got) != 0 {
 		t.Fatalf("an empty body read back as %d bytes", len(got))
 	}
 	lease(t, s, a.Ticket, now)
@@ -153,7 +163,7 @@ func testBodyDuplicate(t *testing.T, open Opener) {
 	first := pattern(1, tasks.ChunkSize+5)
 	enqueueBody(t, s, a, first)
 	enqueueBody(t, s, a, pattern(2, 3*tasks.ChunkSize)) // the same ticket: a no-op
-	if got := readBody(t, s, a.Ticket, tasks.RequestBody); !bytes.Equal(got, first) {
+	if got := readBody(t, s, a.Ticket, requestBody); !bytes.Equal(got, first) {
 		t.Fatalf("a duplicate enqueue changed the body (%d bytes)", len(got))
 	}
 }
@@ -181,10 +191,10 @@ func testAckBodyNotRunning(t *testing.T, open Opener) {
 	if !errors.Is(err, tasks.ErrNotRunning) {
 		t.Fatalf("AckBody of a queued task: %v, want ErrNotRunning", err)
 	}
-	if got := readBody(t, s, a.Ticket, tasks.RequestBody); !bytes.Equal(got, body) || get(t, s, a.Ticket).State != api.TaskQueued {
+	if got := readBody(t, s, a.Ticket, requestBody); !bytes.Equal(got, body) || get(t, s, a.Ticket).State != api.TaskQueued {
 		t.Fatal("a refused AckBody changed the task")
 	}
-	if got := readBody(t, s, a.Ticket, tasks.ResultBody); len(got) != 0 {
+	if got := readBody(t, s, a.Ticket, resultBody); len(got) != 0 {
 		t.Fatalf("a refused AckBody kept a result body of %d bytes", len(got))
 	}
 }
@@ -204,7 +214,7 @@ func testBodyKeptForRetry(t *testing.T, open Opener) {
 		t.Fatal("not dead after max_attempts")
 	}
 	must(t, s.Retry(context.Background(), a.Ticket, now))
-	if got := readBody(t, s, a.Ticket, tasks.RequestBody); !bytes.Equal(got, body) {
+	if got := readBody(t, s, a.Ticket, requestBody); !bytes.Equal(got, body) {
 		t.Fatalf("the body after a death and a retry: %d bytes, want %d", len(got), len(body))
 	}
 }
@@ -217,14 +227,14 @@ func testBodyDropAndPurge(t *testing.T, open Opener) {
 	enqueueBody(t, s, b, pattern(2, 10))
 	_, err := s.Drop(context.Background(), a.Ticket)
 	must(t, err)
-	if _, _, err := s.Body(context.Background(), a.Ticket, tasks.RequestBody); !errors.Is(err, tasks.ErrUnknown) {
+	if _, _, err := s.RequestBody(context.Background(), a.Ticket); !errors.Is(err, tasks.ErrUnknown) {
 		t.Fatalf("the body of a dropped task: %v, want ErrUnknown", err)
 	}
 	lease(t, s, b.Ticket, now)
 	must(t, s.AckBody(context.Background(), b.Ticket, []byte(`{}`), bytes.NewReader(pattern(3, tasks.ChunkSize+2)), now))
 	n, err := s.Purge(context.Background(), now.Add(time.Hour))
 	must(t, err)
-	if _, _, err := s.Body(context.Background(), b.Ticket, tasks.ResultBody); n != 1 || !errors.Is(err, tasks.ErrUnknown) {
+	if _, _, err := s.ResultBody(context.Background(), b.Ticket); n != 1 || !errors.Is(err, tasks.ErrUnknown) {
 		t.Fatalf("purged %d; the result body of a purged task: %v, want ErrUnknown", n, err)
 	}
 }
@@ -240,10 +250,10 @@ func testBodyDurable(t *testing.T, open Opener) {
 	must(t, s.AckBody(context.Background(), b.Ticket, []byte(`{}`), bytes.NewReader(result), now))
 	must(t, s.Close())
 	s = open(t)
-	if got := readBody(t, s, a.Ticket, tasks.RequestBody); !bytes.Equal(got, body) {
+	if got := readBody(t, s, a.Ticket, requestBody); !bytes.Equal(got, body) {
 		t.Fatalf("after a restart the request body is %d bytes, want %d", len(got), len(body))
 	}
-	if got := readBody(t, s, b.Ticket, tasks.ResultBody); !bytes.Equal(got, result) {
+	if got := readBody(t, s, b.Ticket, resultBody); !bytes.Equal(got, result) {
 		t.Fatalf("after a restart the result body is %q, want %q", got, result)
 	}
 }
@@ -266,7 +276,7 @@ func StreamsBodies(t *testing.T, s tasks.Store) {
 	if peak > base+slack {
 		t.Errorf("writing a %d MiB body, the live heap grew by %d MiB", size>>20, (peak-base)>>20)
 	}
-	r, n, err := s.Body(context.Background(), a.Ticket, tasks.RequestBody)
+	r, n, err := s.RequestBody(context.Background(), a.Ticket)
 	must(t, err)
 	defer r.Close()
 	h.Reset()
