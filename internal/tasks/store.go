@@ -46,7 +46,7 @@ type Store interface {
 	Enqueue(ctx context.Context, t api.Task, maxTasks int) error
 	// EnqueueBody is Enqueue of t with a body (a deferred request's),
 	// which the store reads to its end and writes in chunks as they come
-	// (WriteChunks), never whole in memory: t is stored, durable, only
+	// (Bodies.Write), never whole in memory: t is stored, durable, only
 	// once all of its body is, and Body answers the body until the task
 	// is done. An error reading body (wrapping ErrBody), a full queue or a
 	// ticket stored already store nothing of it: what was written goes.

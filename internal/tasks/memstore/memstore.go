@@ -87,11 +87,14 @@ func (s *store) EnqueueBody(_ context.Context, t api.Task, body io.Reader, maxTa
 	return s.enqueue(t, b, maxTasks)
 }
 
-// readBody reads body as a store does (chunks, ErrBody on a read error).
+// readBody reads body whole, a read error wrapped with ErrBody as every
+// store wraps it.
 func readBody(body io.Reader) ([]byte, error) {
-	var b []byte
-	_, err := tasks.WriteChunks(body, func(_ int, chunk []byte) error { b = append(b, chunk...); return nil })
-	return b, err
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", tasks.ErrBody, err)
+	}
+	return b, nil
 }
 
 func (s *store) enqueue(t api.Task, body []byte, maxTasks int) error {

@@ -31,7 +31,7 @@ func (s *Store) bodyKey(id string) string { return s.key + ":body:" + id }
 func (s *Store) writeBody(ctx context.Context, body io.Reader) (string, int64, error) {
 	id := tasks.NewBodyID()
 	key := s.bodyKey(id)
-	n, err := tasks.WriteChunks(body, func(_ int, chunk []byte) error {
+	n, err := s.bodies.Write(body, func(_ int, chunk []byte) error {
 		_, err := s.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			p.Do(ctx, "APPEND", key, chunk) // a []byte argument is written as it is: no copy
 			p.PExpire(ctx, key, bodyTTL)
@@ -111,15 +111,15 @@ func (s *Store) body(ctx context.Context, ticket, which, idField, sizeField stri
 		return tasks.EmptyBody(), 0, nil
 	}
 	key := s.bodyKey(id)
-	return tasks.NewChunkReader(ctx, func(ctx context.Context, seq int) ([]byte, error) {
+	return s.bodies.Reader(ctx, func(ctx context.Context, seq int, dst []byte) ([]byte, error) {
 		off := int64(seq) * tasks.ChunkSize
 		if off >= size {
 			return nil, io.EOF
 		}
-		b, err := s.c.GetRange(ctx, key, off, min(off+tasks.ChunkSize, size)-1).Bytes()
+		b, err := s.c.GetRange(ctx, key, off, min(off+tasks.ChunkSize, size)-1).Result()
 		if err == nil && len(b) == 0 {
 			err = errors.New("the body is gone (the task was dropped or purged)")
 		}
-		return b, err
-	}, nil), size, nil
+		return dst[:copy(dst, b)], err
+	}), size, nil
 }

@@ -39,6 +39,7 @@ type Store struct {
 	c        *goredis.Client
 	key      string
 	consumer string
+	bodies   tasks.Bodies
 }
 
 var _ tasks.Store = (*Store)(nil)

@@ -106,7 +106,7 @@ func (b *bodySet) list() string {
 func (s *Store) writeBody(ctx context.Context, body io.Reader) (string, error) {
 	id := tasks.NewBodyID()
 	s.writing.add(id)
-	n, err := tasks.WriteChunks(body, func(seq int, chunk []byte) error { return s.putChunk(ctx, id, seq, chunk) })
+	n, err := s.bodies.Write(body, func(seq int, chunk []byte) error { return s.putChunk(ctx, id, seq, chunk) })
 	if err != nil {
 		s.dropBody(ctx, id)
 		return "", err
@@ -229,14 +229,33 @@ func (s *Store) body(ctx context.Context, ticket, which, col string) (io.ReadClo
 	if id == "" {
 		return tasks.EmptyBody(), 0, nil
 	}
-	return tasks.NewChunkReader(ctx, func(ctx context.Context, seq int) ([]byte, error) {
-		var data []byte
-		err := s.db.QueryRowContext(ctx, `SELECT data FROM bodies WHERE id = ? AND seq = ?`, id, seq).Scan(&data)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, io.EOF
+	return s.bodies.Reader(ctx, func(ctx context.Context, seq int, dst []byte) ([]byte, error) {
+		return s.chunk(ctx, id, seq, dst)
+	}), size, nil
+}
+
+// chunk copies chunk seq of body id into dst: read as sql.RawBytes, so
+// that database/sql makes no copy of its own.
+func (s *Store) chunk(ctx context.Context, id string, seq int, dst []byte) ([]byte, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT data FROM bodies WHERE id = ? AND seq = ?`, id, seq)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, err
 		}
-		return data, err
-	}, nil), size, nil
+		return nil, io.EOF
+	}
+	var raw sql.RawBytes
+	if err := rows.Scan(&raw); err != nil {
+		return nil, err
+	}
+	if len(raw) > len(dst) {
+		return nil, fmt.Errorf("chunk %d of body %s is %d bytes, over %d", seq, id, len(raw), len(dst))
+	}
+	return dst[:copy(dst, raw)], rows.Close()
 }
 
 // sweepBodies removes the chunks that no task names and that this store

@@ -77,6 +77,7 @@ type Store struct {
 	// writing are the bodies this store is writing now, which Recover's
 	// sweep of orphan chunks leaves alone.
 	writing bodySet
+	bodies  tasks.Bodies
 }
 
 // stmts are the prepared statements of the hot path.
