@@ -27,7 +27,7 @@ type gate struct {
 	// the deferred-task store: they count toward maxHeld, as waiters do.
 	deferring int
 	waiters   list.List       // *waiter, oldest first
-	idle     []chan struct{} // closed when inflight falls to 0
+	idle      []chan struct{} // closed when inflight falls to 0
 }
 
 type waiter struct {
