@@ -1,14 +1,17 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpuguard/gpuguard/internal/redistest"
 )
 
-// TestDoorTicketOnlyToItsClient is issue 42's first attack: right after a
+// TestDoorTicketOnlyToItsClientSQLite and ...Redis are issue 42's first attack: right after a
 // deferral, anyone who can reach the door read the deferred event, ticket
 // and all, on the status path, and with it the other client's result.
 // Now the ticket is in no answer but the 202 to its own client: the
@@ -19,8 +22,16 @@ import (
 // (so the look came at the moment of the leak), and the control socket,
 // which only the instance's user reaches, still shows the ticket (so the
 // search finds a ticket where one is).
-func TestDoorTicketOnlyToItsClient(t *testing.T) {
-	d := startDeferDoor(t, deferDoorOptions{metrics: true})
+//
+// It runs on each store (issue 42's eighth item: Redis had the same hole).
+func TestDoorTicketOnlyToItsClientSQLite(t *testing.T) { testDoorTicketOnlyToItsClient(t, "") }
+
+func TestDoorTicketOnlyToItsClientRedis(t *testing.T) {
+	testDoorTicketOnlyToItsClient(t, fmt.Sprintf("store = %q", redistest.Start(t).URL()))
+}
+
+func testDoorTicketOnlyToItsClient(t *testing.T, store string) {
+	d := startDeferDoor(t, deferDoorOptions{metrics: true, deferKeys: store})
 	allowed := []string{"time", "event", "profile", "level", "reason"}
 	var ticket string
 	var seen bool
