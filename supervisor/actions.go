@@ -193,7 +193,7 @@ func (l *loop) onActionsDone(d actionDone) {
 	for _, o := range d.done {
 		ev := api.Event{Event: api.EventAction, Path: o.path, Seconds: o.res.Took.Seconds()}
 		if o.res.Status != 0 {
-			ev.Status = ptr(o.res.Status)
+			ev.Status = new(o.res.Status)
 		}
 		if o.res.Err != nil {
 			failed = true

@@ -140,7 +140,7 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 func stepEvent(pol *policy.Policy, from int, ratio float64, event string, to int, reason, why string) api.Event {
 	return api.Event{Event: event, Reason: reason, Watermark: ratio,
 		From: pol.Profiles[from].Name, To: pol.Profiles[to].Name,
-		FromLevel: ptr(from), ToLevel: ptr(to), Detail: why}
+		FromLevel: new(from), ToLevel: new(to), Detail: why}
 }
 
 // beginRestart stops the child with stop_signal so that it restarts in

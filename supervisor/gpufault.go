@@ -33,7 +33,7 @@ func (g *gpuFaults) observe(f gpu.Fault, j journal) {
 		f.Time = time.Now()
 	}
 	meaning := gpu.XidMeaning(f.Xid)
-	j.emit(api.Event{Event: api.EventGPUFault, GPU: f.UUID, GPUIndex: ptr(f.Index), Xid: int(f.Xid), Detail: meaning})
+	j.emit(api.Event{Event: api.EventGPUFault, GPU: f.UUID, GPUIndex: new(f.Index), Xid: int(f.Xid), Detail: meaning})
 	j.logf("GPU %d (%s): %s", f.Index, f.UUID, meaning)
 	if gpu.ClassifyXid(f.Xid) != gpu.XidCritical {
 		return

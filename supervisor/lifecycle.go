@@ -209,11 +209,11 @@ func (l *loop) onExit() {
 		told = *p
 	}
 	l.minute.end(now, l.pol.Watermark, &l.out)
-	ev := api.Event{Event: api.EventExit, Status: ptr(e.Status()), Stderr: core.LastLines(e.Stderr, 20)}
+	ev := api.Event{Event: api.EventExit, Status: new(e.Status()), Stderr: core.LastLines(e.Stderr, 20)}
 	if e.Signal != 0 {
 		ev.Signal = int(e.Signal)
 	} else {
-		ev.ExitCode = ptr(e.Code)
+		ev.ExitCode = new(e.Code)
 	}
 	l.out.emit(ev)
 	l.deps.Logf("child exited with status %d after %s", e.Status(), ran.Round(time.Millisecond))
@@ -249,5 +249,3 @@ func cannotStart(err error) []core.Effect {
 		core.Finish{State: api.StateFatal, End: core.EndFailure, Err: err},
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

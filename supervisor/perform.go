@@ -56,8 +56,8 @@ func (l *loop) do(e core.Effect, reply chan response) {
 		l.life.hist.restarts++
 		l.life.hist.lastExit = string(e.Kind)
 		l.out.emit(api.Event{Event: api.EventRestart, Reason: string(e.Kind), From: l.pol.Profiles[l.level].Name,
-			To: l.pol.Profiles[e.To].Name, FromLevel: ptr(l.level), ToLevel: ptr(e.To),
-			Restarts: l.life.hist.restarts, Status: ptr(e.Status), Detail: e.Evidence})
+			To: l.pol.Profiles[e.To].Name, FromLevel: new(l.level), ToLevel: new(e.To),
+			Restarts: l.life.hist.restarts, Status: new(e.Status), Detail: e.Evidence})
 	case core.Relaunch:
 		l.life.restartAfter(e.Delay, e.Level, l.life.wait.release)
 	case core.BeginStop:
@@ -82,7 +82,7 @@ func (l *loop) do(e core.Effect, reply chan response) {
 		l.life.hist.restarts++
 		l.life.hist.lastExit = string(e.Kind)
 		l.out.emit(api.Event{Event: api.EventRestart, Reason: string(e.Kind), From: e.From,
-			To: l.pol.Profiles[e.Level].Name, Restarts: l.life.hist.restarts, Status: ptr(e.Status), Detail: e.Detail})
+			To: l.pol.Profiles[e.Level].Name, Restarts: l.life.hist.restarts, Status: new(e.Status), Detail: e.Detail})
 		l.life.enterWaiting(e.Level, l.life.wait.release)
 	case core.FellAsleep:
 		l.wake.fellAsleep(l.sleepView())

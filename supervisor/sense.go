@@ -191,7 +191,7 @@ func (p *pacer) etaSeconds() *float64 {
 	if !p.fc.Rising {
 		return nil
 	}
-	return ptr(p.fc.ETA.Seconds())
+	return new(p.fc.ETA.Seconds())
 }
 
 // onHung runs when a probe call has not returned within ProbeTimeout, and

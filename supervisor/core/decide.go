@@ -179,7 +179,7 @@ func (st State) failed(in Exited) (State, []Effect) {
 	delay, giveUp := st.Budget.Failure(in.Now, in.Ran, rp)
 	if giveUp {
 		return st, append(effs,
-			Journal{api.Event{Event: api.EventGiveUp, Status: ptr(e.Status()),
+			Journal{api.Event{Event: api.EventGiveUp, Status: new(e.Status()),
 				Detail: fmt.Sprintf("%d restarts within %s (max_restarts)", rp.MaxRestarts, rp.Window)}},
 			Log{fmt.Sprintf("giving up: %d restarts within %s", rp.MaxRestarts, rp.Window)},
 			Finish{State: api.StateFatal, End: EndStatus, Status: e.Status()})

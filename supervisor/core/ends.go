@@ -134,7 +134,7 @@ func (st State) faulted(in Exited) (State, []Effect) {
 	detail := fmt.Sprintf("the child exited with status %d after a GPU fault on GPU %d (%s): %s", e.Status(), f.Index, f.UUID, f.Meaning)
 	giveUp := func(detail string) []Effect {
 		return []Effect{
-			Journal{api.Event{Event: api.EventGiveUp, Reason: api.ReasonGPUFault, Status: ptr(e.Status()), Detail: detail}},
+			Journal{api.Event{Event: api.EventGiveUp, Reason: api.ReasonGPUFault, Status: new(e.Status()), Detail: detail}},
 			Finish{State: api.StateFatal, End: EndFailure, Err: fmt.Errorf("giving up: %s", detail)},
 		}
 	}
