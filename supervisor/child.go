@@ -47,6 +47,9 @@ type childRun struct {
 	// [notify] signal since), to tell its death by that signal.
 	notifiedAt  time.Time
 	notifiedSig syscall.Signal
+	// awake is when the server last became able to serve (its first
+	// healthy answer, or a wake by a live change), for [serve] idle.
+	awake time.Time
 }
 
 // childDone is the running child's end, or nil (a select on it blocks)
@@ -65,6 +68,10 @@ type latest struct {
 	haveSample bool
 	lastSample gpu.Sample
 	ratio      float64
+	// served is what the child's processes used at the newest sample while
+	// it served (0: not known), the needs of a wake into a serving profile
+	// that states none (core.WakeFit).
+	served uint64
 }
 
 // notify sends sig ([notify] signal) to the child's main process after

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // Door is the front door in front of the child (package serve), as the
@@ -64,11 +65,11 @@ func (l *loop) onHealthy(gen int) {
 		return
 	}
 	l.door.healthy = true
-	l.wake.awake = time.Now() // the idle rule counts from here
+	l.life.run.awake = time.Now() // the idle rule counts from here
 	after := time.Since(l.life.run.childStart)
 	l.out.emit(api.Event{Event: api.EventReady, PID: l.life.run.child.PID(), AfterSeconds: after.Seconds()})
 	l.deps.Logf("the child answered its health check %s after its start: ready", after.Round(time.Millisecond))
-	l.shared.endStarting("it answered its health check")
+	l.feed(core.Ready{Why: "it answered its health check"}, nil)
 	if n := l.deps.Notifier; n != nil && !l.door.notified {
 		l.door.notified = true
 		_ = n.Ready()

@@ -20,9 +20,6 @@ type gpuFaults struct {
 	faulted map[string]gpu.Fault
 	// last is the newest critical fault, for faultWindow.
 	last *gpu.Fault
-	// awaiting: a gpu_fault restart waits for the GPU to answer again.
-	awaiting bool
-	noted    bool // the wait was logged
 }
 
 // observe journals and counts one fault event; a critical one marks its
@@ -76,24 +73,7 @@ func (g *gpuFaults) cause(now, started time.Time) (gpu.Fault, bool) {
 	return *cause, true
 }
 
-// await makes the next start wait for the GPU to answer again (a
-// gpu_fault restart).
-func (g *gpuFaults) await() { g.awaiting, g.noted = true, false }
-
-// hold keeps a gpu_fault restart waiting while the sample r failed or a
-// watched GPU is still faulted: without a GPU that answers there is
-// nothing to start on.
-func (g *gpuFaults) hold(r sampleResult, j journal) bool {
-	if !g.awaiting {
-		return false
-	}
-	if r.err == nil && len(g.faulted) == 0 {
-		g.awaiting = false
-		return false
-	}
-	if !g.noted {
-		g.noted = true
-		j.logf("waiting for the faulted GPU to answer again before restarting")
-	}
-	return true
-}
+// anyFaulted reports whether a watched GPU is still faulted: a critical
+// fault not followed by a reading of it. A gpu_fault restart waits while
+// it is (core.Start).
+func (g *gpuFaults) anyFaulted() bool { return len(g.faulted) > 0 }

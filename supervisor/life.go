@@ -7,16 +7,19 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 )
 
-// lifecycle is the child's lifecycle: the instance's state, the children
-// so far, the one that runs, a restart gpuguard asked for, a stop under
+// lifecycle is the child's lifecycle: the instance's state, the level it
+// runs in, the children so far, the one that runs, a restart or a sleep
+// gpuguard asked for, a live change through server actions, a stop under
 // way, the wait before the next start, and how Run ends. Each part is a
 // type of its own. What it needs of the rest it is given: the pacer's
 // sampleNow (a wait takes a sample at once) and the service manager.
 type lifecycle struct {
 	state string
-	plan  *restartPlan // a restart gpuguard asked for is under way, until the next start
+	level int          // the profile the child runs in, or the next start aims at
+	plan  *restartPlan // a restart or a sleep gpuguard asked for is under way, until the next start
 	hist  history      // the children so far (child.go)
 	run   childRun     // the child that runs now (child.go)
+	acts  actionState  // a live change through server actions (actions.go)
 	stop  stopRun      // a stop under way
 	wait  startWait    // the wait before the next start
 	end   ending       // how Run ends
@@ -25,13 +28,36 @@ type lifecycle struct {
 	notifier  Notifier // nil: no service manager
 }
 
-// restartPlan is a restart that gpuguard itself started (a step into a
-// profile with live = false, a critical restart, a manual step).
+// The predicates the loop asks of the lifecycle, spelled once.
+
+// running reports whether a child runs that gpuguard is not stopping or
+// restarting.
+func (c *lifecycle) running() bool {
+	return c.run.child != nil && !c.stop.stopping && c.plan == nil
+}
+
+// steady reports whether a child runs with nothing else under way: no
+// stop, no restart or sleep gpuguard asked for, no live change through
+// server actions. Only then do the watermark rules, a manual step, a step
+// the tenants decide and a live wake apply.
+func (c *lifecycle) steady() bool { return c.running() && !c.acts.acting() }
+
+// serving reports whether the child is steady and running (its start is
+// over): what it uses then is what it serves with, and [serve] idle
+// counts.
+func (c *lifecycle) serving() bool { return c.steady() && c.state == api.StateRunning }
+
+// stoppedAsleep reports an instance asleep with its child stopped.
+func (c *lifecycle) stoppedAsleep() bool { return c.run.child == nil && c.state == api.StateAsleep }
+
+// restartPlan is a restart or a sleep that gpuguard itself began (a step
+// into a profile with live = false, a critical restart, a manual step, a
+// reload, a sleep by stopping the child).
 type restartPlan struct {
 	level   int
-	reason  string // watermark | critical | manual | recovered | reload
+	reason  string // watermark | critical | manual | recovered | reload | idle | request
 	from    string // the profile the stopped child runs in
-	sleep   bool   // no restart: the instance sleeps in level (sleep.go)
+	sleep   bool   // no restart: the instance sleeps in level
 	replies []chan response
 }
 
@@ -88,6 +114,7 @@ func (c *lifecycle) restartAfter(delay time.Duration, level int, release map[int
 	c.wait.backoff.arm(delay)
 }
 
+// failPlan fails the replies of a restart under way (the run is ending).
 func (c *lifecycle) failPlan() {
 	if c.plan == nil {
 		return

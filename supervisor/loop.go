@@ -22,20 +22,22 @@ type loop struct {
 	pol  *policy.Policy
 	ctx  context.Context
 
-	level int
-	core  core.State // the decision core's own state: the watermark timers, the restart budget
-
+	core      core.State // the decision core's own state: the rules' timers, the restart budget, the start claim (effects.go)
 	ledger    *admission.Ledger
-	life      lifecycle // the child's lifecycle: the state, the children so far, the one running, a plan, a stop, the next start, the end (life.go)
+	life      lifecycle // the child's lifecycle: the state, the level, the children so far, the one running, a plan, an action, a stop, the next start, the end (life.go)
 	stateFile stateFile // writes the state file; its seq and its failing writes (statewrite.go)
-	fit       fitTeller // the start-up line and the newest fit, told once (fit.go)
+	fit       fitTeller // the start-up line and the newest fit, told once (fitline.go)
+	latest    latest    // the newest good reading and its watermark, for status, admission and the door (child.go)
+	peers     Peers     // the other tenants of the watched GPUs (peers.go); nil: none
 
-	pending []chan response
-
-	rooms         // the rooms around the loop, one job each (rooms.go)
-	latest latest // the newest good reading and its watermark, for status, admission and the door (child.go)
-
-	shared sharedState // agreeing with the other tenants of shared GPUs
+	// The rooms around the loop, each holding its own state and given
+	// what it needs rather than a pointer to the loop.
+	pace   pacer         // sampling and its adaptive period (sense.go)
+	health probeHealth   // a run of failed probe calls (probehealth.go)
+	out    reporter      // events and the status line, outward (reporter.go)
+	faults gpuFaults     // Xid events and the GPUs they left faulted (gpufault.go)
+	minute minuteSummary // the watermark samples of this minute, for its record (minute.go)
+	door   doorLink      // the front door (door.go)
 }
 
 // timer is a restartable one-shot timer whose channel is nil when unarmed,
@@ -64,18 +66,19 @@ func newLoop(s *Supervisor) *loop {
 	// timeout, which a reload may change: its cfg holds neither.
 	cfg.Policy, cfg.ProbeTimeout = nil, 0
 	l := &loop{
-		s: s, cfg: cfg, deps: s.deps, pol: s.pol.Load(), level: s.cfg.StartLevel,
-		life: lifecycle{state: api.StateStarting, hist: history{lastExit: "none"}, wait: startWait{target: s.cfg.StartLevel},
-			notifier: s.deps.Notifier},
+		s: s, cfg: cfg, deps: s.deps, pol: s.pol.Load(), peers: s.deps.Peers,
+		life: lifecycle{state: api.StateStarting, level: s.cfg.StartLevel, hist: history{lastExit: "none"},
+			wait: startWait{target: s.cfg.StartLevel}, notifier: s.deps.Notifier},
 		stateFile: stateFile{path: s.cfg.StatePath, write: s.deps.WriteState, logf: s.deps.Logf},
-		ledger:    s.adm.ledger, shared: newShared(s.deps.Coordinator, s.deps.Logf, &s.adm.starting),
-		rooms: rooms{door: doorLink{d: s.deps.Door}, pace: newPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval),
-			out: newReporter(s.cfg.Name, s.deps.Observers, s.deps.Notifier)},
+		ledger:    s.adm.ledger,
+		door:      doorLink{d: s.deps.Door},
+		pace:      newPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval),
+		out:       newReporter(s.cfg.Name, s.deps.Observers, s.deps.Notifier),
 	}
 	l.life.sampleNow = l.pace.sampleNow
 	l.out.publisher = s.deps.Publisher
 	l.out.log = s.deps.Logf
-	l.out.inForce = func() (string, int) { return l.pol.Profiles[l.level].Name, l.level }
+	l.out.inForce = func() (string, int) { return l.pol.Profiles[l.life.level].Name, l.life.level }
 	return l
 }
 
@@ -103,9 +106,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	defer l.life.stop.stopWait.stop()
 	defer l.door.limit.stop()
 
-	if !l.wake.startAsleep(l.sleepView()) {
-		l.life.enterWaiting(l.life.wait.target, nil)
-	}
+	l.feed(core.Begin{}, nil)
 	// A stop queued before Run (gpuguard listens from before its backend
 	// opens) came while no child ran: it goes first, not by the select's
 	// coin toss against a first sample that would start one.
@@ -116,6 +117,11 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 			l.publishSnapshot()
 		}
 	default:
+	}
+	var outcomes <-chan api.Outcome
+	var starts <-chan api.StartOutcome
+	if l.peers != nil {
+		outcomes, starts = l.peers.Outcomes(), l.peers.Starts()
 	}
 	ctxDone := ctx.Done()
 	for !l.life.end.finished {
@@ -132,18 +138,18 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 			l.onExit()
 		case <-l.life.wait.backoff.C:
 			l.life.wait.backoff.stop()
-			l.doAll(l.decide(core.BackoffOver{Target: l.life.wait.target}), nil)
+			l.feed(core.BackoffOver{Target: l.life.wait.target}, nil)
 		case <-l.life.stop.stopWait.C:
 			l.life.stop.stopWait.stop()
-			l.doAll(l.decide(core.StopWaitOver{Running: l.life.run.child != nil}), nil)
+			l.feed(core.StopWaitOver{Running: l.life.run.child != nil}, nil)
 		case <-l.door.drain:
 			l.door.drained(false, l.life.run.child, l.pol.Restart.StopTimeout, &l.life.stop.stopWait, &l.out)
 		case <-l.door.limit.C:
 			l.door.drained(true, l.life.run.child, l.pol.Restart.StopTimeout, &l.life.stop.stopWait, &l.out)
-		case d := <-l.acts.out:
+		case d := <-l.life.acts.out:
 			l.onActionsDone(d)
 		case <-l.s.wanted:
-			l.wake.onWanted(l.sleepView())
+			l.feed(l.wakeFacts(time.Now(), time.Time{}, true), nil)
 		case <-watchdog:
 			_ = l.deps.Notifier.Watchdog()
 		case sig := <-signals:
@@ -155,16 +161,14 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 			l.onStopSignal(syscall.SIGTERM)
 		case req := <-l.s.reqs:
 			l.onRequest(req)
-		case r := <-l.shared.outcomes:
-			l.shared.onOutcome(r, l.peerFacts(time.Now()), loopFeed{&l.out, l})
-		case o := <-l.shared.starts:
-			// a live wake claims as a start does (wake.go)
-			l.shared.answer(o, l.wake.claimWanted(l.life.state) && !l.life.stop.stopping && !l.life.end.finished, &l.pace)
+		case o := <-outcomes:
+			l.feedAll(l.peers.Outcome(o, l.tenant(time.Now())))
+			l.peers.Announce()
+		case o := <-starts:
+			l.feed(core.ClaimAnswer{Now: time.Now(), Outcome: o, Waiting: l.life.state == api.StateWaiting,
+				Asleep: l.life.state == api.StateAsleep, Stopping: l.life.stop.stopping || l.life.end.finished}, nil)
 		}
 		l.publishSnapshot()
-	}
-	for _, p := range l.pending {
-		p <- response{err: errShutdown}
 	}
 	return l.life.end.code, l.life.end.err
 }
@@ -175,12 +179,12 @@ func (l *loop) onRequest(r request) {
 		l.manualStep(r)
 	case opReserve:
 		var usage []admission.GPUUsage
-		if l.latest.haveSample && !l.health.down() {
-			for _, d := range l.latest.lastSample.Devices {
+		if s, ok := l.goodReading(); ok {
+			for _, d := range s.Devices {
 				usage = append(usage, admission.GPUUsage{Used: d.Used, Limit: l.pol.Limit(d.Total), Leased: r.others[d.UUID]})
 			}
 		}
-		pending := l.core.Rules.StepPending() || l.life.plan != nil || l.life.run.child == nil
+		pending := l.core.StepPending() || l.life.plan != nil || l.life.run.child == nil
 		d, ev := reserve(l.ledger, r, time.Now(), usage, l.pol.Watermark.High, pending)
 		if ev != nil {
 			l.out.emit(*ev)
@@ -199,8 +203,14 @@ func (l *loop) onRequest(r request) {
 		l.applyReload(r)
 	case opHealthy:
 		l.onHealthy(r.gen)
-	default:
-		l.shared.request(r, l.peerFacts, loopFeed{&l.out, l})
+	case opEmit:
+		l.out.emit(r.event)
+		r.reply <- response{}
+	case opReady:
+		l.feed(core.Ready{Why: "the child said ready"}, nil)
+		r.reply <- response{}
+	case opTenantStep, opTenantDecision:
+		l.onTenant(r)
 	}
 }
 

@@ -129,7 +129,7 @@ func (l *loop) applyReload(r request) {
 	rl, old := r.reload, l.pol
 	changed := policy.Diff(old, rl.Policy)
 	// The event names the profile the instance was in when it reloaded.
-	ev := api.Event{Event: api.EventReload, Changed: changed, Profile: old.Profiles[l.level].Name, Level: l.level}
+	ev := api.Event{Event: api.EventReload, Changed: changed, Profile: old.Profiles[l.life.level].Name, Level: l.life.level}
 	l.pol = rl.Policy
 	l.s.pol.Store(rl.Policy)
 	l.cfg.Command, l.cfg.CheckpointPath = rl.Command, rl.CheckpointPath
@@ -177,9 +177,8 @@ func (l *loop) reladder(old *policy.Policy) {
 	if l.life.plan != nil {
 		planLevel = l.life.plan.level
 	}
-	running := l.life.run.child != nil && !l.life.stop.stopping && l.life.plan == nil
-	r := core.Reladder(old, l.pol, l.level, l.life.wait.target, planLevel, l.sleepView().stoppedAsleep(), running)
-	l.level, l.life.wait.target = r.Level, r.Target
+	r := core.Reladder(old, l.pol, l.life.level, l.life.wait.target, planLevel, l.life.stoppedAsleep(), l.life.running())
+	l.life.level, l.life.wait.target = r.Level, r.Target
 	if l.life.plan != nil {
 		l.life.plan.level = r.PlanLevel
 	}
@@ -191,7 +190,7 @@ func (l *loop) reladder(old *policy.Policy) {
 		l.life.enterWaiting(r.Level, nil)
 	case core.RelevelRestart:
 		l.deps.Logf("profile %s is no longer in the ladder: restarting the child", r.From)
-		l.beginRestart(r.Level, api.ReasonReload, nil)
+		l.beginRestart(r.Level, api.ReasonReload, nil, false)
 		l.life.plan.from = r.From
 	case core.RelevelRewrite:
 		st, err := l.stateFile.writeAt(l.pol.Profiles[r.Level], r.Level, fmt.Sprintf("reload: profile %s is now level %d of %d", r.From, r.Level, len(l.pol.Profiles)))

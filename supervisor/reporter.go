@@ -88,7 +88,7 @@ type journal interface {
 func (l *loop) publishSnapshot() {
 	st := api.Status{
 		Name: l.cfg.Name, PID: l.s.snap.Load().status.PID, State: l.life.state,
-		Profile: l.pol.Profiles[l.level].Name, Level: l.level, Levels: len(l.pol.Profiles),
+		Profile: l.pol.Profiles[l.life.level].Name, Level: l.life.level, Levels: len(l.pol.Profiles),
 		Priority: l.pol.Priority, Watermark: l.latest.ratio, IntervalSeconds: l.pace.period.Seconds(), ETASeconds: l.pace.etaSeconds(),
 		Restarts: l.life.hist.restarts, Observe: l.cfg.Observe,
 		LastEvent: l.out.last, Fit: l.fit.lastFit, GPUs: []api.GPU{}, SimDir: l.cfg.SimDir,
@@ -104,11 +104,15 @@ func (l *loop) publishSnapshot() {
 		snap.childStart = l.life.run.childStart
 	}
 	l.s.snap.Store(snap)
-	l.shared.publishTenant(l.peerFacts(time.Time{}), &l.s.adm.tenant, l.s.adm.publishLeases)
-	short := l.core.Rules.StepPending() || l.life.plan != nil || l.latest.haveSample && l.latest.ratio >= l.pol.Watermark.High
-	l.door.sync(l.pol.Profiles[l.level].Name, l.level, len(l.pol.Profiles), short, &l.s.short)
+	info := l.tenantInfo()
+	l.s.adm.tenant.Store(&info)
+	if l.peers != nil {
+		l.peers.Publish(info, l.ledger.Outstanding)
+	}
+	short := l.core.StepPending() || l.life.plan != nil || l.latest.haveSample && l.latest.ratio >= l.pol.Watermark.High
+	l.door.sync(l.pol.Profiles[l.life.level].Name, l.life.level, len(l.pol.Profiles), short, &l.s.short)
 	// The service manager's status line, when what it says changed.
-	l.out.status(l.life.state, l.pol.Profiles[l.level].Name, l.level, len(l.pol.Profiles), l.latest.ratio)
+	l.out.status(l.life.state, l.pol.Profiles[l.life.level].Name, l.life.level, len(l.pol.Profiles), l.latest.ratio)
 }
 
 // statusGPUs is the status object's gpus: each device of s with the

@@ -203,7 +203,7 @@ func (l *loop) onHung(now time.Time) {
 	if first && l.deps.Meter != nil {
 		l.deps.Meter.ObserveProbe(now.Sub(l.pace.next), errProbeHung)
 	}
-	l.decide(core.Gap{})
+	l.feed(core.Gap{}, nil)
 	l.health.report(&l.out, now, l.pace.next, fmt.Sprintf("%v: a call has not returned within %s", errProbeHung, l.pace.timeout), first)
 	l.withoutReading(now, sampleResult{err: errProbeHung})
 	l.pace.hung.Reset(l.pol.Watch.Interval)
@@ -218,15 +218,15 @@ func (l *loop) onHung(now time.Time) {
 // unmeasured.
 func (l *loop) withoutReading(now time.Time, r sampleResult) {
 	if !l.life.end.finished && !l.life.stop.stopping && l.health.lost(now, l.pol.Watch) {
-		l.doAll(l.decide(core.Lost{Err: l.health.lostErr, Running: l.life.run.child != nil, Restarting: l.life.plan != nil}), nil)
+		l.feed(core.Lost{Err: l.health.lostErr, Running: l.life.run.child != nil, Restarting: l.life.plan != nil}, nil)
 	}
 	if l.life.end.finished {
 		return
 	}
-	l.shared.sample(now, r, l.life.run.child != nil, l.life.run.childTree, l.pol.Watch.Settle)
+	l.feed(core.Settling{Now: now, Running: l.life.run.child != nil}, nil)
 	switch {
 	case l.life.state == api.StateWaiting:
-		l.tryStart(r)
+		l.feed(l.startFacts(now, r), nil)
 	case l.life.state == api.StateStarting && l.life.run.child != nil:
 		l.life.state = api.StateRunning // up, though unmeasured
 	}

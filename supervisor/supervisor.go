@@ -65,9 +65,9 @@ type Deps struct {
 	// Faults delivers GPU fault events (Xids) on the watched GPUs; nil
 	// when the backend reports none.
 	Faults <-chan gpu.Fault
-	// Coordinator agrees with the other tenants of the watched GPUs; nil
-	// decides alone.
-	Coordinator Coordinator
+	// Peers deals with the other tenants of the watched GPUs (package
+	// sharing); nil decides alone.
+	Peers Peers
 	// Reloader re-reads the policy for Reload; nil refuses reloads.
 	Reloader Reloader
 	// Door is the front door ([serve]); nil when there is none.
@@ -167,7 +167,7 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 	s := &Supervisor{cfg: cfg, deps: deps, reqs: make(chan request), done: make(chan struct{}), wanted: make(chan struct{}, 1), started: time.Now(),
 		probeAuto: probeAuto}
 	s.port = loopPort{reqs: s.reqs, done: s.done}
-	s.adm = newAdmission(s.port, deps.Coordinator, deps.Logf, &s.snap)
+	s.adm = newAdmission(s.port, deps.Peers, &s.snap)
 	s.pol.Store(cfg.Policy)
 	if deps.Tasks != nil {
 		s.tasks = newDeliverer(s, deps.Tasks)

@@ -2,23 +2,6 @@ package core
 
 import "github.com/gpuguard/gpuguard/policy"
 
-// PickProfile returns the first profile from level from on down the
-// ladder (from, from+1, ...) whose needs fit on every watched GPU, and
-// false when none does. It never returns a profile above from: a start
-// aims at from, and only the memory decides how far below it goes.
-func PickProfile(pol *policy.Policy, from int, devs []Device) (int, bool) {
-next:
-	for i := from; i < len(pol.Profiles); i++ {
-		for _, d := range devs {
-			if !pol.Fits(i, d.Used, d.Total) {
-				continue next
-			}
-		}
-		return i, true
-	}
-	return 0, false
-}
-
 // DeviceRatio is the device-scope watermark: the highest used/limit over
 // the watched GPUs.
 func DeviceRatio(devs []Device, pol *policy.Policy) float64 {

@@ -9,19 +9,22 @@ import (
 	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
-// decide feeds one input to the decision core and returns what to do.
-// The core sees the loop's policy, level and mode as they are now.
-func (l *loop) decide(in core.Input) []core.Effect {
-	l.core.Policy, l.core.Level, l.core.Observe = l.pol, l.level, l.cfg.Observe
+// feed hands one input to the decision core, with what the loop holds
+// now (the policy in force, the level, observe mode), and performs the
+// effects it returns, in order; reply is the request's, if any. The core
+// is the only writer of its state: the loop changes it only here.
+func (l *loop) feed(in core.Input, reply chan response) {
 	var effs []core.Effect
-	l.core, effs = core.Decide(l.core, in)
-	return effs
-}
-
-// doAll performs effs in order; reply is the request's, if any.
-func (l *loop) doAll(effs []core.Effect, reply chan response) {
+	l.core, effs = core.Decide(l.core, core.Given{Policy: l.pol, Level: l.life.level, Observe: l.cfg.Observe}, in)
 	for _, e := range effs {
 		l.do(e, reply)
+	}
+}
+
+// feedAll feeds ins in order (what the tenants of a shared GPU ask).
+func (l *loop) feedAll(ins []core.Input) {
+	for _, in := range ins {
+		l.feed(in, nil)
 	}
 }
 
@@ -42,7 +45,6 @@ func (l *loop) do(e core.Effect, reply chan response) {
 		l.launch(e.Level, e.Fit, e.Outcome)
 	case core.Wait:
 		// Told once per wait.
-		l.shared.endStarting("")
 		if !l.life.wait.waitNoted {
 			l.life.wait.waitNoted = true
 			l.fit.note(&l.out, l.pol, l.life.hist, time.Time{}, e.Fit, "no profile fits; waiting for memory")
@@ -55,11 +57,22 @@ func (l *loop) do(e core.Effect, reply chan response) {
 	case core.Restart:
 		l.life.hist.restarts++
 		l.life.hist.lastExit = string(e.Kind)
-		l.out.emit(api.Event{Event: api.EventRestart, Reason: string(e.Kind), From: l.pol.Profiles[l.level].Name,
-			To: l.pol.Profiles[e.To].Name, FromLevel: new(l.level), ToLevel: new(e.To),
+		l.out.emit(api.Event{Event: api.EventRestart, Reason: string(e.Kind), From: l.pol.Profiles[l.life.level].Name,
+			To: l.pol.Profiles[e.To].Name, FromLevel: new(l.life.level), ToLevel: new(e.To),
 			Restarts: l.life.hist.restarts, Status: new(e.Status), Detail: e.Evidence})
 	case core.Relaunch:
 		l.life.restartAfter(e.Delay, e.Level, l.life.wait.release)
+	case core.Requested:
+		// Counted and journaled at once, outside the crash budget.
+		l.life.hist.restarts++
+		l.life.hist.lastExit = string(e.Kind)
+		l.out.emit(api.Event{Event: api.EventRestart, Reason: string(e.Kind), From: e.From,
+			To: l.pol.Profiles[e.Level].Name, Restarts: l.life.hist.restarts, Status: new(e.Status), Detail: e.Detail})
+		l.life.enterWaiting(e.Level, l.life.wait.release)
+	case core.Released:
+		l.life.wait.release = nil
+	case core.SampleNow:
+		l.pace.sampleNow()
 	case core.BeginStop:
 		if e.TakeOver {
 			// gpuguard was stopping the child for a lost GPU; the
@@ -77,19 +90,24 @@ func (l *loop) do(e core.Effect, reply chan response) {
 		l.door.stop(l.life.run.child, e.Sig, l.pol.Restart.StopTimeout, &l.life.stop.stopWait)
 	case core.Kill:
 		_ = l.life.run.child.Kill()
-	case core.Requested:
-		// Counted and journaled at once, outside the crash budget.
-		l.life.hist.restarts++
-		l.life.hist.lastExit = string(e.Kind)
-		l.out.emit(api.Event{Event: api.EventRestart, Reason: string(e.Kind), From: e.From,
-			To: l.pol.Profiles[e.Level].Name, Restarts: l.life.hist.restarts, Status: new(e.Status), Detail: e.Detail})
-		l.life.enterWaiting(e.Level, l.life.wait.release)
 	case core.FellAsleep:
-		l.wake.fellAsleep(l.sleepView())
+		l.fellAsleep()
 	case core.StayAsleep:
-		l.wake.asleepNoChild(l.sleepView(), l.level, e.Why)
-	case core.AwaitGPU:
-		l.faults.await()
+		l.asleep(l.life.level, e.Why)
+	case core.WakeStopped:
+		if !e.Manual {
+			reply = nil
+		}
+		l.wakeStopped(e.To, string(e.Reason), e.Why, reply)
+	case core.Propose:
+		l.peers.Propose(l.ctx, e.Now, e.Reason, worstGPU(l.latest.lastSample.Devices, l.pol), e.Ratio, l.tenantInfo)
+	case core.ClaimStart:
+		l.peers.ClaimStart(l.ctx, e.GPUs, e.Settle)
+	case core.EndStart:
+		if e.Log != "" {
+			l.deps.Logf("%s", e.Log)
+		}
+		l.peers.EndStart()
 	default:
 		panic(fmt.Sprintf("supervisor: effect %T not performed", e))
 	}
@@ -99,26 +117,31 @@ func (l *loop) do(e core.Effect, reply chan response) {
 // happens; a live change that cannot write its state file does not (and
 // a manual restart is refused first when the state file cannot be
 // written, as the restarted child would not find it): the core is told,
-// and forgets the step.
+// and forgets the step. A live wake's outcome goes back to the core
+// either way (core.Woke).
 func (l *loop) performStep(s core.Step, reply chan response) {
 	reason := string(s.Reason)
 	if s.Restart {
-		l.out.emit(stepEvent(l.pol, l.level, l.latest.ratio, s.Event, s.To, reason, s.Why))
-		l.beginRestart(s.To, reason, nil)
+		l.out.emit(stepEvent(l.pol, l.life.level, l.latest.ratio, s.Event, s.To, reason, s.Why))
+		l.beginRestart(s.To, reason, nil, false)
 		return
 	}
 	if s.Manual && !l.pol.Profiles[s.To].Live {
-		if err := l.stateFile.writable(l.pol.Profiles[l.level], l.level); err != nil {
+		if err := l.stateFile.writable(l.pol.Profiles[l.life.level], l.life.level); err != nil {
 			reply <- response{err: err}
-			l.decide(core.NotTaken{})
+			l.feed(core.NotTaken{}, nil)
 			return
 		}
 	}
 	if !s.Manual {
 		reply = nil
 	}
-	if !l.changeProfile(s.To, reason, s.Why, reply) {
-		l.decide(core.NotTaken{}) // the next sample tries again
+	taken := l.changeProfile(s.To, reason, s.Why, reply)
+	switch {
+	case s.Wake:
+		l.feed(core.Woke{Now: s.Now, Taken: taken, Used: startBaseline(l.latest.lastSample, l.life.run.childTree)}, nil)
+	case !taken:
+		l.feed(core.NotTaken{}, nil) // the next sample tries again
 	}
 }
 
@@ -131,6 +154,8 @@ func exitCode(f core.Finish) int {
 		return exitcode.NoFit
 	case core.EndFailure:
 		return exitcode.Failure
+	case core.EndConfig:
+		return exitcode.Config
 	case core.EndSignal:
 		return exitcode.Signaled(f.Status)
 	}

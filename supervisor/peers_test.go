@@ -15,6 +15,7 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/internal/admission"
+	"github.com/gpuguard/gpuguard/internal/sharing"
 	"github.com/gpuguard/gpuguard/internal/tenants"
 	"github.com/gpuguard/gpuguard/policy"
 )
@@ -663,7 +664,7 @@ func TestReserveCountsOtherTenants(t *testing.T) {
 		if err := h.sup.Admission().Release(ctx, d0.Lease); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(releasePublishDelay)
+		time.Sleep(sharing.ReleasePublishDelay)
 		synctest.Wait()
 		if p := fc.published(); !slices.Equal(p, []uint64{0, 2 * gib, 0}) {
 			t.Fatalf("published leases %v, want 0 after the release", p)

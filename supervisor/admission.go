@@ -3,13 +3,9 @@ package supervisor
 import (
 	"context"
 	"errors"
-	"slices"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/internal/admission"
 )
 
@@ -17,52 +13,41 @@ import (
 // releases of the child's tools (the control socket's reserve and
 // release), over the ledger of leases, and, on a shared GPU, the other
 // tenants: what they are told of this instance (TenantInfo, the leases
-// published to them) and what they ask of it (a step, a decision to
-// note, the child's readiness). Its methods are safe from any goroutine;
-// what changes the instance goes to the loop through port.
+// published to them, through Peers) and what they ask of it (a step, a
+// decision to note, the child's readiness). Its methods are safe from any
+// goroutine; what changes the instance goes to the loop through port.
 type Admission struct {
 	port  loopPort
-	coord Coordinator // nil: no other tenants
-	logf  func(format string, args ...any)
+	peers Peers // nil: no other tenants
 	// snap is the Supervisor's published snapshot: its GPUs are the ones
-	// a reservation is coordinated on and the leases published for.
+	// a reservation is coordinated on.
 	snap *atomic.Pointer[snapshot]
 
 	// ledger holds the admission leases; the loop decides and expires
 	// them, and Reserve's coordination and the `tenant` answer read it off
 	// the loop (it is safe for that).
 	ledger *admission.Ledger
-	// tenant is what the `tenant` request answers, published by the loop;
-	// starting is read live (the loop's start claim sets it first).
-	tenant   atomic.Pointer[api.TenantInfo]
-	starting atomic.Bool
-	// leaseMu serialises publishing the leases to the other tenants.
-	leaseMu sync.Mutex
-	// leasesOut is what was last published, under leaseMu: the same figure
-	// is not written again (every exit of a crash loop would otherwise
-	// create a file in each GPU's tenant dir).
-	leasesOut *leaseFigure
-	// soon publishes what releases left, a little later (leases_soon.go).
-	soon publishSoon
+	// tenant is what the `tenant` request answers, published by the loop.
+	tenant atomic.Pointer[api.TenantInfo]
 }
 
-func newAdmission(port loopPort, c Coordinator, logf func(string, ...any), snap *atomic.Pointer[snapshot]) *Admission {
-	return &Admission{port: port, coord: c, logf: logf, snap: snap, ledger: admission.NewLedger()}
+func newAdmission(port loopPort, peers Peers, snap *atomic.Pointer[snapshot]) *Admission {
+	return &Admission{port: port, peers: peers, snap: snap, ledger: admission.NewLedger()}
 }
 
 // TenantInfo is what this instance tells the other tenants of its GPUs
-// (the `tenant` request). It is read from the snapshot the loop publishes
-// and from the ledger and the starting flag directly, never through the
+// (the `tenant` request). It is read from what the loop last published
+// and from the ledger and the start claim directly, never through the
 // loop: a busy loop must not delay another tenant's decision.
 func (a *Admission) TenantInfo() api.TenantInfo {
 	info := *a.tenant.Load()
-	info.Starting = a.starting.Load()
+	info.Starting = a.peers != nil && a.peers.Starting()
 	info.LeasesBytes = a.ledger.Outstanding()
 	return info
 }
 
 // TenantStep executes a decision another tenant took for this instance, or
-// refuses it (see sharedState.exec).
+// refuses it (Agreement.Step).
 func (a *Admission) TenantStep(ctx context.Context, st api.TenantStep) (api.TenantDecision, error) {
 	r, err := a.port.call(ctx, request{op: opTenantStep, tenantStep: st})
 	return r.tenantDecision, err
@@ -93,11 +78,11 @@ func (a *Admission) Reserve(ctx context.Context, req admission.Request) (admissi
 }
 
 // Release ends a lease. The others see the lower figure a little later
-// (publishSoon).
+// (Tenancy.PublishLeasesSoon).
 func (a *Admission) Release(ctx context.Context, lease string) error {
 	_, err := a.port.call(ctx, request{op: opRelease, lease: lease})
-	if err == nil && a.coord != nil {
-		a.soon.arm(a.port.done, a.publishLeases)
+	if err == nil && a.peers != nil {
+		a.peers.PublishLeasesSoon(a.ledger.Outstanding, a.port.done)
 	}
 	return err
 }
@@ -107,9 +92,9 @@ func (a *Admission) Release(ctx context.Context, lease string) error {
 // short, and would journal a defer each time).
 func (a *Admission) reserve(ctx context.Context, req admission.Request, quiet bool) (admission.Decision, error) {
 	r := request{op: opReserve, reserve: req, quiet: quiet}
-	if c := a.coord; c != nil {
+	if p := a.peers; p != nil {
 		if gpus := a.watched(); len(gpus) > 0 {
-			adm, err := c.Admit(ctx, gpus)
+			adm, err := p.Admit(ctx, gpus)
 			switch {
 			case err == nil:
 				defer adm.Release()
@@ -127,7 +112,7 @@ func (a *Admission) reserve(ctx context.Context, req admission.Request, quiet bo
 		return d, err
 	}
 	// The others must see the lease before the admission lock goes.
-	if perr := a.publishLeases(); perr != nil {
+	if perr := a.peers.PublishLeases(a.ledger.Outstanding); perr != nil {
 		a.ledger.Release(d.Lease)
 		d = admission.Refuse(req, "the lease could not be published to the other tenants of the GPU: "+perr.Error())
 		_, err = a.port.call(ctx, request{op: opEmit, event: api.Event{Event: api.EventAdmission, Decision: d.Decision,
@@ -136,45 +121,12 @@ func (a *Admission) reserve(ctx context.Context, req admission.Request, quiet bo
 	return d, err
 }
 
-// publishLeases tells the other tenants of the watched GPUs how much this
-// instance has leased (see tenants.Coordinator.SetLeases).
-func (a *Admission) publishLeases() error {
-	c := a.coord
-	if c == nil {
-		return nil
-	}
-	a.leaseMu.Lock()
-	defer a.leaseMu.Unlock()
-	gpus := a.watched()
-	if len(gpus) == 0 {
-		return nil
-	}
-	f := leaseFigure{gpus: gpus, bytes: a.ledger.Outstanding()}
-	if a.leasesOut != nil && a.leasesOut.equal(f) {
-		return nil // the others already see this figure
-	}
-	a.leasesOut = nil
-	err := c.SetLeases(gpus, f.bytes)
-	if err != nil {
-		a.logf("%v", err)
-		return err
-	}
-	a.leasesOut = &f
-	return nil
-}
-
 // flushLeases publishes at the end of the run what releases left and the
 // others have not seen yet.
-func (a *Admission) flushLeases() { a.soon.flush(a.publishLeases) }
-
-// leaseFigure is one publication of the leases: how much, on which GPUs.
-type leaseFigure struct {
-	gpus  []string
-	bytes uint64
-}
-
-func (f leaseFigure) equal(g leaseFigure) bool {
-	return f.bytes == g.bytes && slices.Equal(f.gpus, g.gpus)
+func (a *Admission) flushLeases() {
+	if a.peers != nil {
+		a.peers.FlushLeases(a.ledger.Outstanding)
+	}
 }
 
 // watched are the UUIDs of the GPUs in the newest published snapshot.
@@ -187,44 +139,4 @@ func (a *Admission) watched() []string {
 		}
 	}
 	return out
-}
-
-// tenantFacts are what the other tenants are told of this instance
-// beside peerFacts' name, state and level: the newest good sample (have)
-// and, when a child runs, its processes.
-type tenantFacts struct {
-	pid, priority int
-	scope         string
-	observe       bool
-	settle        time.Duration
-	have          bool
-	sample        gpu.Sample
-	running       bool
-	tree          map[int]bool
-}
-
-// tenant is the instance's current TenantInfo, without the parts read
-// live.
-func (f peerFacts) tenant() api.TenantInfo {
-	t := f.self
-	info := api.TenantInfo{Name: f.name, PID: t.pid, Priority: t.priority,
-		Scope: t.scope, Observe: t.observe, State: f.state, Level: f.level,
-		Levels: len(f.levels), GPUs: []api.TenantGPU{},
-		GraceSeconds: f.grace.Seconds(), SettleSeconds: t.settle.Seconds()}
-	if !t.have {
-		return info
-	}
-	own := !t.sample.ProcessesAt.IsZero()
-	for _, d := range t.sample.Devices {
-		g := api.TenantGPU{UUID: d.UUID}
-		if own && t.running {
-			for _, p := range t.sample.Processes {
-				if p.Device == d.Index && t.tree[p.PID] {
-					g.UsedBytes += p.Used
-				}
-			}
-		}
-		info.GPUs = append(info.GPUs, g)
-	}
-	return info
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/sharing"
 )
 
 const fakeGPU = "GPU-fake-0"
@@ -156,12 +157,12 @@ func (f *fakeCoord) claimed() int {
 
 var errVoided = errors.New("decision was given up by its decider")
 
-// withCoord wires fc into the harness.
+// withCoord wires the instance's peers over fc into the harness.
 func withCoord(fc *fakeCoord, more ...func(*Config, *Deps)) func(*Config, *Deps) {
 	return func(c *Config, d *Deps) {
-		d.Coordinator = fc
 		for _, m := range more {
 			m(c, d)
 		}
+		d.Peers = sharing.New(fc, d.Logf)
 	}
 }
