@@ -216,11 +216,11 @@ func (l *loop) onActionsDone(d actionDone) {
 			level = min(l.life.level, len(l.pol.Profiles)-1)
 		}
 		if !l.pol.Profiles[level].Serving() {
-			l.beginRestart(level, run.reason, run.reply, true)
+			l.life.beginRestart(l.pol, level, run.reason, run.reply, true)
 			return
 		}
 		l.deps.Logf("falling back to a restart into profile %s", l.pol.Profiles[level].Name)
-		l.beginRestart(level, run.reason, run.reply, false)
+		l.life.beginRestart(l.pol, level, run.reason, run.reply, false)
 		return
 	}
 	l.life.level = level
@@ -230,7 +230,7 @@ func (l *loop) onActionsDone(d actionDone) {
 	if !prof.Serving() {
 		l.life.state = api.StateAsleep
 	}
-	st, err := l.stateFile.writeAt(l.pol.Profiles[l.life.level], l.life.level, run.why)
+	st, err := l.life.file.writeAt(l.pol.Profiles[l.life.level], l.life.level, run.why)
 	if err != nil {
 		l.deps.Logf("%v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/policy"
 )
 
 // Sleeping and waking as the loop performs them. The core decides when
@@ -29,13 +30,13 @@ func (s *Supervisor) Requested(held bool) {
 
 // fellAsleep handles the exit of a child stopped to sleep: the instance
 // is now asleep in the plan's profile, with no child.
-func (l *loop) fellAsleep() {
-	plan := l.life.plan
-	l.life.plan = nil
-	name := l.pol.Profiles[plan.level].Name
-	l.asleep(plan.level, fmt.Sprintf("asleep in profile %s (%s): the child is stopped", name, plan.reason))
+func (c *lifecycle) fellAsleep(pol *policy.Policy) {
+	plan := c.plan
+	c.plan = nil
+	name := pol.Profiles[plan.level].Name
+	c.asleep(pol, plan.level, fmt.Sprintf("asleep in profile %s (%s): the child is stopped", name, plan.reason))
 	if len(plan.replies) > 0 {
-		l.publishSnapshot()
+		c.snapshot()
 	}
 	for _, r := range plan.replies {
 		r <- response{profile: name}
@@ -45,46 +46,35 @@ func (l *loop) fellAsleep() {
 // asleep makes the instance asleep in level with no child, the state
 // file saying why: it stays so until it leaves the profile (wakeStopped),
 // through the normal start path.
-func (l *loop) asleep(level int, why string) {
-	l.life.level, l.life.wait.target = level, level
-	l.life.state = api.StateAsleep
-	l.record(why)
-	l.deps.Logf("asleep in profile %s: no child runs until the instance leaves it", l.pol.Profiles[level].Name)
+func (c *lifecycle) asleep(pol *policy.Policy, level int, why string) {
+	c.level, c.wait.target = level, level
+	c.state = api.StateAsleep
+	c.record(pol, why)
+	c.out.logf("asleep in profile %s: no child runs until the instance leaves it", pol.Profiles[level].Name)
 }
 
-// wakeStopped leaves a stopped sleep for level (above the current one):
-// into another serving = false profile by a change of the state file
-// alone, else by starting the child again, as soon as level fits. reply,
-// if any, gets the profile at the start.
-func (l *loop) wakeStopped(level int, reason, why string, reply chan response) {
-	l.out.emit(stepEvent(l.pol, l.life.level, l.latest.ratio, api.EventStepUp, level, reason, why))
-	name := l.pol.Profiles[level].Name
-	if !l.pol.Profiles[level].Serving() {
-		l.life.level, l.life.wait.target = level, level
-		l.record(why)
+// wakeStopped leaves a stopped sleep for level (above the current one) at
+// watermark ratio: into another serving = false profile by a change of
+// the state file alone, else by starting the child again, as soon as
+// level fits. reply, if any, gets the profile at the start.
+func (c *lifecycle) wakeStopped(pol *policy.Policy, ratio float64, level int, reason, why string, reply chan response) {
+	c.out.emit(stepEvent(pol, c.level, ratio, api.EventStepUp, level, reason, why))
+	name := pol.Profiles[level].Name
+	if !pol.Profiles[level].Serving() {
+		c.level, c.wait.target = level, level
+		c.record(pol, why)
 		if reply != nil {
-			l.publishSnapshot()
+			c.snapshot()
 			reply <- response{profile: name}
 		}
 		return
 	}
-	plan := &restartPlan{level: level, reason: reason, from: l.pol.Profiles[l.life.level].Name}
+	plan := &restartPlan{level: level, reason: reason, from: pol.Profiles[c.level].Name}
 	if reply != nil {
 		plan.replies = append(plan.replies, reply)
 	}
-	l.life.plan = plan
-	l.deps.Logf("waking: starting the child in profile %s (%s)", name, why)
-	l.life.level = level
-	l.life.enterWaiting(level, nil)
-}
-
-// record writes the state file for the level in force (why) and publishes
-// what it says; a failed write is logged.
-func (l *loop) record(why string) {
-	st, err := l.stateFile.writeAt(l.pol.Profiles[l.life.level], l.life.level, why)
-	if err != nil {
-		l.deps.Logf("%v", err)
-		return
-	}
-	l.out.publish(st)
+	c.plan = plan
+	c.out.logf("waking: starting the child in profile %s (%s)", name, why)
+	c.level = level
+	c.enterWaiting(level, nil)
 }

@@ -29,7 +29,7 @@ func (l *loop) onExit() {
 	run.child = nil
 	l.pace.setTarget(nil, l.deps.Owned)
 	l.life.stop.stopWait.stop()
-	l.door.exited()
+	l.life.door.exited()
 	l.life.acts.exited()
 	l.ledger.Clear()
 	l.leasesChanged()

@@ -21,13 +21,6 @@ func (l *loop) feed(in core.Input, reply chan response) {
 	}
 }
 
-// feedAll feeds ins in order (what the tenants of a shared GPU ask).
-func (l *loop) feedAll(ins []core.Input) {
-	for _, in := range ins {
-		l.feed(in, nil)
-	}
-}
-
 // do performs one effect of the core.
 func (l *loop) do(e core.Effect, reply chan response) {
 	switch e := e.(type) {
@@ -87,18 +80,18 @@ func (l *loop) do(e core.Effect, reply chan response) {
 		l.life.notifyStopping()
 		l.life.failPlan()
 	case core.StopChild:
-		l.door.stop(l.life.run.child, e.Sig, l.pol.Restart.StopTimeout, &l.life.stop.stopWait)
+		l.life.stopChild(e.Sig, l.pol.Restart.StopTimeout)
 	case core.Kill:
 		_ = l.life.run.child.Kill()
 	case core.FellAsleep:
-		l.fellAsleep()
+		l.life.fellAsleep(l.pol)
 	case core.StayAsleep:
-		l.asleep(l.life.level, e.Why)
+		l.life.asleep(l.pol, l.life.level, e.Why)
 	case core.WakeStopped:
 		if !e.Manual {
 			reply = nil
 		}
-		l.wakeStopped(e.To, string(e.Reason), e.Why, reply)
+		l.life.wakeStopped(l.pol, l.latest.ratio, e.To, string(e.Reason), e.Why, reply)
 	case core.Propose:
 		l.peers.Propose(l.ctx, e.Now, e.Reason, worstGPU(l.latest.lastSample.Devices, l.pol), e.Ratio, l.tenantInfo)
 	case core.ClaimStart:
@@ -123,11 +116,11 @@ func (l *loop) performStep(s core.Step, reply chan response) {
 	reason := string(s.Reason)
 	if s.Restart {
 		l.out.emit(stepEvent(l.pol, l.life.level, l.latest.ratio, s.Event, s.To, reason, s.Why))
-		l.beginRestart(s.To, reason, nil, false)
+		l.life.beginRestart(l.pol, s.To, reason, nil, false)
 		return
 	}
 	if s.Manual && !l.pol.Profiles[s.To].Live {
-		if err := l.stateFile.writable(l.pol.Profiles[l.life.level], l.life.level); err != nil {
+		if err := l.life.file.writable(l.pol.Profiles[l.life.level], l.life.level); err != nil {
 			reply <- response{err: err}
 			l.feed(core.NotTaken{}, nil)
 			return

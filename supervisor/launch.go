@@ -86,7 +86,7 @@ func (l *loop) launch(level int, j core.Fit, outcome string) {
 	} else if life.hist.lastExit != "none" {
 		reason = "restart after " + life.hist.lastExit
 	}
-	l.record(reason)
+	life.record(l.pol, reason)
 	l.s.toldOOM.Store(nil)
 	// The child may run (and speak) before Launch returns: its start is
 	// when gpuguard began starting it, so that no one who heard from it
@@ -113,8 +113,8 @@ func (l *loop) launch(level int, j core.Fit, outcome string) {
 	}
 	l.out.emit(ev)
 	l.deps.Logf("started %s (pid %d) in profile %s (%d/%d)", argv[0], child.PID(), l.pol.Profiles[level].Name, level, len(l.pol.Profiles))
-	l.door.launched(life.hist.starts)
-	if n := l.deps.Notifier; n != nil && life.hist.starts == 1 && l.door.readyAtLaunch() { // READY=1 once, for the first child
+	life.door.launched(life.hist.starts)
+	if n := l.deps.Notifier; n != nil && life.hist.starts == 1 && life.door.readyAtLaunch() { // READY=1 once, for the first child
 		_ = n.Ready()
 	}
 	if life.plan != nil {

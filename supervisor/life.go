@@ -5,14 +5,18 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/policy"
 )
 
 // lifecycle is the child's lifecycle: the instance's state, the level it
 // runs in, the children so far, the one that runs, a restart or a sleep
 // gpuguard asked for, a live change through server actions, a stop under
-// way, the wait before the next start, and how Run ends. Each part is a
-// type of its own. What it needs of the rest it is given: the pacer's
-// sampleNow (a wait takes a sample at once) and the service manager.
+// way, the wait before the next start, how Run ends, and the two things
+// in front of the child: the state file it reads its profile from and the
+// front door. Each part is a type of its own. What it needs of the rest
+// it is given once: the loop's voice (out), the pacer's sampleNow (a wait
+// takes a sample at once), the loop's snapshot (a status asked after a
+// reply shows what the reply says) and the service manager.
 type lifecycle struct {
 	state string
 	level int          // the profile the child runs in, or the next start aims at
@@ -23,9 +27,13 @@ type lifecycle struct {
 	stop  stopRun      // a stop under way
 	wait  startWait    // the wait before the next start
 	end   ending       // how Run ends
+	file  stateFile    // the state file (statewrite.go)
+	door  doorLink     // the front door (door.go)
 
-	sampleNow func()   // the pacer's: the next sample is due now
-	notifier  Notifier // nil: no service manager
+	out       *reporter // the loop's voice
+	sampleNow func()    // the pacer's: the next sample is due now
+	snapshot  func()    // the loop's publishSnapshot
+	notifier  Notifier  // nil: no service manager
 }
 
 // The predicates the loop asks of the lifecycle, spelled once.
@@ -112,6 +120,45 @@ func (c *lifecycle) restartAfter(delay time.Duration, level int, release map[int
 	c.wait.target, c.wait.release = level, release
 	c.state = api.StateBackoff
 	c.wait.backoff.arm(delay)
+}
+
+// beginRestart stops the child with stop_signal so that it restarts in
+// level (GPUGUARD_LAST_EXIT=watermark), or, for a sleep, so that the
+// instance sleeps in level with no child: a serving = false profile
+// entered without live actions (live = false, or no enter:
+// core.StopsToSleep) frees the child's memory, and nothing restarts it
+// until the instance leaves the profile. Any server, even one with no
+// admin API (TGI), can share a GPU on demand this way.
+func (c *lifecycle) beginRestart(pol *policy.Policy, level int, reason string, reply chan response, sleep bool) {
+	plan := &restartPlan{level: level, reason: reason, from: pol.Profiles[c.level].Name, sleep: sleep}
+	if reply != nil {
+		plan.replies = append(plan.replies, reply)
+	}
+	c.plan = plan
+	c.state = api.StateStepping
+	if sleep {
+		c.out.logf("stopping the child to sleep in profile %s (%s)", pol.Profiles[level].Name, reason)
+	} else {
+		c.out.logf("restarting the child in profile %s (%s)", pol.Profiles[level].Name, reason)
+	}
+	c.stopChild(pol.Restart.StopSignal, pol.Restart.StopTimeout)
+}
+
+// stopChild stops the child with sig, as gpuguard's own stops do: through
+// the front door's drain, then timeout before its group is killed.
+func (c *lifecycle) stopChild(sig syscall.Signal, timeout time.Duration) {
+	c.door.stop(c.run.child, sig, timeout, &c.stop.stopWait)
+}
+
+// record writes the state file for the level in force (why) and publishes
+// what it says; a failed write is logged.
+func (c *lifecycle) record(pol *policy.Policy, why string) {
+	st, err := c.file.writeAt(pol.Profiles[c.level], c.level, why)
+	if err != nil {
+		c.out.logf("%v", err)
+		return
+	}
+	c.out.publish(st)
 }
 
 // failPlan fails the replies of a restart under way (the run is ending).

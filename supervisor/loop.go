@@ -22,13 +22,12 @@ type loop struct {
 	pol  *policy.Policy
 	ctx  context.Context
 
-	core      core.State // the decision core's own state: the rules' timers, the restart budget, the start claim (effects.go)
-	ledger    *admission.Ledger
-	life      lifecycle // the child's lifecycle: the state, the level, the children so far, the one running, a plan, an action, a stop, the next start, the end (life.go)
-	stateFile stateFile // writes the state file; its seq and its failing writes (statewrite.go)
-	fit       fitTeller // the start-up line and the newest fit, told once (fitline.go)
-	latest    latest    // the newest good reading and its watermark, for status, admission and the door (child.go)
-	peers     Peers     // the other tenants of the watched GPUs (peers.go); nil: none
+	core   core.State // the decision core's own state: the rules' timers, the restart budget, the start claim (effects.go)
+	ledger *admission.Ledger
+	life   lifecycle // the child's lifecycle and what stands in front of it: the state file, the front door (life.go)
+	fit    fitTeller // the start-up line and the newest fit, told once (fitline.go)
+	latest latest    // the newest good reading and its watermark, for status, admission and the door (child.go)
+	peers  Peers     // the other tenants of the watched GPUs (peers.go); nil: none
 
 	// The rooms around the loop, each holding its own state and given
 	// what it needs rather than a pointer to the loop.
@@ -37,7 +36,6 @@ type loop struct {
 	out    reporter      // events and the status line, outward (reporter.go)
 	faults gpuFaults     // Xid events and the GPUs they left faulted (gpufault.go)
 	minute minuteSummary // the watermark samples of this minute, for its record (minute.go)
-	door   doorLink      // the front door (door.go)
 }
 
 // timer is a restartable one-shot timer whose channel is nil when unarmed,
@@ -68,14 +66,14 @@ func newLoop(s *Supervisor) *loop {
 	l := &loop{
 		s: s, cfg: cfg, deps: s.deps, pol: s.pol.Load(), peers: s.deps.Peers,
 		life: lifecycle{state: api.StateStarting, level: s.cfg.StartLevel, hist: history{lastExit: "none"},
-			wait: startWait{target: s.cfg.StartLevel}, notifier: s.deps.Notifier},
-		stateFile: stateFile{path: s.cfg.StatePath, write: s.deps.WriteState, logf: s.deps.Logf},
-		ledger:    s.adm.ledger,
-		door:      doorLink{d: s.deps.Door},
-		pace:      newPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval),
-		out:       newReporter(s.cfg.Name, s.deps.Observers, s.deps.Notifier),
+			wait: startWait{target: s.cfg.StartLevel}, notifier: s.deps.Notifier,
+			file: stateFile{path: s.cfg.StatePath, write: s.deps.WriteState, logf: s.deps.Logf},
+			door: doorLink{d: s.deps.Door}},
+		ledger: s.adm.ledger,
+		pace:   newPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval),
+		out:    newReporter(s.cfg.Name, s.deps.Observers, s.deps.Notifier),
 	}
-	l.life.sampleNow = l.pace.sampleNow
+	l.life.out, l.life.sampleNow, l.life.snapshot = &l.out, l.pace.sampleNow, l.publishSnapshot
 	l.out.publisher = s.deps.Publisher
 	l.out.log = s.deps.Logf
 	l.out.inForce = func() (string, int) { return l.pol.Profiles[l.life.level].Name, l.life.level }
@@ -104,7 +102,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	}
 	defer l.life.wait.backoff.stop()
 	defer l.life.stop.stopWait.stop()
-	defer l.door.limit.stop()
+	defer l.life.door.limit.stop()
 
 	l.feed(core.Begin{}, nil)
 	// A stop queued before Run (gpuguard listens from before its backend
@@ -142,14 +140,14 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 		case <-l.life.stop.stopWait.C:
 			l.life.stop.stopWait.stop()
 			l.feed(core.StopWaitOver{Running: l.life.run.child != nil}, nil)
-		case <-l.door.drain:
-			l.door.drained(false, l.life.run.child, l.pol.Restart.StopTimeout, &l.life.stop.stopWait, &l.out)
-		case <-l.door.limit.C:
-			l.door.drained(true, l.life.run.child, l.pol.Restart.StopTimeout, &l.life.stop.stopWait, &l.out)
+		case <-l.life.door.drain:
+			l.life.door.drained(false, l.life.run.child, l.pol.Restart.StopTimeout, &l.life.stop.stopWait, &l.out)
+		case <-l.life.door.limit.C:
+			l.life.door.drained(true, l.life.run.child, l.pol.Restart.StopTimeout, &l.life.stop.stopWait, &l.out)
 		case d := <-l.life.acts.out:
 			l.onActionsDone(d)
 		case <-l.s.wanted:
-			l.feed(l.wakeFacts(time.Now(), time.Time{}, true), nil)
+			l.feed(l.life.wakeFacts(time.Now(), true, l.latest.reading(l.health.down()), l.latest.served, l.latest.claim(l.peers != nil, time.Time{})), nil)
 		case <-watchdog:
 			_ = l.deps.Notifier.Watchdog()
 		case sig := <-signals:
@@ -162,7 +160,9 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 		case req := <-l.s.reqs:
 			l.onRequest(req)
 		case o := <-outcomes:
-			l.feedAll(l.peers.Outcome(o, l.tenant(time.Now())))
+			for _, in := range l.peers.Outcome(o, l.tenant(time.Now())) {
+				l.feed(in, nil)
+			}
 			l.peers.Announce()
 		case o := <-starts:
 			l.feed(core.ClaimAnswer{Now: time.Now(), Outcome: o, Waiting: l.life.state == api.StateWaiting,
@@ -179,7 +179,7 @@ func (l *loop) onRequest(r request) {
 		l.manualStep(r)
 	case opReserve:
 		var usage []admission.GPUUsage
-		if s, ok := l.goodReading(); ok {
+		if s, ok := l.latest.good(l.health.down()); ok {
 			for _, d := range s.Devices {
 				usage = append(usage, admission.GPUUsage{Used: d.Used, Limit: l.pol.Limit(d.Total), Leased: r.others[d.UUID]})
 			}

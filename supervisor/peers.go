@@ -67,19 +67,14 @@ type Tenancy interface {
 	FlushLeases(leases func() uint64)
 }
 
-// coordinated reports whether this instance takes part in the decisions of
-// shared GPUs: it has peers, enforces (not observe mode) and watches the
-// device's memory (scope = "process" steps by its own quota).
-func (l *loop) coordinated() bool {
-	return l.notesDecisions() && !l.cfg.Observe
-}
-
-// notesDecisions reports whether this instance journals the other
-// tenants' decisions as yields: a coordinated one, or one in observe mode
-// that watches the device's memory (a process-scope instance steps by its
-// own quota, so a step elsewhere does not answer its pressure).
-func (l *loop) notesDecisions() bool {
-	return l.peers != nil && l.pol.Watch.Scope == policy.ScopeDevice
+// sharing says how this instance takes part in the decisions of shared
+// GPUs. notes: it journals the other tenants' decisions as yields (it has
+// peers and watches the device's memory: a process-scope instance steps
+// by its own quota, so a step elsewhere does not answer its pressure);
+// coordinated: it also decides with them (it enforces: not observe mode).
+func (l *loop) sharing() (coordinated, notes bool) {
+	notes = l.peers != nil && l.pol.Watch.Scope == policy.ScopeDevice
+	return notes && !l.cfg.Observe, notes
 }
 
 // onTenant handles another tenant's decision for this instance (a step it
@@ -92,10 +87,14 @@ func (l *loop) onTenant(r request) {
 		r.reply <- response{}
 	case r.op == opTenantStep:
 		d, ins, err := l.peers.Step(r.tenantStep, l.tenant(time.Now()))
-		l.feedAll(ins)
+		for _, in := range ins {
+			l.feed(in, nil)
+		}
 		r.reply <- response{tenantDecision: d, err: err}
 	default:
-		l.feedAll(l.peers.Note(r.tenantDecision, l.tenant(time.Now())))
+		for _, in := range l.peers.Note(r.tenantDecision, l.tenant(time.Now())) {
+			l.feed(in, nil)
+		}
 		r.reply <- response{}
 	}
 }
@@ -115,11 +114,12 @@ func (l *loop) tenant(now time.Time) core.Tenant {
 	for i, p := range l.pol.Profiles {
 		names[i] = p.Name
 	}
-	return core.Tenant{Now: now, Name: l.cfg.Name, Coordinated: l.coordinated(), Notes: l.notesDecisions(),
+	coordinated, notes := l.sharing()
+	return core.Tenant{Now: now, Name: l.cfg.Name, Coordinated: coordinated, Notes: notes,
 		Ratio: l.latest.ratio, ETA: l.pace.fc.ETA.Seconds(), GPUs: watchedUUIDs(l.latest.lastSample.Devices),
 		Steady: l.life.steady(), State: l.life.state, Level: l.life.level, Profiles: names,
 		Grace: l.pol.Watermark.Grace, Sustain: l.pol.Watermark.Sustain,
-		Writable: func() error { return l.stateFile.writable(l.pol.Profiles[l.life.level], l.life.level) }}
+		Writable: func() error { return l.life.file.writable(l.pol.Profiles[l.life.level], l.life.level) }}
 }
 
 // tenantInfo is what the other tenants are told of this instance (the

@@ -190,10 +190,10 @@ func (l *loop) reladder(old *policy.Policy) {
 		l.life.enterWaiting(r.Level, nil)
 	case core.RelevelRestart:
 		l.deps.Logf("profile %s is no longer in the ladder: restarting the child", r.From)
-		l.beginRestart(r.Level, api.ReasonReload, nil, false)
+		l.life.beginRestart(l.pol, r.Level, api.ReasonReload, nil, false)
 		l.life.plan.from = r.From
 	case core.RelevelRewrite:
-		st, err := l.stateFile.writeAt(l.pol.Profiles[r.Level], r.Level, fmt.Sprintf("reload: profile %s is now level %d of %d", r.From, r.Level, len(l.pol.Profiles)))
+		st, err := l.life.file.writeAt(l.pol.Profiles[r.Level], r.Level, fmt.Sprintf("reload: profile %s is now level %d of %d", r.From, r.Level, len(l.pol.Profiles)))
 		if err != nil {
 			l.deps.Logf("%v", err)
 		}

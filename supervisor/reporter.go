@@ -110,7 +110,7 @@ func (l *loop) publishSnapshot() {
 		l.peers.Publish(info, l.ledger.Outstanding)
 	}
 	short := l.core.StepPending() || l.life.plan != nil || l.latest.haveSample && l.latest.ratio >= l.pol.Watermark.High
-	l.door.sync(l.pol.Profiles[l.life.level].Name, l.life.level, len(l.pol.Profiles), short, &l.s.short)
+	l.life.door.sync(l.pol.Profiles[l.life.level].Name, l.life.level, len(l.pol.Profiles), short, &l.s.short)
 	// The service manager's status line, when what it says changed.
 	l.out.status(l.life.state, l.pol.Profiles[l.life.level].Name, l.life.level, len(l.pol.Profiles), l.latest.ratio)
 }

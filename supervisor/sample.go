@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
@@ -61,7 +60,7 @@ func (l *loop) onSample(r sampleResult) {
 	}
 	switch {
 	case l.life.state == api.StateWaiting:
-		l.feed(l.startFacts(now, r), nil)
+		l.feed(l.life.startFacts(now, r, l.faults.anyFaulted(), l.latest.claim(l.peers != nil, r.due)), nil)
 	case l.life.steady():
 		if l.life.state == api.StateStarting {
 			l.life.state = api.StateRunning
@@ -74,9 +73,9 @@ func (l *loop) onSample(r sampleResult) {
 		l.latest.served = servedBy(r.sample, run.childTree)
 	}
 	if l.core.Waking() {
-		l.feed(l.wakeFacts(now, r.due, false), nil)
+		l.feed(l.life.wakeFacts(now, false, l.latest.reading(l.health.down()), l.latest.served, l.latest.claim(l.peers != nil, r.due)), nil)
 	}
-	l.feed(l.idleFacts(now), nil)
+	l.feed(l.life.idleFacts(now, time.Unix(0, l.s.lastRequest.Load())), nil)
 }
 
 // applyWatermark hands the watermark rules the newest ratio. A
@@ -86,63 +85,11 @@ func (l *loop) onSample(r sampleResult) {
 func (l *loop) applyWatermark(now time.Time) {
 	in := core.Sample{Now: now, Ratio: l.latest.ratio, Predicted: l.pace.fc.Predicted,
 		Ran: now.Sub(l.life.run.childStart), ETA: l.pace.fc.ETA.Seconds()}
-	switch {
-	case l.coordinated():
+	switch coordinated, notes := l.sharing(); {
+	case coordinated:
 		in.Shared, in.Proposing = true, l.peers.Proposing()
-	case l.cfg.Observe && l.notesDecisions():
+	case notes && l.cfg.Observe:
 		in.PeerHeld = l.peers.Held(now)
 	}
 	l.feed(in, nil)
-}
-
-// goodReading is the newest reading while the probe answers: none when
-// there is no sample yet or the last call failed (it is stale).
-func (l *loop) goodReading() (gpu.Sample, bool) {
-	return l.latest.lastSample, l.latest.haveSample && !l.health.down()
-}
-
-// claimOn is what a start or a live wake judged on the sample due at due
-// (zero: none) knows of its turn on shared GPUs.
-func (l *loop) claimOn(due time.Time) core.Claim {
-	return core.Claim{Peers: l.peers != nil, GPUs: watchedUUIDs(l.latest.lastSample.Devices), Due: due}
-}
-
-// startFacts are a waiting start's facts at sample r.
-func (l *loop) startFacts(now time.Time, r sampleResult) core.Start {
-	w := &l.life.wait
-	in := core.Start{Now: now, Target: w.target, Err: r.err, Release: len(w.release) > 0,
-		Waited: now.Sub(w.waitSince), Faulted: l.faults.anyFaulted(), Claim: l.claimOn(r.due)}
-	if r.err == nil {
-		in.Devices = devices(r.sample.Devices)
-		in.Alive = anyAlive(r.sample, w.release)
-	}
-	return in
-}
-
-// wakeFacts are a wake's facts at now: a held request (request), or the
-// sample due at due while a wake is wanted.
-func (l *loop) wakeFacts(now, due time.Time, request bool) core.Wake {
-	w := core.Wake{Now: now, Request: request, Stopping: l.life.stop.stopping || l.life.end.finished,
-		Stopped: l.life.stoppedAsleep(), Live: l.life.steady() && l.life.state == api.StateAsleep,
-		Waiting: l.life.state == api.StateWaiting, Tree: l.life.run.childTree, Served: l.latest.served, Claim: l.claimOn(due)}
-	if s, ok := l.goodReading(); ok {
-		w.Reading = reading(s)
-	}
-	return w
-}
-
-// idleFacts are [serve] idle's facts at now: whether the server can
-// answer (a front door saw it healthy, it runs, nothing else is under
-// way), and since when it has had nothing to do (the newest of its
-// start, its last wake and the last request).
-func (l *loop) idleFacts(now time.Time) core.IdleCheck {
-	run := l.life.run
-	since := run.childStart
-	if run.awake.After(since) {
-		since = run.awake
-	}
-	if last := time.Unix(0, l.s.lastRequest.Load()); last.After(since) {
-		since = last
-	}
-	return core.IdleCheck{Now: now, Since: since, Ready: l.life.serving() && l.door.healthy}
 }

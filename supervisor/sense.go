@@ -226,7 +226,7 @@ func (l *loop) withoutReading(now time.Time, r sampleResult) {
 	l.feed(core.Settling{Now: now, Running: l.life.run.child != nil}, nil)
 	switch {
 	case l.life.state == api.StateWaiting:
-		l.feed(l.startFacts(now, r), nil)
+		l.feed(l.life.startFacts(now, r, l.faults.anyFaulted(), l.latest.claim(l.peers != nil, r.due)), nil)
 	case l.life.state == api.StateStarting && l.life.run.child != nil:
 		l.life.state = api.StateRunning // up, though unmeasured
 	}

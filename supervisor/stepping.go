@@ -31,7 +31,7 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 			l.life.acts.change(l.ctx, l.deps.Actions, l.deps.Door, steps, l.pol.Restart.StopTimeout,
 				&actionRun{to: to.Name, reason: reason, why: why, reply: reply}, l.s.done, l.deps.Logf)
 		default:
-			l.beginRestart(level, reason, reply, how == core.BySleep)
+			l.life.beginRestart(l.pol, level, reason, reply, how == core.BySleep)
 		}
 		return true
 	}
@@ -39,9 +39,9 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	// journaled only once the state file is written.
 	ev := stepEvent(l.pol, l.life.level, l.latest.ratio, event, level, reason, why)
 	ev.Time = time.Now()
-	st, err := l.stateFile.writeAt(l.pol.Profiles[level], level, why)
+	st, err := l.life.file.writeAt(l.pol.Profiles[level], level, why)
 	if err != nil {
-		l.stateFile.notWritten(&l.out, l.pol, l.life.level, l.latest.ratio, event, level, err, reply)
+		l.life.file.notWritten(&l.out, l.pol, l.life.level, l.latest.ratio, event, level, err, reply)
 		return false
 	}
 	l.out.emit(ev)
@@ -64,34 +64,10 @@ func stepEvent(pol *policy.Policy, from int, ratio float64, event string, to int
 		FromLevel: new(from), ToLevel: new(to), Detail: why}
 }
 
-// beginRestart stops the child with stop_signal so that it restarts in
-// level (GPUGUARD_LAST_EXIT=watermark), or, for a sleep, so that the
-// instance sleeps in level with no child: a serving = false profile
-// entered without live actions (live = false, or no enter:
-// core.StopsToSleep) frees the child's memory, and nothing restarts it
-// until the instance leaves the profile. Any server, even one with no
-// admin API (TGI), can share a GPU on demand this way.
-func (l *loop) beginRestart(level int, reason string, reply chan response, sleep bool) {
-	plan := &restartPlan{level: level, reason: reason, from: l.pol.Profiles[l.life.level].Name, sleep: sleep}
-	if reply != nil {
-		plan.replies = append(plan.replies, reply)
-	}
-	l.life.plan = plan
-	l.life.state = api.StateStepping
-	if sleep {
-		l.deps.Logf("stopping the child to sleep in profile %s (%s)", l.pol.Profiles[level].Name, reason)
-	} else {
-		l.deps.Logf("restarting the child in profile %s (%s)", l.pol.Profiles[level].Name, reason)
-	}
-	l.door.stop(l.life.run.child, l.pol.Restart.StopSignal, l.pol.Restart.StopTimeout, &l.life.stop.stopWait)
-}
-
 // manualStep handles `gpuguard step` and the socket's step request.
 func (l *loop) manualStep(r request) {
 	in := core.ManualStep{Now: time.Now(), Up: r.up, State: l.life.state, Tree: l.life.run.childTree,
 		Running: l.life.steady(), Stopped: l.life.stoppedAsleep()}
-	if s, ok := l.goodReading(); ok {
-		in.Reading = reading(s)
-	}
+	in.Reading = l.latest.reading(l.health.down())
 	l.feed(in, r.reply)
 }
