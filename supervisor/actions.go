@@ -201,7 +201,7 @@ func (l *loop) onActionsDone(d actionDone) {
 			l.deps.Logf("server action %s %s of profile %s failed: %v", o.call.Method, o.path, o.profile, o.res.Err)
 		}
 		ev.Profile, ev.Level = o.profile, levelOf(l.pol, o.profile, l.life.level)
-		l.out.emit(ev)
+		l.out.Emit(ev)
 	}
 	level, ok := l.pol.ProfileIndex(run.to)
 	if l.life.stop.stopping || l.life.run.child == nil {

@@ -50,7 +50,7 @@ func (c *lifecycle) asleep(pol *policy.Policy, level int, why string) {
 	c.level, c.wait.target = level, level
 	c.state = api.StateAsleep
 	c.record(pol, why)
-	c.out.logf("asleep in profile %s: no child runs until the instance leaves it", pol.Profiles[level].Name)
+	c.out.Logf("asleep in profile %s: no child runs until the instance leaves it", pol.Profiles[level].Name)
 }
 
 // wakeStopped leaves a stopped sleep for level (above the current one) at
@@ -58,7 +58,7 @@ func (c *lifecycle) asleep(pol *policy.Policy, level int, why string) {
 // the state file alone, else by starting the child again, as soon as
 // level fits. reply, if any, gets the profile at the start.
 func (c *lifecycle) wakeStopped(pol *policy.Policy, ratio float64, level int, reason, why string, reply chan response) {
-	c.out.emit(stepEvent(pol, c.level, ratio, api.EventStepUp, level, reason, why))
+	c.out.Emit(stepEvent(pol, c.level, ratio, api.EventStepUp, level, reason, why))
 	name := pol.Profiles[level].Name
 	if !pol.Profiles[level].Serving() {
 		c.level, c.wait.target = level, level
@@ -74,7 +74,7 @@ func (c *lifecycle) wakeStopped(pol *policy.Policy, ratio float64, level int, re
 		plan.replies = append(plan.replies, reply)
 	}
 	c.plan = plan
-	c.out.logf("waking: starting the child in profile %s (%s)", name, why)
+	c.out.Logf("waking: starting the child in profile %s (%s)", name, why)
 	c.level = level
 	c.enterWaiting(level, nil)
 }

@@ -92,8 +92,8 @@ func (c *childRun) notify(sig syscall.Signal, st api.ProfileState, j journal) {
 			}
 			detail := fmt.Sprintf("%s not sent to the child (pid %d): %s; it finds profile %s in the state file (seq %d)",
 				policy.SignalName(sig), c.child.PID(), why, st.Profile, st.Seq)
-			j.emit(api.Event{Event: api.EventNotifySkipped, PID: c.child.PID(), Detail: detail})
-			j.logf("%s", detail)
+			j.Emit(api.Event{Event: api.EventNotifySkipped, PID: c.child.PID(), Detail: detail})
+			j.Logf("%s", detail)
 			return
 		}
 	}

@@ -27,7 +27,7 @@ func (l *loop) onExit() {
 	run.notifiedAt = time.Time{}
 	release := run.childTree
 	run.child = nil
-	l.pace.setTarget(nil, l.deps.Owned)
+	l.pace.SetTarget(0, nil)
 	l.life.stop.stopWait.stop()
 	l.life.door.exited()
 	l.life.acts.exited()
@@ -38,22 +38,22 @@ func (l *loop) onExit() {
 	if p := l.s.toldOOM.Swap(nil); p != nil {
 		told = *p
 	}
-	l.minute.end(now, l.pol.Watermark, &l.out)
+	l.minute.End(now, l.pol.Watermark, &l.out)
 	ev := api.Event{Event: api.EventExit, Status: new(e.Status()), Stderr: core.LastLines(e.Stderr, 20)}
 	if e.Signal != 0 {
 		ev.Signal = int(e.Signal)
 	} else {
 		ev.ExitCode = new(e.Code)
 	}
-	l.out.emit(ev)
+	l.out.Emit(ev)
 	l.deps.Logf("child exited with status %d after %s", e.Status(), ran.Round(time.Millisecond))
 
-	in := core.Exited{Now: now, Exit: e, Ran: ran, Told: told, Stopping: l.life.stop.stopping, Lost: l.health.lostErr,
+	in := core.Exited{Now: now, Exit: e, Ran: ran, Told: told, Stopping: l.life.stop.stopping, Lost: l.health.LostErr(),
 		Notified: notifiedAt, NotifySig: run.notifiedSig}
 	if p := l.life.plan; p != nil {
 		in.Plan = &core.Plan{Level: p.level, From: p.from, Reload: p.reason == api.ReasonReload, Sleep: p.sleep}
 	}
-	if f, ok := l.faults.cause(now, run.childStart); ok {
+	if f, ok := l.faults.Cause(now, run.childStart); ok {
 		in.Fault = &core.Fault{Index: f.Index, UUID: f.UUID, Meaning: gpu.XidMeaning(f.Xid)}
 	}
 	l.life.wait.release = release // the next start waits for its memory to go
@@ -67,5 +67,5 @@ func (l *loop) onStopSignal(sig syscall.Signal) {
 	if l.life.end.finished {
 		return
 	}
-	l.feed(core.StopSignal{Sig: sig, Running: l.life.run.child != nil, Stopping: l.life.stop.stopping, Lost: l.health.lostErr != nil}, nil)
+	l.feed(core.StopSignal{Sig: sig, Running: l.life.run.child != nil, Stopping: l.life.stop.stopping, Lost: l.health.LostErr() != nil}, nil)
 }

@@ -67,7 +67,7 @@ func (l *loop) onHealthy(gen int) {
 	l.life.door.healthy = true
 	l.life.run.awake = time.Now() // the idle rule counts from here
 	after := time.Since(l.life.run.childStart)
-	l.out.emit(api.Event{Event: api.EventReady, PID: l.life.run.child.PID(), AfterSeconds: after.Seconds()})
+	l.out.Emit(api.Event{Event: api.EventReady, PID: l.life.run.child.PID(), AfterSeconds: after.Seconds()})
 	l.deps.Logf("the child answered its health check %s after its start: ready", after.Round(time.Millisecond))
 	l.feed(core.Ready{Why: "it answered its health check"}, nil)
 	if n := l.deps.Notifier; n != nil && !l.life.door.notified {
@@ -128,7 +128,7 @@ func (k *doorLink) drained(timedOut bool, child Child, timeout time.Duration, ki
 	k.drain = nil
 	k.limit.stop()
 	if timedOut {
-		j.logf("requests still in flight after stop_timeout (%s); stopping the child anyway", timeout)
+		j.Logf("requests still in flight after stop_timeout (%s); stopping the child anyway", timeout)
 	}
 	if child == nil {
 		return

@@ -27,7 +27,7 @@ func (l *loop) do(e core.Effect, reply chan response) {
 	case core.Step:
 		l.performStep(e, reply)
 	case core.Journal:
-		l.out.emit(e.Event)
+		l.out.Emit(e.Event)
 	case core.Log:
 		l.deps.Logf("%s", e.Text)
 	case core.Reply:
@@ -42,7 +42,7 @@ func (l *loop) do(e core.Effect, reply chan response) {
 			l.life.wait.waitNoted = true
 			l.fit.note(&l.out, l.pol, l.life.hist, time.Time{}, e.Fit, "no profile fits; waiting for memory")
 			l.deps.Logf("no profile fits the free GPU memory (%s); waiting", e.Free)
-			l.out.emit(api.Event{Event: api.EventWaiting, Detail: e.Free})
+			l.out.Emit(api.Event{Event: api.EventWaiting, Detail: e.Free})
 		}
 	case core.Finish:
 		l.life.state = e.State
@@ -50,7 +50,7 @@ func (l *loop) do(e core.Effect, reply chan response) {
 	case core.Restart:
 		l.life.hist.restarts++
 		l.life.hist.lastExit = string(e.Kind)
-		l.out.emit(api.Event{Event: api.EventRestart, Reason: string(e.Kind), From: l.pol.Profiles[l.life.level].Name,
+		l.out.Emit(api.Event{Event: api.EventRestart, Reason: string(e.Kind), From: l.pol.Profiles[l.life.level].Name,
 			To: l.pol.Profiles[e.To].Name, FromLevel: new(l.life.level), ToLevel: new(e.To),
 			Restarts: l.life.hist.restarts, Status: new(e.Status), Detail: e.Evidence})
 	case core.Relaunch:
@@ -59,18 +59,18 @@ func (l *loop) do(e core.Effect, reply chan response) {
 		// Counted and journaled at once, outside the crash budget.
 		l.life.hist.restarts++
 		l.life.hist.lastExit = string(e.Kind)
-		l.out.emit(api.Event{Event: api.EventRestart, Reason: string(e.Kind), From: e.From,
+		l.out.Emit(api.Event{Event: api.EventRestart, Reason: string(e.Kind), From: e.From,
 			To: l.pol.Profiles[e.Level].Name, Restarts: l.life.hist.restarts, Status: new(e.Status), Detail: e.Detail})
 		l.life.enterWaiting(e.Level, l.life.wait.release)
 	case core.Released:
 		l.life.wait.release = nil
 	case core.SampleNow:
-		l.pace.sampleNow()
+		l.pace.SampleNow()
 	case core.BeginStop:
 		if e.TakeOver {
 			// gpuguard was stopping the child for a lost GPU; the
 			// operator's stop takes over, and the exit is the child's.
-			l.health.lostErr = nil
+			l.health.ForgetLost()
 		} else {
 			l.life.stop.stopping = true
 			l.life.state = api.StateStopping
@@ -115,7 +115,7 @@ func (l *loop) do(e core.Effect, reply chan response) {
 func (l *loop) performStep(s core.Step, reply chan response) {
 	reason := string(s.Reason)
 	if s.Restart {
-		l.out.emit(stepEvent(l.pol, l.life.level, l.latest.ratio, s.Event, s.To, reason, s.Why))
+		l.out.Emit(stepEvent(l.pol, l.life.level, l.latest.ratio, s.Event, s.To, reason, s.Why))
 		l.life.beginRestart(l.pol, s.To, reason, nil, false)
 		return
 	}

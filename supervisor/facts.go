@@ -6,6 +6,7 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/supervisor/core"
+	"github.com/gpuguard/gpuguard/supervisor/sense"
 )
 
 // The facts the loop hands the decision core with an input, each read
@@ -34,13 +35,13 @@ func (r *latest) claim(peers bool, due time.Time) core.Claim {
 
 // startFacts are a waiting start's facts at sample r: the wait for the
 // dead child's memory, whether a watched GPU is still faulted, its turn.
-func (c *lifecycle) startFacts(now time.Time, r sampleResult, faulted bool, turn core.Claim) core.Start {
+func (c *lifecycle) startFacts(now time.Time, r sense.Result, faulted bool, turn core.Claim) core.Start {
 	w := &c.wait
-	in := core.Start{Now: now, Target: w.target, Err: r.err, Release: len(w.release) > 0,
+	in := core.Start{Now: now, Target: w.target, Err: r.Err, Release: len(w.release) > 0,
 		Waited: now.Sub(w.waitSince), Faulted: faulted, Claim: turn}
-	if r.err == nil {
-		in.Devices = devices(r.sample.Devices)
-		in.Alive = anyAlive(r.sample, w.release)
+	if r.Err == nil {
+		in.Devices = devices(r.Sample.Devices)
+		in.Alive = anyAlive(r.Sample, w.release)
 	}
 	return in
 }

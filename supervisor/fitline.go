@@ -8,6 +8,7 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor/core"
+	"github.com/gpuguard/gpuguard/supervisor/sense"
 )
 
 // fitTeller tells how starts chose their profile: the start-up line
@@ -24,18 +25,18 @@ type fitTeller struct {
 // watches, so that a run that silently took ./policy.toml's simulated GPU
 // says so. It is told with the first fit (sayStartup): a command that
 // cannot run says so in one line of its own.
-func (f *fitTeller) describe(what string, r sampleResult) {
+func (f *fitTeller) describe(what string, r sense.Result) {
 	if f.startup != "" || what == "" {
 		return
 	}
 	switch {
-	case r.err != nil:
-		f.startup = fmt.Sprintf("%s, watching no GPU yet (the first reading failed: %v)", what, r.err)
-	case len(r.sample.Devices) == 0:
+	case r.Err != nil:
+		f.startup = fmt.Sprintf("%s, watching no GPU yet (the first reading failed: %v)", what, r.Err)
+	case len(r.Sample.Devices) == 0:
 		f.startup = what + ", watching no GPU"
 	default:
-		gpus := make([]string, len(r.sample.Devices))
-		for i, d := range r.sample.Devices {
+		gpus := make([]string, len(r.Sample.Devices))
+		for i, d := range r.Sample.Devices {
 			gpus[i] = fmt.Sprintf("GPU %d (%s, %s)", d.Index, d.Name, policy.FormatSize(d.Total))
 		}
 		f.startup = what + ", watching " + strings.Join(gpus, ", ")
@@ -46,12 +47,12 @@ func (f *fitTeller) describe(what string, r sampleResult) {
 // (zero: now), for the start h is about to make, and keeps the event as
 // out stamped it, for status.
 func (f *fitTeller) note(out *reporter, pol *policy.Policy, h history, at time.Time, fit core.Fit, outcome string) {
-	f.sayStartup(out.logf)
+	f.sayStartup(out.Logf)
 	ev := fit.Event(pol, h.startReason(), outcome)
 	ev.Time = at
-	out.emit(ev)
+	out.Emit(ev)
 	f.lastFit = out.last
-	out.logf("fit for the %s: %s", h.startWhat(), ev.Detail)
+	out.Logf("fit for the %s: %s", h.startWhat(), ev.Detail)
 }
 
 // sayStartup prints the start-up line, once.

@@ -105,13 +105,13 @@ func (l *loop) launch(level int, j core.Fit, outcome string) {
 	life.run.childTree = map[int]bool{child.PID(): true}
 	life.state = api.StateStarting
 	l.feed(core.Launched{Now: launched, Used: startBaseline(l.latest.lastSample, life.run.childTree)}, nil)
-	l.pace.reset()
-	l.pace.setTarget(child, l.deps.Owned)
+	l.pace.Reset()
+	l.pace.SetTarget(child.PID(), ownedBy(child, l.deps.Owned))
 	ev := api.Event{Time: launched, Event: api.EventStart, PID: child.PID(), Restarts: life.hist.restarts, Reason: life.hist.lastExit}
 	if from != level {
 		ev.From, ev.To = l.pol.Profiles[from].Name, l.pol.Profiles[level].Name
 	}
-	l.out.emit(ev)
+	l.out.Emit(ev)
 	l.deps.Logf("started %s (pid %d) in profile %s (%d/%d)", argv[0], child.PID(), l.pol.Profiles[level].Name, level, len(l.pol.Profiles))
 	life.door.launched(life.hist.starts)
 	if n := l.deps.Notifier; n != nil && life.hist.starts == 1 && life.door.readyAtLaunch() { // READY=1 once, for the first child
@@ -127,5 +127,19 @@ func (l *loop) launch(level int, j core.Fit, outcome string) {
 		life.plan = nil
 	}
 	// The first sample of the new child is due now, not a period away.
-	l.pace.sampleNow()
+	l.pace.SampleNow()
+}
+
+// ownedBy is how to tell which GPU processes are child's: its own Owner
+// (a cgroup holds daemons that left the tree), else owned by parentage
+// (nil: unknown).
+func ownedBy(child Child, owned func(root int, pids []int) []int) func(pids []int) []int {
+	if o, ok := child.(Owner); ok {
+		return o.Owned
+	}
+	if owned == nil {
+		return nil
+	}
+	pid := child.PID()
+	return func(pids []int) []int { return owned(pid, pids) }
 }

@@ -137,9 +137,9 @@ func (c *lifecycle) beginRestart(pol *policy.Policy, level int, reason string, r
 	c.plan = plan
 	c.state = api.StateStepping
 	if sleep {
-		c.out.logf("stopping the child to sleep in profile %s (%s)", pol.Profiles[level].Name, reason)
+		c.out.Logf("stopping the child to sleep in profile %s (%s)", pol.Profiles[level].Name, reason)
 	} else {
-		c.out.logf("restarting the child in profile %s (%s)", pol.Profiles[level].Name, reason)
+		c.out.Logf("restarting the child in profile %s (%s)", pol.Profiles[level].Name, reason)
 	}
 	c.stopChild(pol.Restart.StopSignal, pol.Restart.StopTimeout)
 }
@@ -155,7 +155,7 @@ func (c *lifecycle) stopChild(sig syscall.Signal, timeout time.Duration) {
 func (c *lifecycle) record(pol *policy.Policy, why string) {
 	st, err := c.file.writeAt(pol.Profiles[c.level], c.level, why)
 	if err != nil {
-		c.out.logf("%v", err)
+		c.out.Logf("%v", err)
 		return
 	}
 	c.out.publish(st)

@@ -10,6 +10,7 @@ import (
 	"github.com/gpuguard/gpuguard/internal/admission"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor/core"
+	"github.com/gpuguard/gpuguard/supervisor/sense"
 )
 
 // loop is the state of one Run. Only the Run goroutine touches it.
@@ -31,11 +32,11 @@ type loop struct {
 
 	// The rooms around the loop, each holding its own state and given
 	// what it needs rather than a pointer to the loop.
-	pace   pacer         // sampling and its adaptive period (sense.go)
-	health probeHealth   // a run of failed probe calls (probehealth.go)
-	out    reporter      // events and the status line, outward (reporter.go)
-	faults gpuFaults     // Xid events and the GPUs they left faulted (gpufault.go)
-	minute minuteSummary // the watermark samples of this minute, for its record (minute.go)
+	pace   *sense.Pacer // the sampling schedule and the sampler (package sense)
+	health sense.Health // a run of failed probe calls
+	faults sense.Faults // Xid events and the GPUs they left faulted
+	minute sense.Minute // the watermark samples of this minute, for its record
+	out    reporter     // events and the status line, outward (reporter.go)
 }
 
 // timer is a restartable one-shot timer whose channel is nil when unarmed,
@@ -70,10 +71,10 @@ func newLoop(s *Supervisor) *loop {
 			file: stateFile{path: s.cfg.StatePath, write: s.deps.WriteState, logf: s.deps.Logf},
 			door: doorLink{d: s.deps.Door}},
 		ledger: s.adm.ledger,
-		pace:   newPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval),
+		pace:   sense.NewPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval),
 		out:    newReporter(s.cfg.Name, s.deps.Observers, s.deps.Notifier),
 	}
-	l.life.out, l.life.sampleNow, l.life.snapshot = &l.out, l.pace.sampleNow, l.publishSnapshot
+	l.life.out, l.life.sampleNow, l.life.snapshot = &l.out, l.pace.SampleNow, l.publishSnapshot
 	l.out.publisher = s.deps.Publisher
 	l.out.log = s.deps.Logf
 	l.out.inForce = func() (string, int) { return l.pol.Profiles[l.life.level].Name, l.life.level }
@@ -89,10 +90,9 @@ func stoppedTimer() *time.Timer {
 
 func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	l.ctx = ctx
-	go l.pace.smp.run(ctx, l.s.done)
-	defer l.pace.smp.next.Stop()
-	defer l.pace.hung.Stop()
-	l.pace.armNow() // the first sample is due at once
+	go l.pace.Run(ctx, l.s.done)
+	defer l.pace.Stop()
+	l.pace.ArmNow() // the first sample is due at once
 	var watchdog <-chan time.Time
 	if n := l.deps.Notifier; n != nil && n.WatchdogInterval() > 0 {
 		t := time.NewTicker(n.WatchdogInterval() / 2)
@@ -123,15 +123,15 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	}
 	ctxDone := ctx.Done()
 	for !l.life.end.finished {
-		l.pace.wake() // last, so that the sample it asks for runs first
+		l.pace.Wake() // last, so that the sample it asks for runs first
 		select {
-		case r := <-l.pace.smp.out:
+		case r := <-l.pace.Results():
 			l.onSample(r)
 			l.s.tasks.poke() // a deferred task may fit now
-		case now := <-l.pace.hung.C:
+		case now := <-l.pace.Hung():
 			l.onHung(now)
 		case f := <-l.deps.Faults:
-			l.faults.observe(f, &l.out)
+			l.faults.Observe(f, &l.out)
 		case <-l.life.run.childDone():
 			l.onExit()
 		case <-l.life.wait.backoff.C:
@@ -147,7 +147,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 		case d := <-l.life.acts.out:
 			l.onActionsDone(d)
 		case <-l.s.wanted:
-			l.feed(l.life.wakeFacts(time.Now(), true, l.latest.reading(l.health.down()), l.latest.served, l.latest.claim(l.peers != nil, time.Time{})), nil)
+			l.feed(l.life.wakeFacts(time.Now(), true, l.latest.reading(l.health.Down()), l.latest.served, l.latest.claim(l.peers != nil, time.Time{})), nil)
 		case <-watchdog:
 			_ = l.deps.Notifier.Watchdog()
 		case sig := <-signals:
@@ -179,7 +179,7 @@ func (l *loop) onRequest(r request) {
 		l.manualStep(r)
 	case opReserve:
 		var usage []admission.GPUUsage
-		if s, ok := l.latest.good(l.health.down()); ok {
+		if s, ok := l.latest.good(l.health.Down()); ok {
 			for _, d := range s.Devices {
 				usage = append(usage, admission.GPUUsage{Used: d.Used, Limit: l.pol.Limit(d.Total), Leased: r.others[d.UUID]})
 			}
@@ -187,7 +187,7 @@ func (l *loop) onRequest(r request) {
 		pending := l.core.StepPending() || l.life.plan != nil || l.life.run.child == nil
 		d, ev := reserve(l.ledger, r, time.Now(), usage, l.pol.Watermark.High, pending)
 		if ev != nil {
-			l.out.emit(*ev)
+			l.out.Emit(*ev)
 		}
 		r.reply <- response{decision: d}
 	case opRelease:
@@ -204,7 +204,7 @@ func (l *loop) onRequest(r request) {
 	case opHealthy:
 		l.onHealthy(r.gen)
 	case opEmit:
-		l.out.emit(r.event)
+		l.out.Emit(r.event)
 		r.reply <- response{}
 	case opReady:
 		l.feed(core.Ready{Why: "the child said ready"}, nil)

@@ -116,7 +116,7 @@ func (l *loop) tenant(now time.Time) core.Tenant {
 	}
 	coordinated, notes := l.sharing()
 	return core.Tenant{Now: now, Name: l.cfg.Name, Coordinated: coordinated, Notes: notes,
-		Ratio: l.latest.ratio, ETA: l.pace.fc.ETA.Seconds(), GPUs: watchedUUIDs(l.latest.lastSample.Devices),
+		Ratio: l.latest.ratio, ETA: l.pace.Forecast().ETA.Seconds(), GPUs: watchedUUIDs(l.latest.lastSample.Devices),
 		Steady: l.life.steady(), State: l.life.state, Level: l.life.level, Profiles: names,
 		Grace: l.pol.Watermark.Grace, Sustain: l.pol.Watermark.Sustain,
 		Writable: func() error { return l.life.file.writable(l.pol.Profiles[l.life.level], l.life.level) }}

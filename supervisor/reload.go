@@ -134,12 +134,12 @@ func (l *loop) applyReload(r request) {
 	l.s.pol.Store(rl.Policy)
 	l.cfg.Command, l.cfg.CheckpointPath = rl.Command, rl.CheckpointPath
 	if l.s.probeAuto {
-		l.pace.setTimeout(defaultProbeTimeout(l.pol))
+		l.pace.SetTimeout(defaultProbeTimeout(l.pol))
 	}
 	if rl.Commit != nil {
 		rl.Commit()
 	}
-	l.out.emit(ev)
+	l.out.Emit(ev)
 	if len(changed) == 0 {
 		l.deps.Logf("policy %s reloaded: nothing changed", l.pol.Source)
 	} else {
@@ -151,7 +151,7 @@ func (l *loop) applyReload(r request) {
 	if slices.ContainsFunc(changed, senses) {
 		// The next sample judges by the new thresholds and sets the
 		// period by the new intervals: take it now, not a period away.
-		l.pace.sampleNow()
+		l.pace.SampleNow()
 	}
 	l.publishSnapshot()
 	r.reply <- response{changed: changed}

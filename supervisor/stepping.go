@@ -24,7 +24,7 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	from, to := l.pol.Profiles[l.life.level], l.pol.Profiles[level]
 	steps := l.life.acts.plan(from, to, l.pol.Serve.Upstream)
 	if how := core.HowToChange(l.pol, l.life.level, level, len(steps)); how != core.ByLive {
-		l.out.emit(stepEvent(l.pol, l.life.level, l.latest.ratio, event, level, reason, why))
+		l.out.Emit(stepEvent(l.pol, l.life.level, l.latest.ratio, event, level, reason, why))
 		switch how {
 		case core.ByActions:
 			l.life.state = api.StateStepping
@@ -44,7 +44,7 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 		l.life.file.notWritten(&l.out, l.pol, l.life.level, l.latest.ratio, event, level, err, reply)
 		return false
 	}
-	l.out.emit(ev)
+	l.out.Emit(ev)
 	l.life.level = level
 	l.life.run.notify(l.pol.Notify.Signal, st, &l.out)
 	l.out.publish(st)
@@ -68,6 +68,6 @@ func stepEvent(pol *policy.Policy, from int, ratio float64, event string, to int
 func (l *loop) manualStep(r request) {
 	in := core.ManualStep{Now: time.Now(), Up: r.up, State: l.life.state, Tree: l.life.run.childTree,
 		Running: l.life.steady(), Stopped: l.life.stoppedAsleep()}
-	in.Reading = l.latest.reading(l.health.down())
+	in.Reading = l.latest.reading(l.health.Down())
 	l.feed(in, r.reply)
 }

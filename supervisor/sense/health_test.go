@@ -1,4 +1,4 @@
-package supervisor
+package sense
 
 import (
 	"strings"
@@ -14,11 +14,11 @@ import (
 // at once; recovery says how long the run lasted.
 func TestProbeHealthThrottlesAndCounts(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var h probeHealth
+	var h Health
 	if d, ok := h.failed(t0, t0, "boom", true); !ok || d != "boom" {
 		t.Fatalf("first failure: %q %v, want boom told", d, ok)
 	}
-	if !h.down() {
+	if !h.Down() {
 		t.Fatal("not down after a failure")
 	}
 	for i := 1; i <= 3; i++ {
@@ -36,11 +36,11 @@ func TestProbeHealthThrottlesAndCounts(t *testing.T) {
 	if d, ok := h.failed(t0.Add(61*time.Second), t0, "other", true); !ok || d != "other" {
 		t.Fatalf("a new failure: %q %v, want other told at once", d, ok)
 	}
-	down, told := h.recovered(t0.Add(90 * time.Second))
-	if !told || down != 90*time.Second || h.down() {
-		t.Fatalf("recovered: %s %v down=%v, want 1m30s told and up", down, told, h.down())
+	down, told := h.Recovered(t0.Add(90 * time.Second))
+	if !told || down != 90*time.Second || h.Down() {
+		t.Fatalf("recovered: %s %v down=%v, want 1m30s told and up", down, told, h.Down())
 	}
-	if _, told := h.recovered(t0.Add(91 * time.Second)); told {
+	if _, told := h.Recovered(t0.Add(91 * time.Second)); told {
 		t.Fatal("a second recovery told")
 	}
 }
@@ -51,18 +51,18 @@ func TestProbeHealthThrottlesAndCounts(t *testing.T) {
 func TestProbeHealthLost(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	stop := policy.Watch{OnGPULost: policy.OnGPULostStop, LostAfter: 10 * time.Second}
-	var h probeHealth
-	if h.lost(t0.Add(time.Hour), stop) {
+	var h Health
+	if h.Lost(t0.Add(time.Hour), stop) {
 		t.Fatal("lost without a failure")
 	}
 	h.failed(t0, t0, "gone", true)
-	if h.lost(t0.Add(9*time.Second), stop) {
+	if h.Lost(t0.Add(9*time.Second), stop) {
 		t.Fatal("lost before lost_after")
 	}
-	if h.lost(t0.Add(time.Hour), policy.Watch{LostAfter: stop.LostAfter}) {
+	if h.Lost(t0.Add(time.Hour), policy.Watch{LostAfter: stop.LostAfter}) {
 		t.Fatal("lost without on_gpu_lost = \"stop\"")
 	}
-	if !h.lost(t0.Add(10*time.Second), stop) || h.lostErr == nil || !strings.Contains(h.lostErr.Error(), "gone") {
-		t.Fatalf("at lost_after: lostErr %v, want one naming gone", h.lostErr)
+	if !h.Lost(t0.Add(10*time.Second), stop) || h.LostErr() == nil || !strings.Contains(h.LostErr().Error(), "gone") {
+		t.Fatalf("at lost_after: lostErr %v, want one naming gone", h.LostErr())
 	}
 }

@@ -1,4 +1,4 @@
-package supervisor
+package sense
 
 import (
 	"errors"
@@ -9,16 +9,15 @@ import (
 	"github.com/gpuguard/gpuguard/policy"
 )
 
-// errProbeHung is the failure of a probe call that ran past ProbeTimeout.
-var errProbeHung = errors.New("GPU probe hung")
+// ErrHung is the failure of a probe call that ran past the probe timeout.
+var ErrHung = errors.New("GPU probe hung")
 
-// probeHealth is the bookkeeping of a run of failed probe calls: since
-// when there has been no reading, and what the journal was last told, so
-// that a lost GPU, or one that flaps, writes a line when the failure
-// changes and at most one a minute otherwise (not five a second), each
-// counting the failures it stands for. It says what to journal; the loop
-// journals it.
-type probeHealth struct {
+// Health is the bookkeeping of a run of failed probe calls: since when
+// there has been no reading, and what the journal was last told, so that
+// a lost GPU, or one that flaps, writes a line when the failure changes
+// and at most one a minute otherwise (not five a second), each counting
+// the failures it stands for.
+type Health struct {
 	downSince      time.Time // zero: the last call succeeded
 	err            string    // the newest failure, "" when none
 	reportedErr    string    // the last failure journaled ...
@@ -28,13 +27,13 @@ type probeHealth struct {
 	lostErr        error     // on_gpu_lost = "stop" is stopping the child
 }
 
-// down reports whether the last call failed: the last reading is stale.
-func (h *probeHealth) down() bool { return !h.downSince.IsZero() }
+// Down reports whether the last call failed: the last reading is stale.
+func (h *Health) Down() bool { return !h.downSince.IsZero() }
 
 // failed records a failed call at now (counted) or one still hung (not
 // counted again), in a run without a reading since since. report is
 // whether the journal gets a line, detail that line.
-func (h *probeHealth) failed(now, since time.Time, msg string, counted bool) (detail string, report bool) {
+func (h *Health) failed(now, since time.Time, msg string, counted bool) (detail string, report bool) {
 	if h.downSince.IsZero() {
 		h.downSince = since
 	}
@@ -53,9 +52,9 @@ func (h *probeHealth) failed(now, since time.Time, msg string, counted bool) (de
 	return detail, true
 }
 
-// recovered ends a run of failures at now. told reports whether the run
+// Recovered ends a run of failures at now. told reports whether the run
 // had a journal line (so its end gets one), down how long it lasted.
-func (h *probeHealth) recovered(now time.Time) (down time.Duration, told bool) {
+func (h *Health) Recovered(now time.Time) (down time.Duration, told bool) {
 	if h.downSince.IsZero() {
 		return 0, false
 	}
@@ -64,9 +63,9 @@ func (h *probeHealth) recovered(now time.Time) (down time.Duration, told bool) {
 	return down, told
 }
 
-// lost reports, under on_gpu_lost = "stop", whether no reading has
-// succeeded for lost_after by now; then lostErr says why.
-func (h *probeHealth) lost(now time.Time, w policy.Watch) bool {
+// Lost reports, under on_gpu_lost = "stop", whether no reading has
+// succeeded for lost_after by now; then LostErr says why.
+func (h *Health) Lost(now time.Time, w policy.Watch) bool {
 	if w.OnGPULost != policy.OnGPULostStop || h.downSince.IsZero() {
 		return false
 	}
@@ -78,15 +77,23 @@ func (h *probeHealth) lost(now time.Time, w policy.Watch) bool {
 	return true
 }
 
-// report records a failed probe call (counted) or one still hung (not
+// LostErr is why on_gpu_lost = "stop" is stopping the child; nil when it
+// is not.
+func (h *Health) LostErr() error { return h.lostErr }
+
+// ForgetLost drops LostErr: the operator's stop takes over gpuguard's
+// own, and the exit will be the child's.
+func (h *Health) ForgetLost() { h.lostErr = nil }
+
+// Report records a failed probe call (counted) or one still hung (not
 // counted again), and tells it when the journal should hear. There is no
 // reading from since on: the caller feeds the core a Gap, so that a step
 // needs `sustain` of fresh data after it.
-func (h *probeHealth) report(j journal, now, since time.Time, msg string, counted bool) {
+func (h *Health) Report(j Journal, now, since time.Time, msg string, counted bool) {
 	detail, report := h.failed(now, since, msg, counted)
 	if !report {
 		return
 	}
-	j.logf("GPU probe failed: %s (the child keeps running; no decisions without data)", detail)
-	j.emit(api.Event{Event: api.EventProbeError, Detail: detail})
+	j.Logf("GPU probe failed: %s (the child keeps running; no decisions without data)", detail)
+	j.Emit(api.Event{Event: api.EventProbeError, Detail: detail})
 }

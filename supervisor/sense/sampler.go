@@ -1,4 +1,4 @@
-package supervisor
+package sense
 
 import (
 	"context"
@@ -9,20 +9,22 @@ import (
 	"github.com/gpuguard/gpuguard/gpu"
 )
 
-// sampleResult is one probe call, made off the loop goroutine.
-type sampleResult struct {
-	sample gpu.Sample
-	err    error
-	took   time.Duration
-	tree   []int
-	forPID int
-	// due is when the call was due; next when the sampler armed the next
-	// one for (due + the period the loop last asked for), before the call.
-	due, next time.Time
+// Result is one probe call, made off the loop goroutine.
+type Result struct {
+	Sample gpu.Sample
+	Err    error
+	Took   time.Duration
+	// Tree are the child's processes among those holding GPU memory, for
+	// the child whose main process is ForPID (0: none).
+	Tree   []int
+	ForPID int
+	// Due is when the call was due; Next when the sampler armed the next
+	// one for (Due + the period the loop last asked for), before the call.
+	Due, Next time.Time
 }
 
-// sampleTarget is the child whose processes a sample looks for.
-type sampleTarget struct {
+// target is the child whose processes a sample looks for.
+type target struct {
 	pid   int               // the child's main process
 	owned func([]int) []int // which GPU processes are the child's; nil: unknown
 }
@@ -44,16 +46,16 @@ type sampler struct {
 	timeout atomic.Int64 // nanoseconds; a reload may change it
 	next    *time.Timer
 	kick    chan struct{}
-	period  atomic.Int64                 // nanoseconds
-	target  atomic.Pointer[sampleTarget] // nil: no child
-	out     chan sampleResult
+	period  atomic.Int64           // nanoseconds
+	target  atomic.Pointer[target] // nil: no child
+	out     chan Result
 	yield   func() // before a call on the timer: newTimeSlice
 }
 
 func newSampler(probe gpu.Probe, timeout, period time.Duration) *sampler {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	s := &sampler{probe: probe, next: t, kick: make(chan struct{}, 1), out: make(chan sampleResult, 1), yield: newTimeSlice}
+	s := &sampler{probe: probe, next: t, kick: make(chan struct{}, 1), out: make(chan Result, 1), yield: newTimeSlice}
 	s.timeout.Store(int64(timeout))
 	s.period.Store(int64(period))
 	return s
@@ -83,7 +85,7 @@ func (s *sampler) run(ctx context.Context, done <-chan struct{}) {
 		}
 		s.next.Reset(next.Sub(now))
 		r := s.sample(ctx)
-		r.due, r.next = due, next
+		r.Due, r.Next = due, next
 		select {
 		case s.out <- r:
 		case <-done:
@@ -107,24 +109,24 @@ func (s *sampler) run(ctx context.Context, done <-chan struct{}) {
 // saw a second earlier, so about every other sample got a preemption
 // signal and a thread hand-off it did not need (golang/go#60693 is about
 // such preemptions). A yield goes through the scheduler's global queue,
-// which starts a new tick. It cut a calm sample's thread wake-ups from
+// which starts a new tick. It cuts a calm sample's thread wake-ups from
 // about 9 to 3 (the timer's, and sysmon's two); see docs/performance.md
 // ("The sysmon fix").
 func newTimeSlice() { runtime.Gosched() }
 
-func (s *sampler) sample(ctx context.Context) sampleResult {
+func (s *sampler) sample(ctx context.Context) Result {
 	// The deadline is for backends that can honour it (npu-smi is a
 	// command); the loop notices a call that ignores it on its own.
 	cctx, cancel := context.WithTimeout(ctx, time.Duration(s.timeout.Load()))
 	t0 := time.Now()
 	smp, err := s.probe.Sample(cctx)
 	cancel()
-	r := sampleResult{sample: smp, err: err, took: time.Since(t0)}
+	r := Result{Sample: smp, Err: err, Took: time.Since(t0)}
 	if tg := s.target.Load(); tg != nil {
-		r.forPID = tg.pid
+		r.ForPID = tg.pid
 		// Only processes that hold GPU memory can matter, so only they
 		// are checked: no scan of every process on the host.
-		r.tree = []int{tg.pid}
+		r.Tree = []int{tg.pid}
 		if tg.owned != nil && len(smp.Processes) > 0 {
 			pids := make([]int, 0, len(smp.Processes))
 			for _, p := range smp.Processes {
@@ -132,7 +134,7 @@ func (s *sampler) sample(ctx context.Context) sampleResult {
 					pids = append(pids, p.PID)
 				}
 			}
-			r.tree = append(r.tree, tg.owned(pids)...)
+			r.Tree = append(r.Tree, tg.owned(pids)...)
 		}
 	}
 	return r
