@@ -68,7 +68,8 @@ func TestSharedProposalStepsSelf(t *testing.T) {
 	})
 }
 
-// TestSharedLoneDetail: without other tenants the step reads as before.
+// TestSharedLoneDetail: without other tenants the step reads as a lone
+// instance's: the rules' own detail.
 func TestSharedLoneDetail(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startHarness(t, livePolicy(), withCoord(&fakeCoord{}))

@@ -109,7 +109,7 @@ type Supervisor struct {
 	done chan struct{} // closed when Run returns
 	port loopPort      // reqs and done, for calls to the loop
 	// wanted: a request held at the front door asks for a wake
-	// (wake.go); lastRequest is the newest arrival, unix nanoseconds.
+	// (asleep.go); lastRequest is the newest arrival, unix nanoseconds.
 	wanted      chan struct{}
 	lastRequest atomic.Int64
 	once        sync.Once
@@ -117,7 +117,7 @@ type Supervisor struct {
 	toldOOM     atomic.Pointer[string]
 	started     time.Time
 
-	// adm decides reservations and publishes the leases (shared_api.go);
+	// adm decides reservations and publishes the leases (admission.go);
 	// the loop shares its ledger and its starting flag.
 	adm *Admission
 
