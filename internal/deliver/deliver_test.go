@@ -124,13 +124,17 @@ func (f *fakeInstance) looks() (all, loud int) {
 	return len(f.quiet), loud
 }
 
-// run starts a deliverer over a memory store and fi (no room: every task
-// is deferred), runs it until the test ends, and returns its API.
-func run(t *testing.T, mem *memstore.Memory, r Replayer) (*Tasks, *fakeInstance) {
-	t.Helper()
-	fi := &fakeInstance{leases: map[string]uint64{},
+// newInstance has no room (every task is deferred) and [defer] at its
+// defaults.
+func newInstance() *fakeInstance {
+	return &fakeInstance{leases: map[string]uint64{},
 		pol: policy.Defer{AckTimeout: 10 * time.Minute, MaxAttempts: 5, MaxTasks: 100, KeepResults: time.Hour}}
-	q := New(fi, Options{Store: mem.Open(), Replayer: r, Logf: t.Logf})
+}
+
+// start runs a deliverer over mem and fi; stop ends its Run and waits for
+// it to return.
+func start(t *testing.T, fi *fakeInstance, mem *memstore.Memory, r Replayer) (q *Tasks, stop func()) {
+	q = New(fi, Options{Store: mem.Open(), Replayer: r, Logf: t.Logf})
 	fi.q = q
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -138,10 +142,19 @@ func run(t *testing.T, mem *memstore.Memory, r Replayer) (*Tasks, *fakeInstance)
 		q.Run(ctx)
 		close(done)
 	}()
-	t.Cleanup(func() {
+	return q, func() {
 		cancel()
 		<-done
-	})
+	}
+}
+
+// run starts a deliverer over mem and a new instance, runs it until the
+// test ends, and returns its API.
+func run(t *testing.T, mem *memstore.Memory, r Replayer) (*Tasks, *fakeInstance) {
+	t.Helper()
+	fi := newInstance()
+	q, stop := start(t, fi, mem, r)
+	t.Cleanup(stop)
 	synctest.Wait()
 	return q, fi
 }
@@ -349,16 +362,9 @@ func TestRunEndsWithItsContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
 		r := &fakeReplayer{block: true, ended: make(chan struct{})}
-		fi := &fakeInstance{leases: map[string]uint64{}, replayable: true,
-			pol: policy.Defer{AckTimeout: time.Hour, MaxAttempts: 5, MaxTasks: 100, KeepResults: time.Hour}}
-		q := New(fi, Options{Store: mem.Open(), Replayer: r})
-		fi.q = q
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			q.Run(ctx)
-			close(done)
-		}()
+		fi := newInstance()
+		fi.replayable = true
+		q, stop := start(t, fi, mem, r)
 		if _, err := q.DeferRequest(context.Background(), json.RawMessage(`{}`)); err != nil {
 			t.Fatal(err)
 		}
@@ -367,8 +373,7 @@ func TestRunEndsWithItsContext(t *testing.T) {
 			t.Fatalf("%d replays, want one under way", n)
 		}
 		ended := time.Now()
-		cancel()
-		<-done
+		stop()
 		<-r.ended
 		if waited := time.Since(ended); waited > 0 {
 			t.Fatalf("the replay ended %s after Run's context, want at once", waited)
