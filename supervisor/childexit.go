@@ -33,7 +33,7 @@ func (l *loop) onExit() {
 	l.life.acts.exited()
 	l.ledger.Clear()
 	l.leasesChanged()
-	l.s.tasks.childExited() // its lease ended with the child
+	l.s.tasks.ChildExited() // its lease ended with the child
 	told := ""
 	if p := l.s.toldOOM.Swap(nil); p != nil {
 		told = *p
