@@ -91,38 +91,39 @@ func (ClaimStart) effect() {}
 func (EndStart) effect()   {}
 
 // gate is the one start at a time for a start or a live wake judged on
-// the sample c.Due. ok: it may go ahead: with no other tenant, no GPU
+// the sample in.Due. ok: it may go ahead: with no other tenant, no GPU
 // known, no claim worth holding (worth false), or once the claim is
 // granted and the sample was taken after the grant. Otherwise it asks
-// for the claim (ClaimStart), or waits for the answer or for a fresh
-// sample (SampleNow).
-func (st State) gate(g Given, c Claim, worth bool) (State, []Effect, bool) {
-	switch p := st.claim.phase; {
-	case !c.Peers:
-		return st, nil, true
-	case p == claimAsked:
-		return st, nil, false
-	case p == claimGranted && (c.Due.IsZero() || c.Due.Before(st.claim.granted)):
-		return st, []Effect{SampleNow{}}, false
-	case p != claimIdle:
-		return st, nil, true
-	case len(c.GPUs) == 0 || !worth:
-		return st, nil, true
+// for the claim (ClaimStart, with settle), or waits for the answer or for
+// a fresh sample (SampleNow).
+func (c *claim) gate(in Claim, worth bool, settle time.Duration) ([]Effect, bool) {
+	switch {
+	case !in.Peers:
+		return nil, true
+	case c.phase == claimAsked:
+		return nil, false
+	case c.phase == claimGranted && (in.Due.IsZero() || in.Due.Before(c.granted)):
+		return []Effect{SampleNow{}}, false
+	case c.phase != claimIdle:
+		return nil, true
+	case len(in.GPUs) == 0 || !worth:
+		return nil, true
 	}
-	st.claim.phase = claimAsked
-	return st, []Effect{ClaimStart{GPUs: c.GPUs, Settle: g.Policy.Watch.Settle}}, false
+	c.phase = claimAsked
+	return []Effect{ClaimStart{GPUs: in.GPUs, Settle: settle}}, false
 }
 
-// answer takes the tenants' answer to the claim asked. A claim no longer
-// wanted ends; a granted one (or one whose agreement failed: the start
-// goes ahead anyway) chooses on a fresh sample; a refused one waits for
-// the tenant that is starting, said once per tenant.
-func (st State) answer(in ClaimAnswer) (State, []Effect) {
-	if st.claim.phase != claimAsked {
-		return st, nil
+// answer takes the tenants' answer to the claim asked (waking: a held
+// request's wake is wanted). A claim no longer wanted ends; a granted one
+// (or one whose agreement failed: the start goes ahead anyway) chooses on
+// a fresh sample; a refused one waits for the tenant that is starting,
+// said once per tenant.
+func (c *claim) answer(in ClaimAnswer, waking bool) []Effect {
+	if c.phase != claimAsked {
+		return nil
 	}
-	if !(in.Waiting || in.Asleep && st.wake) || in.Stopping {
-		return st.endClaim("")
+	if !(in.Waiting || in.Asleep && waking) || in.Stopping {
+		return c.end("")
 	}
 	o := in.Outcome
 	var effs []Effect
@@ -130,57 +131,66 @@ func (st State) answer(in ClaimAnswer) (State, []Effect) {
 	case o.Err != nil:
 		effs = append(effs, Log{fmt.Sprintf("cannot claim the start on GPU %s (%v); starting anyway", o.GPU, o.Err)})
 	case !o.Granted:
-		st, effs = st.endClaim("")
-		if st.claim.waitingFor != o.Holder {
-			st.claim.waitingFor = o.Holder
+		effs = c.end("")
+		if c.waitingFor != o.Holder {
+			c.waitingFor = o.Holder
 			effs = append(effs, Log{fmt.Sprintf("waiting for %s to finish starting on GPU %s (one start at a time)", o.Holder, o.GPU)})
 		}
-		return st, effs
+		return effs
 	}
-	st.claim.waitingFor = ""
-	st.claim.phase, st.claim.granted = claimGranted, in.Now
-	return st, append(effs, SampleNow{})
+	c.waitingFor = ""
+	c.phase, c.granted = claimGranted, in.Now
+	return append(effs, SampleNow{})
 }
 
 // began follows a launch (or a live wake) at now with used memory: a
-// granted start lasts until the child settles; any other claim ends.
-func (st State) began(g Given, now time.Time, used uint64) (State, []Effect) {
-	if st.claim.phase != claimGranted {
-		return st.endClaim("")
+// granted start lasts until the child's memory is flat for settle; any
+// other claim ends.
+func (c *claim) began(now time.Time, used uint64, settle time.Duration) []Effect {
+	if c.phase != claimGranted {
+		return c.end("")
 	}
-	st.claim.phase, st.claim.launchedAt = claimLaunched, now
-	st.claim.settle = newSettleTracker(now, g.Policy.Watch.Settle, used)
-	return st, nil
+	c.phase, c.launchedAt = claimLaunched, now
+	c.settle = newSettleTracker(now, settle, used)
+	return nil
 }
 
 // settling ends a start whose child's memory has been flat for settle,
 // or that has lasted StartHoldFactor x settle.
-func (st State) settling(g Given, in Settling) (State, []Effect) {
-	if st.claim.phase != claimLaunched || !in.Running {
-		return st, nil
+func (c *claim) settling(in Settling, settle time.Duration) []Effect {
+	if c.phase != claimLaunched || !in.Running {
+		return nil
 	}
-	settle := g.Policy.Watch.Settle
 	switch {
-	case in.Read && st.claim.settle.observe(in.Now, in.Used, in.Total):
-		return st.endClaim("its memory has not grown for " + settle.String())
-	case in.Now.Sub(st.claim.launchedAt) >= api.StartHoldFactor*settle:
-		return st.endClaim("10 x settle (" + (api.StartHoldFactor * settle).String() + ") passed")
+	case in.Read && c.settle.observe(in.Now, in.Used, in.Total):
+		return c.end("its memory has not grown for " + settle.String())
+	case in.Now.Sub(c.launchedAt) >= api.StartHoldFactor*settle:
+		return c.end("10 x settle (" + (api.StartHoldFactor * settle).String() + ") passed")
 	}
-	return st, nil
+	return nil
 }
 
-// endClaim ends the instance's start or its attempt at one; why is said
-// when a start completes.
-func (st State) endClaim(why string) (State, []Effect) {
-	if st.claim.phase == claimIdle {
-		return st, nil
+// end ends the instance's start or its attempt at one; why is said when
+// a start completes.
+func (c *claim) end(why string) []Effect {
+	if c.phase == claimIdle {
+		return nil
 	}
 	e := EndStart{}
-	if st.claim.phase == claimLaunched && why != "" {
+	if c.phase == claimLaunched && why != "" {
 		e.Log = "start complete: " + why
 	}
-	st.claim.phase = claimIdle
-	return st, []Effect{e}
+	c.phase = claimIdle
+	return []Effect{e}
+}
+
+// endGranted ends a claim granted for a start or a wake that will not
+// happen after all.
+func (c *claim) endGranted() []Effect {
+	if c.phase != claimGranted {
+		return nil
+	}
+	return c.end("")
 }
 
 // settleGrowth is the least growth that counts: memory that grows by less

@@ -38,11 +38,14 @@ func Decide(st State, g Given, in Input) (State, []Effect) {
 	case Start:
 		return st.start(g, in)
 	case ClaimAnswer:
-		return st.answer(in)
+		effs := st.claim.answer(in, st.wake)
+		return st, effs
 	case Settling:
-		return st.settling(g, in)
+		effs := st.claim.settling(in, g.Policy.Watch.Settle)
+		return st, effs
 	case Ready:
-		return st.endClaim(in.Why)
+		effs := st.claim.end(in.Why)
+		return st, effs
 	case StopSignal:
 		return st, stop(g.Policy, in)
 	case Lost:

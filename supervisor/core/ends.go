@@ -96,7 +96,7 @@ func (StayAsleep) effect() {}
 // exited ends a start under way on a shared GPU (the exit line says why,
 // not "start complete") and routes the child's exit (route).
 func (st State) exited(g Given, in Exited) (State, []Effect) {
-	st, end := st.endClaim("")
+	end := st.claim.end("")
 	st, effs := st.route(g, in)
 	return st, append(end, effs...)
 }

@@ -99,10 +99,11 @@ func (st State) wakeUp(g Given, in Wake) (State, []Effect) {
 	to := WakeTo(pol.Profiles, g.Level)
 	if to < 0 {
 		st.wake = false
-		if !in.Waiting && st.claim.phase == claimGranted {
-			return st.endClaim("") // a wake's claim, no longer needed
+		var effs []Effect
+		if !in.Waiting {
+			effs = st.claim.endGranted() // a wake's claim, no longer needed
 		}
-		return st, nil
+		return st, effs
 	}
 	const why = "a request arrived while asleep"
 	switch {
@@ -111,12 +112,10 @@ func (st State) wakeUp(g Given, in Wake) (State, []Effect) {
 		return st, []Effect{WakeStopped{To: to, Reason: RequestWake, Why: why}}
 	case in.Live:
 		if WakeFit(pol, g.Level, to, in.Reading, in.Tree, in.Served) != "" {
-			if st.claim.phase == claimGranted {
-				return st.endClaim("") // the claim's fresh sample says it does not fit
-			}
-			return st, nil
+			effs := st.claim.endGranted() // the claim's fresh sample says it does not fit
+			return st, effs
 		}
-		st, effs, ok := st.gate(g, in.Claim, true)
+		effs, ok := st.claim.gate(in.Claim, true, pol.Watch.Settle)
 		if !ok {
 			return st, effs
 		}
@@ -130,13 +129,13 @@ func (st State) wakeUp(g Given, in Wake) (State, []Effect) {
 // woke follows a live wake: taken, its claim lasts until the woken
 // server's memory settles; not taken, the claim ends.
 func (st State) woke(g Given, in Woke) (State, []Effect) {
+	var effs []Effect
 	if in.Taken {
-		return st.began(g, in.Now, in.Used)
+		effs = st.claim.began(in.Now, in.Used, g.Policy.Watch.Settle)
+	} else {
+		effs = st.claim.endGranted()
 	}
-	if st.claim.phase == claimGranted {
-		return st.endClaim("")
-	}
-	return st, nil
+	return st, effs
 }
 
 // StopsToSleep reports whether entering profile p means stopping the

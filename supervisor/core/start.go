@@ -76,7 +76,7 @@ func (st State) start(g Given, in Start) (State, []Effect) {
 		if in.Release && in.Waited < rw.ReleaseTimeout {
 			return st, nil
 		}
-		st, effs, ok := st.gate(g, in.Claim, true)
+		effs, ok := st.claim.gate(in.Claim, true, pol.Watch.Settle)
 		if !ok {
 			return st, effs
 		}
@@ -96,7 +96,7 @@ func (st State) start(g Given, in Start) (State, []Effect) {
 	// With when_full = "wait" nothing is claimed while no profile fits:
 	// the start waits for memory, and claims once something fits.
 	_, fits := PickProfile(pol, in.Target, in.Devices)
-	st, geffs, ok := st.gate(g, in.Claim, rw.WhenFull != policy.WhenFullWait || fits)
+	geffs, ok := st.claim.gate(in.Claim, rw.WhenFull != policy.WhenFullWait || fits, pol.Watch.Settle)
 	effs = append(effs, geffs...)
 	if !ok {
 		return st, effs
@@ -123,7 +123,7 @@ func (st State) pick(g Given, in Start) (State, []Effect) {
 			Finish{State: api.StateFatal, End: EndNoFit, Err: fmt.Errorf("%w the free GPU memory (when_full = \"exit\"): %s", ErrNoFit, free)},
 		}
 	}
-	st, end := st.endClaim("")
+	end := st.claim.end("")
 	return st, append(end, Wait{j, free})
 }
 
@@ -132,7 +132,8 @@ func (st State) pick(g Given, in Start) (State, []Effect) {
 func (st State) launched(g Given, in Launched) (State, []Effect) {
 	st.rules.Reset()
 	st.undo = nil
-	return st.began(g, in.Now, in.Used)
+	effs := st.claim.began(in.Now, in.Used, g.Policy.Watch.Settle)
+	return st, effs
 }
 
 // PickProfile returns the first profile from level from on down the
