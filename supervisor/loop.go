@@ -81,13 +81,6 @@ func newLoop(s *Supervisor) *loop {
 	return l
 }
 
-// stoppedTimer is a timer that has not been armed.
-func stoppedTimer() *time.Timer {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return t
-}
-
 func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	l.ctx = ctx
 	go l.pace.Run(ctx, l.s.done)
