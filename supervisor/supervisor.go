@@ -116,7 +116,7 @@ type Supervisor struct {
 	started     time.Time
 
 	// adm decides reservations and publishes the leases (admission.go);
-	// the loop shares its ledger and its starting flag.
+	// the loop shares its ledger.
 	adm *Admission
 
 	// pol is the policy in force (the loop replaces it on a reload);
