@@ -33,6 +33,29 @@ ack_timeout = "1m"
 %s
 `
 
+// pyServer is a stdlib model server on 127.0.0.1:argv[1] that answers
+// GET (its health check) 200 at once, and POST as doPost says (the body of
+// a method of the handler, indented by 8).
+func pyServer(doPost string) string {
+	return `
+import hashlib, http.server, os, sys, time, urllib.parse
+port = int(sys.argv[1])
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def do_POST(self):
+` + doPost + `
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), H)
+print("listening", flush=True)
+srv.serve_forever()
+`
+}
+
 // deferDoorOptions say how startDeferDoor runs gpuguard.
 type deferDoorOptions struct {
 	child      string // the child's Python source; "" is slowServer
@@ -81,7 +104,8 @@ func startDeferDoor(t *testing.T, o deferDoorOptions) *deferDoor {
 	d.start(t)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("gpuguard's stderr:\n%s", d.p.stderr.Tail(8000))
+			journal, _ := os.ReadFile(filepath.Join(e.stateDir, "events.jsonl"))
+			t.Logf("gpuguard's stderr:\n%s\njournal:\n%s", d.p.stderr.Tail(8000), journal)
 		}
 	})
 	return d

@@ -19,28 +19,13 @@ import (
 
 // echoServer is a model server that answers every POST with its body
 // (a deferred request's replay then stores a response as large as it).
-const echoServer = `
-import http.server, sys
-port = int(sys.argv[1])
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *a):
-        pass
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-    def do_POST(self):
+var echoServer = pyServer(`
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         self.send_response(200)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
-srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), H)
-print("listening", flush=True)
-srv.serve_forever()
-`
+        self.wfile.write(body)`)
 
 // Issue 42's third attack, its figures: 24 deferrals of 16 MiB at once.
 const (

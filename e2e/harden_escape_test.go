@@ -9,26 +9,11 @@ import (
 // reasonServer is a model server that answers every POST 500 with the
 // request's path, decoded, as its reason phrase: a deferred request's
 // path comes back into the task's last error as the child wrote it.
-const reasonServer = `
-import http.server, sys, urllib.parse
-port = int(sys.argv[1])
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *a):
-        pass
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-    def do_POST(self):
+var reasonServer = pyServer(`
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
         self.send_response(500, urllib.parse.unquote(self.path))
         self.send_header("Content-Length", "0")
-        self.end_headers()
-srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), H)
-print("listening", flush=True)
-srv.serve_forever()
-`
+        self.end_headers()`)
 
 // TestTextOutputEscapesControlCharacters is issue 42's fifth attack: a
 // deferred request's path with ESC and BEL came back in its task's last

@@ -18,31 +18,16 @@ import (
 // file $OUT ("path sha256-of-body", before it answers), takes 300 ms,
 // and answers the body's sha256: a replay's answer says which body the
 // child got.
-const loggingServer = `
-import hashlib, http.server, os, sys, time
-port, log = int(sys.argv[1]), os.environ["OUT"]
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *a):
-        pass
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-    def do_POST(self):
+var loggingServer = pyServer(`
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         sum = hashlib.sha256(body).hexdigest().encode()
-        with open(log, "a") as f:
+        with open(os.environ["OUT"], "a") as f:
             f.write(self.path + " " + sum.decode() + "\n")
         time.sleep(0.3)
         self.send_response(200)
         self.send_header("Content-Length", str(len(sum)))
         self.end_headers()
-        self.wfile.write(sum)
-srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), H)
-print("listening", flush=True)
-srv.serve_forever()
-`
+        self.wfile.write(sum)`)
 
 // TestReplayKilledSQLite and ...Redis: gpuguard is SIGKILLed while it replays 20 deferred
 // requests (each 600 KiB, so the kill finds a body between the store and

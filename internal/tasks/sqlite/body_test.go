@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"errors"
-	"io"
 	"path/filepath"
 	"testing"
 	"time"
@@ -13,7 +11,6 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/internal/tasks"
 	"github.com/gpuguard/gpuguard/internal/tasks/taskstest"
 )
 
@@ -40,65 +37,10 @@ func TestStreamsBodies(t *testing.T) {
 	taskstest.StreamsBodies(t, openTest(t))
 }
 
-// TestBodiesLeaveNoChunks: a body that failed, one refused (full queue,
-// duplicate ticket, a task not running) and the bodies of a dropped and
-// a purged task leave no chunk behind; a stored one leaves its own.
 func TestBodiesLeaveNoChunks(t *testing.T) {
 	s := openTest(t)
-	ctx := context.Background()
-	now := time.Now()
-	body := func(n int) io.Reader { return bytes.NewReader(make([]byte, n)) }
-	task := func(ticket string) api.Task {
-		return api.Task{Ticket: ticket, Tool: "http", Priority: "P2", Enqueued: now}
-	}
-	if err := s.EnqueueBody(ctx, task("t-1"), body(3*tasks.ChunkSize), 10); err != nil {
-		t.Fatal(err)
-	}
-	if n := chunkRows(t, s); n != 3 {
-		t.Fatalf("%d chunk rows for a body of 3 chunks", n)
-	}
-	failing := io.MultiReader(body(tasks.ChunkSize+1), errReader{})
-	if err := s.EnqueueBody(ctx, task("t-2"), failing, 10); !errors.Is(err, tasks.ErrBody) {
-		t.Fatal(err)
-	}
-	if err := s.EnqueueBody(ctx, task("t-1"), body(2*tasks.ChunkSize), 10); err != nil { // duplicate
-		t.Fatal(err)
-	}
-	if err := s.EnqueueBody(ctx, task("t-3"), body(2*tasks.ChunkSize), 1); !errors.Is(err, tasks.ErrFull) {
-		t.Fatal(err)
-	}
-	if err := s.AckBody(ctx, "t-1", nil, body(tasks.ChunkSize), now); !errors.Is(err, tasks.ErrNotRunning) {
-		t.Fatal(err)
-	}
-	if n := chunkRows(t, s); n != 3 {
-		t.Fatalf("%d chunk rows after the refused bodies, want t-1's 3", n)
-	}
-	if _, err := s.Lease(ctx, "t-1", now); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.AckBody(ctx, "t-1", nil, body(2*tasks.ChunkSize), now); err != nil {
-		t.Fatal(err)
-	}
-	if n := chunkRows(t, s); n != 2 {
-		t.Fatalf("%d chunk rows once done, want the result's 2 (the request body goes)", n)
-	}
-	if _, err := s.Purge(ctx, now.Add(time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.EnqueueBody(ctx, task("t-4"), body(tasks.ChunkSize), 10); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Drop(ctx, "t-4"); err != nil {
-		t.Fatal(err)
-	}
-	if n := chunkRows(t, s); n != 0 {
-		t.Fatalf("%d chunk rows after a purge and a drop", n)
-	}
+	taskstest.LeavesNoBodies(t, s, func() int { return chunkRows(t, s) })
 }
-
-type errReader struct{}
-
-func (errReader) Read([]byte) (int, error) { return 0, errors.New("reset by peer") }
 
 // TestRecoverSweepsCutBodies: chunks that no task names (a write cut off
 // by a crash) are removed at the next start's Recover, but not those of a

@@ -334,3 +334,53 @@ func (w *watchedWriter) Write(p []byte) (int, error) {
 	}
 	return w.w.Write(p)
 }
+
+// LeavesNoBodies checks that what a store keeps of a body goes with it:
+// left counts what it keeps of bodies (SQLite's chunk rows, Redis' keys).
+// A body that failed midway, or that was refused (a duplicate ticket, a
+// full queue, an AckBody of a task not running), leaves nothing; once a
+// task is done its request body goes, and the bodies of a purged and of a
+// dropped task go.
+func LeavesNoBodies(t *testing.T, s tasks.Store, left func() int) {
+	t.Helper()
+	ctx := context.Background()
+	now := clock()
+	zeros := func(n int) io.Reader { return bytes.NewReader(make([]byte, n)) }
+	tk := func(i int) api.Task { return task(i, now) }
+	if err := s.EnqueueBody(ctx, tk(1), zeros(3*tasks.ChunkSize), 10); err != nil {
+		t.Fatal(err)
+	}
+	stored := left()
+	if stored == 0 {
+		t.Fatal("a stored body left nothing to count: left counts the wrong thing")
+	}
+	if err := s.EnqueueBody(ctx, tk(2), io.MultiReader(zeros(tasks.ChunkSize+1), &failingReader{err: errClientLeft}), 10); !errors.Is(err, tasks.ErrBody) {
+		t.Fatalf("a body that failed: %v", err)
+	}
+	if err := s.EnqueueBody(ctx, tk(1), zeros(2*tasks.ChunkSize), 10); err != nil {
+		t.Fatalf("a duplicate: %v", err)
+	}
+	if err := s.EnqueueBody(ctx, tk(3), zeros(2*tasks.ChunkSize), 1); !errors.Is(err, tasks.ErrFull) {
+		t.Fatalf("past max_tasks: %v", err)
+	}
+	if err := s.AckBody(ctx, tk(1).Ticket, nil, zeros(tasks.ChunkSize), now); !errors.Is(err, tasks.ErrNotRunning) {
+		t.Fatalf("AckBody of a queued task: %v", err)
+	}
+	if n := left(); n != stored {
+		t.Fatalf("%d left after the refused bodies, want the stored one's %d", n, stored)
+	}
+	lease(t, s, tk(1).Ticket, now)
+	must(t, s.AckBody(ctx, tk(1).Ticket, nil, zeros(tasks.ChunkSize), now))
+	if n := left(); n == 0 || n >= stored+1 {
+		t.Fatalf("%d left once done, want the result's alone (the request's %d gone)", n, stored)
+	}
+	if _, err := s.Purge(ctx, now.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	must(t, s.EnqueueBody(ctx, tk(4), zeros(tasks.ChunkSize), 10))
+	_, err := s.Drop(ctx, tk(4).Ticket)
+	must(t, err)
+	if n := left(); n != 0 {
+		t.Fatalf("%d left after a purge and a drop", n)
+	}
+}
