@@ -10,9 +10,9 @@ import (
 
 // The paths the door answers itself, from its table (GET and HEAD only).
 const (
-	pathModels     = "/v1/models"  // OpenAI's list, and /v1/models/NAME
-	pathTags       = "/api/tags"   // Ollama's list
-	pathPS         = "/api/ps"     // Ollama's loaded models: the ready ones
+	pathModels     = "/v1/models"   // OpenAI's list, and /v1/models/NAME
+	pathTags       = "/api/tags"    // Ollama's list
+	pathPS         = "/api/ps"      // Ollama's loaded models: the ready ones
 	pathVersion    = "/api/version" // Open WebUI checks an Ollama connection with it
 	pathDoorModels = "/gpuguard/v1/models"
 )

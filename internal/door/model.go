@@ -1,7 +1,6 @@
 package door
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 )
@@ -73,21 +72,32 @@ func bodyModel(body []byte) (named, error) {
 // keyIs compares a raw (still escaped) key with a plain one; a key with
 // escapes is decoded first ("mod\u0065l" is "model" to encoding/json too).
 func keyIs(raw []byte, want string) bool {
-	if bytes.IndexByte(raw, '\\') < 0 {
+	if plainASCII(raw) {
 		return string(raw) == want
 	}
 	var s string
 	return json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &s) == nil && s == want
 }
 
-// unquote decodes a JSON string (with its quotes).
+// unquote decodes a JSON string (with its quotes) as encoding/json does:
+// plain ASCII directly, anything else (escapes, UTF-8, invalid UTF-8 that
+// becomes U+FFFD) through it.
 func unquote(q []byte) (string, error) {
-	if bytes.IndexByte(q, '\\') < 0 {
+	if plainASCII(q) {
 		return string(q[1 : len(q)-1]), nil
 	}
 	var s string
 	err := json.Unmarshal(q, &s)
 	return s, err
+}
+
+func plainASCII(b []byte) bool {
+	for _, c := range b {
+		if c == '\\' || c >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // rewrite is body with its model's string replaced by quoted (a JSON

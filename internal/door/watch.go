@@ -31,10 +31,11 @@ type QueryFunc func(ctx context.Context, socket string) (api.Status, error)
 // are in the runtime dirs, asking each for its status every round, as
 // `gpuguard status` finds them.
 type Watcher struct {
-	dirs  []string
-	query QueryFunc
-	logf  func(format string, args ...any)
-	table atomic.Pointer[Table]
+	dirs    []string
+	query   QueryFunc
+	timeout time.Duration // QueryTimeout; shorter in tests
+	logf    func(format string, args ...any)
+	table   atomic.Pointer[Table]
 
 	mu     sync.Mutex       // one round at a time
 	last   map[string]Found // by socket: each instance's last answer
@@ -49,7 +50,7 @@ func NewWatcher(dirs []string, query QueryFunc, logf func(format string, args ..
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	w := &Watcher{dirs: dirs, query: query, logf: logf, last: map[string]Found{}}
+	w := &Watcher{dirs: dirs, query: query, timeout: QueryTimeout, logf: logf, last: map[string]Found{}}
 	w.table.Store(Build(nil, nil))
 	return w
 }
@@ -90,7 +91,7 @@ func (w *Watcher) Refresh(ctx context.Context) {
 	var wg sync.WaitGroup
 	for i, in := range ins {
 		wg.Go(func() {
-			qctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+			qctx, cancel := context.WithTimeout(ctx, w.timeout)
 			defer cancel()
 			st, err := w.query(qctx, in.Socket)
 			answers[i] = answer{socket: in.Socket, status: st, err: err, at: time.Now()}
@@ -138,7 +139,7 @@ func (w *Watcher) judge(a answer) (Found, bool) {
 	}
 	prev.Status.State = api.StateUnreachable
 	prev.Status.Ready = false
-	prev.Status.Error = fmt.Sprintf("no answer within %v: %v", QueryTimeout, a.err)
+	prev.Status.Error = fmt.Sprintf("no answer within %v: %v", w.timeout, a.err)
 	return prev, true
 }
 
@@ -149,12 +150,13 @@ func (w *Watcher) logChanges(next map[string]Found) {
 		prev, had := w.last[s]
 		routes := routing(f.Status)
 		switch {
-		case routes != "" && (!had || routes != routing(prev.Status)):
-			w.logf("routing %s", routes)
 		case had && f.Status.State == api.StateUnreachable && prev.Status.State != api.StateUnreachable:
 			w.logf("instance %q does not answer on %s: %s", f.Status.Name, s, f.Status.Error)
 		case had && f.Status.State != api.StateUnreachable && prev.Status.State == api.StateUnreachable:
 			w.logf("instance %q answers again", f.Status.Name)
+		}
+		if routes != "" && (!had || routes != routing(prev.Status)) {
+			w.logf("routing %s", routes)
 		}
 	}
 	for s, f := range w.last {
