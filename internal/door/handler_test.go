@@ -191,10 +191,16 @@ func TestReplicasFewestInFlight(t *testing.T) {
 		done <- resp.Header.Get(HeaderInstance)
 	}()
 	<-arrived
-	if resp, _ := do(t, "POST", url+"/v1/completions", `{"model":"m"}`); resp.Header.Get(HeaderInstance) != "b" {
-		t.Errorf("with a busy, the request went to %q", resp.Header.Get(HeaderInstance))
-	}
+	c := http.Client{Timeout: 10 * time.Second} // sent to a by mistake, it would wait for release
+	resp, err := c.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"model":"m"}`))
 	close(release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get(HeaderInstance); got != "b" {
+		t.Errorf("with a busy, the request went to %q", got)
+	}
 	if got := <-done; got != "a" {
 		t.Errorf("the first request: %q", got)
 	}
