@@ -40,17 +40,20 @@ type Watcher struct {
 	mu     sync.Mutex       // one round at a time
 	last   map[string]Found // by socket: each instance's last answer
 	warned string           // the last listing error logged
+	conns  *conns           // kept control connections (query nil only)
 }
 
-// NewWatcher watches dirs; query nil asks over the control socket.
+// NewWatcher watches dirs; query nil asks over the control sockets, on a
+// connection kept to each instance.
 func NewWatcher(dirs []string, query QueryFunc, logf func(format string, args ...any)) *Watcher {
-	if query == nil {
-		query = queryStatus
-	}
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
 	w := &Watcher{dirs: dirs, query: query, timeout: QueryTimeout, logf: logf, last: map[string]Found{}}
+	if query == nil {
+		w.conns = &conns{by: map[string]*control.Client{}}
+		w.query = w.conns.status
+	}
 	w.table.Store(Build(nil, nil))
 	return w
 }
@@ -58,10 +61,14 @@ func NewWatcher(dirs []string, query QueryFunc, logf func(format string, args ..
 // Table is the current routing table.
 func (w *Watcher) Table() *Table { return w.table.Load() }
 
-// Run refreshes the table every WatchEvery until ctx ends.
+// Run refreshes the table every WatchEvery until ctx ends, then closes
+// the kept connections.
 func (w *Watcher) Run(ctx context.Context) error {
 	t := time.NewTicker(WatchEvery)
 	defer t.Stop()
+	if w.conns != nil {
+		defer w.conns.keepOnly(nil)
+	}
 	for {
 		w.Refresh(ctx)
 		select {
@@ -86,6 +93,13 @@ func (w *Watcher) Refresh(ctx context.Context) {
 		if msg != "" {
 			w.logf("warning: %s", msg)
 		}
+	}
+	if w.conns != nil {
+		listed := make(map[string]bool, len(ins))
+		for _, in := range ins {
+			listed[in.Socket] = true
+		}
+		w.conns.keepOnly(listed)
 	}
 	answers := make([]answer, len(ins))
 	var wg sync.WaitGroup
@@ -182,14 +196,69 @@ func modelsOf(st api.Status) []string {
 	return st.Models
 }
 
-// queryStatus asks over the control socket.
-func queryStatus(ctx context.Context, socket string) (api.Status, error) {
-	c, err := control.Dial(ctx, socket)
+// conns keeps one control connection per instance from round to round:
+// a status request then costs each side a write and a read, not a
+// connection (the control server keeps an idle connection open).
+type conns struct {
+	mu sync.Mutex
+	by map[string]*control.Client // by socket
+}
+
+// status asks the instance behind socket for its status, on its kept
+// connection; a kept connection that fails (the instance restarted, or
+// closed it) is replaced once, in the same call, so that a restart is not
+// taken for a hang.
+func (c *conns) status(ctx context.Context, socket string) (api.Status, error) {
+	c.mu.Lock()
+	cl := c.by[socket]
+	c.mu.Unlock()
+	if cl != nil {
+		st, err := cl.Status(ctx)
+		if err == nil {
+			return st, nil
+		}
+		c.drop(socket, cl)
+		if ctx.Err() != nil {
+			return api.Status{}, err
+		}
+	}
+	cl, err := control.Dial(ctx, socket)
 	if err != nil {
 		return api.Status{}, err
 	}
-	defer c.Close()
-	return c.Status(ctx)
+	st, err := cl.Status(ctx)
+	if err != nil {
+		cl.Close()
+		return api.Status{}, err
+	}
+	c.mu.Lock()
+	if old := c.by[socket]; old != nil {
+		old.Close()
+	}
+	c.by[socket] = cl
+	c.mu.Unlock()
+	return st, nil
+}
+
+func (c *conns) drop(socket string, cl *control.Client) {
+	cl.Close()
+	c.mu.Lock()
+	if c.by[socket] == cl {
+		delete(c.by, socket)
+	}
+	c.mu.Unlock()
+}
+
+// keepOnly closes the connections to sockets no longer listed.
+func (c *conns) keepOnly(listed map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for s, cl := range c.by {
+		if !listed[s] {
+			cl.Close()
+			delete(c.by, s)
+		}
+	}
 }
 
 func errString(err error) string {

@@ -18,10 +18,11 @@ import (
 // fakeSocket is an instance's control socket that answers status requests
 // with st, or, while hung, never answers.
 type fakeSocket struct {
-	ln   *net.UnixListener
-	mu   sync.Mutex
-	st   api.Status
-	hung bool
+	ln    *net.UnixListener
+	mu    sync.Mutex
+	st    api.Status
+	hung  bool
+	conns []net.Conn
 }
 
 func newFakeSocket(t *testing.T, dir, name string, st api.Status) *fakeSocket {
@@ -38,6 +39,9 @@ func newFakeSocket(t *testing.T, dir, name string, st api.Status) *fakeSocket {
 			if err != nil {
 				return
 			}
+			f.mu.Lock()
+			f.conns = append(f.conns, c)
+			f.mu.Unlock()
 			go f.serve(c)
 		}
 	}()
@@ -69,11 +73,27 @@ func (f *fakeSocket) set(st api.Status, hung bool) {
 	f.mu.Unlock()
 }
 
-// stale closes the listener but leaves its socket file, as a killed
-// instance does: connections are refused.
+// stale closes the listener and every connection but leaves the socket
+// file, as a killed instance does: connections are refused.
 func (f *fakeSocket) stale() {
 	f.ln.SetUnlinkOnClose(false)
 	f.ln.Close()
+	f.mu.Lock()
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.mu.Unlock()
+}
+
+// restart closes every connection, as an instance that restarts under the
+// same socket does; the listener goes on.
+func (f *fakeSocket) restart() {
+	f.mu.Lock()
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.conns = nil
+	f.mu.Unlock()
 }
 
 // TestWatcherFollowsInstances: over its control sockets, the watcher routes
@@ -127,6 +147,8 @@ func TestWatcherFollowsInstances(t *testing.T) {
 		t.Fatalf("unreachable backend %+v", b)
 	}
 	a.set(api.Status{Name: "a", State: api.StateAsleep, Serve: "127.0.0.1:8001", Models: []string{"m"}}, false)
+	check("m@a:asleep")
+	a.restart() // its kept connection breaks: the same round asks again
 	check("m@a:asleep")
 
 	c := newFakeSocket(t, dir, "c", api.Status{Name: "c", State: api.StateRunning, Ready: true, Serve: ":8003", Models: []string{"m"}})
