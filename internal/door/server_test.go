@@ -49,7 +49,9 @@ func TestServerRun(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	newFakeSocket(t, dir, "llm", api.Status{})
 	s, err := Open(Config{Listen: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", RuntimeDirs: []string{dir}, MaxBody: 1 << 20,
-		Query: func(context.Context, string) (api.Status, error) { return llm.found(api.StateRunning, true, "m").Status, nil }})
+		Query: func(context.Context, string) (api.Status, error) {
+			return llm.found(api.StateRunning, true, "m").Status, nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
