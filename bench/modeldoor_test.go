@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,20 +23,19 @@ import (
 )
 
 // The figures of `gpuguard door` (docs/performance.md, "One door for many
-// models"), each against a direct connection to the instance's own front
-// door and, with $GPUGUARD_BENCH_LLAMA_SWAP naming its binary (built from
-// source, not part of this repository), against llama-swap with the same
-// upstream, all in the same run:
+// models"), each against a direct connection to the upstream (an
+// instance's own front door, or the bare server: see viaFrontDoor and
+// bareServer) and, with $GPUGUARD_BENCH_LLAMA_SWAP naming its binary
+// (built from source, not part of this repository), against llama-swap
+// in front of the same upstream, all in the same run:
 //
 //	GPUGUARD_BENCH_LLAMA_SWAP=/tmp/llama-swap/llama-swap go test ./bench -run '^$' -bench '^BenchmarkModelDoor' -benchtime 1x
 //
-// The chain is the one a client meets: an in-process upstream server
-// (answering at once, or after 50 ms as a short generation does) behind a
-// real `gpuguard run` with a front door (its child an idle process); then
-// the real `gpuguard door` binary, and llama-swap, each in front of that
-// front door. Every benchmark measures each side in turn, so that the
-// machine's load falls on all of them; each runs its measurement once per
-// b.N (use -benchtime 1x).
+// The server is in-process (answering at once, or after 50 ms as a short
+// generation does); the real `gpuguard door` binary and llama-swap run as
+// processes of their own. Every benchmark measures each side in turn, so
+// that the machine's load falls on all of them; each runs its measurement
+// once per b.N (use -benchtime 1x).
 var (
 	modelDoorN    = flag.Int("modeldoor.n", 2000, "model door: round trips per side for latency and first byte")
 	modelDoorIdle = flag.Duration("modeldoor.idle", 20*time.Second, "model door: how long the idle CPU is measured")
@@ -72,16 +72,36 @@ func modelUpstream(b *testing.B) *httptest.Server {
 	return s
 }
 
-// startModelDoors builds the chain and waits until each side answers.
-func startModelDoors(b *testing.B) *modelDoors {
+// The upstreams the proxies are measured in front of.
+const (
+	// viaFrontDoor: the instance's own front door (a real `gpuguard run`
+	// with [serve], its child an idle process) in front of the server: the
+	// chain a client of `gpuguard door` meets, and direct is a connection
+	// to that front door.
+	viaFrontDoor = "frontdoor"
+	// bareServer: the server itself, named by a stand-in instance's status
+	// (a control socket that answers for it), as the issue measured
+	// llama-swap: direct is a connection to the server, so each proxy's
+	// own cost is the whole difference.
+	bareServer = "server"
+)
+
+// startModelDoors builds the chain in front of upstream (viaFrontDoor or
+// bareServer) and waits until each side answers.
+func startModelDoors(b *testing.B, upstream string) *modelDoors {
 	b.Helper()
 	s := newSandbox(b)
 	up := modelUpstream(b)
-	inst := freeAddr(b)
-	pol := s.policy("m", fmt.Sprintf("[watch]\ninterval = \"200ms\"\n[serve]\nlisten = %q\nupstream = %q\nhold = \"60s\"\nmax_held = 100000\n", inst, up.URL))
-	s.start("m", pol, nil, "sleep", "3600")
-	waitOK(b, "http://"+inst+"/gpuguard/v1/status", 30*time.Second)
-	md := &modelDoors{direct: "http://" + inst}
+	md := &modelDoors{direct: up.URL}
+	if upstream == viaFrontDoor {
+		inst := freeAddr(b)
+		pol := s.policy("m", fmt.Sprintf("[watch]\ninterval = \"200ms\"\n[serve]\nlisten = %q\nupstream = %q\nhold = \"60s\"\nmax_held = 100000\n", inst, up.URL))
+		s.start("m", pol, nil, "sleep", "3600")
+		waitOK(b, "http://"+inst+"/gpuguard/v1/status", 30*time.Second)
+		md.direct = "http://" + inst
+	} else {
+		standIn(b, s.runDir, "m", strings.TrimPrefix(up.URL, "http://"))
+	}
 
 	addr := freeAddr(b)
 	door := exec.Command(bin, "door", "--listen", addr, "--runtime-dir", s.runDir)
@@ -97,6 +117,39 @@ func startModelDoors(b *testing.B) *modelDoors {
 		md.swap, md.swapPID = startLlamaSwap(b, swapBin, s.dir, md.direct)
 	}
 	return md
+}
+
+// standIn is a control socket in runDir for an instance name whose front
+// door is at addr: it answers every status request with a ready instance
+// serving model m there.
+func standIn(b *testing.B, runDir, name, addr string) {
+	b.Helper()
+	if err := os.MkdirAll(runDir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("unix", filepath.Join(runDir, name+".sock"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	reply := fmt.Sprintf(`{"ok":true,"name":%q,"state":"running","ready":true,"profile":"default","serve":%q,"models":["m"],"gpus":[]}`+"\n", name, addr)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				sc := bufio.NewScanner(c)
+				for sc.Scan() {
+					if _, err := io.WriteString(c, reply); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
 }
 
 // waitRouted waits until a request for model m through base answers 200.
@@ -187,8 +240,14 @@ func usOf(d time.Duration) float64 { return float64(d) / float64(time.Microsecon
 // the sides in turn for each round trip; reports the direct median and
 // what each proxy adds to the median and to p99.
 func BenchmarkModelDoorLatency(b *testing.B) {
+	for _, up := range []string{viaFrontDoor, bareServer} {
+		b.Run("upstream="+up, func(b *testing.B) { modelDoorLatency(b, up) })
+	}
+}
+
+func modelDoorLatency(b *testing.B, upstream string) {
 	defer reportLoad(b)()
-	md := startModelDoors(b)
+	md := startModelDoors(b, upstream)
 	sides := md.sides()
 	clients := make([]*http.Client, len(sides))
 	for i := range sides {
@@ -227,19 +286,21 @@ func BenchmarkModelDoorLatency(b *testing.B) {
 // short generation does, and the ratio is what clients see. Also each
 // proxy's own CPU per request (its process's utime+stime over its windows).
 func BenchmarkModelDoorThroughput(b *testing.B) {
-	for _, c := range []struct{ name, prompt string }{{"instant", "hi"}, {"50ms", "slow"}} {
-		b.Run(c.name, func(b *testing.B) { modelDoorThroughput(b, c.prompt) })
+	for _, up := range []string{viaFrontDoor, bareServer} {
+		for _, c := range []struct{ name, prompt string }{{"instant", "hi"}, {"50ms", "slow"}} {
+			b.Run("upstream="+up+"/"+c.name, func(b *testing.B) { modelDoorThroughput(b, up, c.prompt) })
+		}
 	}
 }
 
-func modelDoorThroughput(b *testing.B, prompt string) {
+func modelDoorThroughput(b *testing.B, upstream, prompt string) {
 	defer reportLoad(b)()
 	const (
 		conns  = 64
 		rounds = 4
 		window = 500 * time.Millisecond
 	)
-	md := startModelDoors(b)
+	md := startModelDoors(b, upstream)
 	sides := md.sides()
 	pids := []int{0, md.doorPID, md.swapPID}
 	count := func(c *http.Client, url string, d time.Duration) int64 {
@@ -299,7 +360,7 @@ func modelDoorThroughput(b *testing.B, prompt string) {
 // reading its first event, per side in turn.
 func BenchmarkModelDoorFirstByte(b *testing.B) {
 	defer reportLoad(b)()
-	md := startModelDoors(b)
+	md := startModelDoors(b, viaFrontDoor)
 	sides := md.sides()
 	first := func(c *http.Client, url string) time.Duration {
 		t0 := time.Now()
@@ -345,7 +406,7 @@ func BenchmarkModelDoorFirstByte(b *testing.B) {
 // at the end.
 func BenchmarkModelDoorIdle(b *testing.B) {
 	defer reportLoad(b)()
-	md := startModelDoors(b)
+	md := startModelDoors(b, viaFrontDoor)
 	for range b.N {
 		time.Sleep(5 * time.Second)
 		pids := []int{md.doorPID, md.swapPID}
