@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // HeaderInstance names the instance that answered a request; the door's
@@ -18,6 +19,9 @@ const (
 	CodeModelRequired = "model_required"
 	CodeInvalidJSON   = "invalid_json"
 	CodeBodyTooLarge  = "body_too_large"
+	// CodeRequestTimeout (408) is the door's own: a body not all in within
+	// bodyTimeout.
+	CodeRequestTimeout = "request_timeout"
 )
 
 // The error types: a client's mistake, or an instance that cannot be
@@ -67,6 +71,12 @@ func invalidJSON(w http.ResponseWriter, err error) {
 func bodyTooLarge(w http.ResponseWriter, limit int64) {
 	answerError(w, http.StatusRequestEntityTooLarge, typeInvalidRequest, CodeBodyTooLarge,
 		fmt.Sprintf("The body is larger than gpuguard door's --max-body (%d bytes).", limit))
+}
+
+func bodyTimedOut(w http.ResponseWriter, timeout time.Duration) {
+	w.Header().Set("Connection", "close")
+	answerError(w, http.StatusRequestTimeout, typeInvalidRequest, CodeRequestTimeout,
+		fmt.Sprintf("The body did not arrive within %s.", timeout))
 }
 
 func unavailable(w http.ResponseWriter, msg string) {

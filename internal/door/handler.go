@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -32,9 +33,10 @@ type Options struct {
 
 // Door is the http.Handler of `gpuguard door`.
 type Door struct {
-	o     Options
-	tr    *http.Transport
-	proxy *httputil.ReverseProxy
+	o           Options
+	tr          *http.Transport
+	proxy       *httputil.ReverseProxy
+	bodyTimeout time.Duration // bodyTimeout; shorter in tests
 }
 
 // dialTimeout bounds the connection to an instance's front door: one that
@@ -46,7 +48,7 @@ func New(o Options) *Door {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	d := &Door{o: o}
+	d := &Door{o: o, bodyTimeout: bodyTimeout}
 	// One transport for every instance: kept-alive connections, plenty of
 	// them per instance (a held request keeps its connection busy while
 	// the instance wakes), no proxy from the environment (the instances
@@ -120,10 +122,13 @@ func (d *Door) serve(w http.ResponseWriter, r *http.Request) string {
 
 // byBody routes by the model the JSON body names.
 func (d *Door) byBody(w http.ResponseWriter, r *http.Request, t *Table) string {
-	body, err := readBody(r, d.o.MaxBody)
+	body, err := readBody(w, r, d.o.MaxBody, d.bodyTimeout)
 	switch {
 	case errors.Is(err, errTooLarge):
 		bodyTooLarge(w, d.o.MaxBody)
+		return unknownModel
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		bodyTimedOut(w, d.bodyTimeout)
 		return unknownModel
 	case err != nil:
 		invalidJSON(w, fmt.Errorf("reading it: %w", err))
@@ -237,21 +242,32 @@ func (d *Door) failed(w http.ResponseWriter, r *http.Request, err error) {
 
 var errTooLarge = errors.New("body too large")
 
-// readBody reads r's body whole, up to limit bytes.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
+// bodyTimeout bounds reading a body to find its model: a client that
+// trickles it holds a goroutine and what it sent, not the door.
+const bodyTimeout = 10 * time.Minute
+
+// readBody reads r's body whole, up to limit bytes and within timeout. Memory follows what arrives: a Content-Length is a hint up
+// to 64 KiB, never an allocation of its whole claim.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, errTooLarge
 	}
-	if r.ContentLength >= 0 {
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(timeout)) == nil {
+		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	}
+	if r.ContentLength >= 0 && r.ContentLength <= 64<<10 {
 		buf := make([]byte, r.ContentLength)
 		_, err := io.ReadFull(r.Body, buf)
 		return buf, err
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if int64(len(b)) > limit {
+	var buf bytes.Buffer
+	buf.Grow(64 << 10)
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
+	if int64(buf.Len()) > limit {
 		return nil, errTooLarge
 	}
-	return b, err
+	return buf.Bytes(), err
 }
 
 // recorder remembers the status sent and when the first byte went, for

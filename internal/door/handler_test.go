@@ -354,3 +354,41 @@ func TestClientLeavesMidStream(t *testing.T) {
 	<-ended
 	eventually(t, "the request no longer counted in flight", func() bool { return tb.Pick("m").InFlight() == 0 })
 }
+
+// TestBodyTimeout: a body that does not arrive in time gets 408 in
+// OpenAI's shape and the connection closed; nothing reaches an instance.
+func TestBodyTimeout(t *testing.T) {
+	llm := newFakeInstance(t, "llm", nil)
+	tb := Build(nil, []Found{llm.found(api.StateRunning, true, "m")})
+	d := New(Options{Table: func() *Table { return tb }, MaxBody: 1 << 20, Logf: t.Logf})
+	d.bodyTimeout = 200 * time.Millisecond
+	s := httptest.NewServer(d)
+	t.Cleanup(s.Close)
+	for _, framing := range []string{"Content-Length: 100\r\n", "Content-Length: 1000000\r\n", "Transfer-Encoding: chunked\r\n"} {
+		c, err := net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n%s\r\n", framing)
+		if strings.HasPrefix(framing, "Transfer") {
+			fmt.Fprint(c, "a\r\n{\"model\":\r\n")
+		} else {
+			fmt.Fprint(c, `{"model":"m"`)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body) // to EOF: the door closes the connection
+		c.Close()
+		var e errorShape
+		if json.Unmarshal(body, &e) != nil || resp.StatusCode != 408 || string(e.Error.Code) != `"request_timeout"` || !resp.Close {
+			t.Errorf("%s: %d %s (close %v)", framing, resp.StatusCode, body, resp.Close)
+		}
+	}
+	llm.mu.Lock()
+	defer llm.mu.Unlock()
+	if len(llm.got) != 0 {
+		t.Errorf("the instance got %d requests", len(llm.got))
+	}
+}
