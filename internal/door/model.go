@@ -26,40 +26,19 @@ type named struct {
 // empty name are errNoModel; a body that is not JSON is errNotJSON. As
 // encoding/json does, the last of repeated keys counts.
 //
-// It validates the body and then walks only its top level, allocating
-// nothing but the name: the rest of a body (a long prompt, images) is
-// skipped, never decoded.
+// One pass over the body (scanJSON) both validates it and finds the two
+// members; nothing but the name is allocated, and the rest of a body (a
+// long prompt, images) is never decoded.
 func bodyModel(body []byte) (named, error) {
-	if !json.Valid(body) {
+	top, ok := scanJSON(body)
+	if !ok {
 		return named{}, errNotJSON
 	}
-	i := skipSpace(body, 0)
-	if body[i] != '{' {
-		return named{}, errNoModel
+	span := top.model
+	if span[1] == 0 {
+		span = top.name
 	}
-	var model, name [2]int // value spans; [0] == 0: key absent
-	i = skipSpace(body, i+1)
-	for body[i] != '}' {
-		kEnd := skipString(body, i)
-		key := body[i+1 : kEnd-1]
-		v := skipSpace(body, skipSpace(body, kEnd)+1) // past ':'
-		vEnd := skipValue(body, v)
-		switch {
-		case keyIs(key, "model"):
-			model = [2]int{v, vEnd}
-		case keyIs(key, "name"):
-			name = [2]int{v, vEnd}
-		}
-		i = skipSpace(body, vEnd)
-		if body[i] == ',' {
-			i = skipSpace(body, i+1)
-		}
-	}
-	span := model
-	if span[0] == 0 {
-		span = name
-	}
-	if span[0] == 0 || body[span[0]] != '"' {
+	if span[1] == 0 || body[span[0]] != '"' {
 		return named{}, errNoModel
 	}
 	s, err := unquote(body[span[0]:span[1]])
@@ -109,56 +88,3 @@ func rewrite(body []byte, n named, quoted []byte) []byte {
 	return append(out, body[n.end:]...)
 }
 
-// The skips below walk a body that json.Valid accepted, so they need not
-// check what they find.
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string opening at b[i].
-func skipString(b []byte, i int) int {
-	for i++; ; i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-}
-
-// skipValue returns the index after the value starting at b[i].
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; ; i++ {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-		}
-	default: // a number, true, false, null
-		for i < len(b) {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\r', '\n':
-				return i
-			}
-			i++
-		}
-		return i
-	}
-}
