@@ -87,4 +87,3 @@ func rewrite(body []byte, n named, quoted []byte) []byte {
 	out = append(out, quoted...)
 	return append(out, body[n.end:]...)
 }
-
