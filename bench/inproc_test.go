@@ -12,6 +12,7 @@ import (
 	"github.com/gpuguard/gpuguard/control"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/internal/checkpoint"
+	"github.com/gpuguard/gpuguard/internal/deliver"
 	"github.com/gpuguard/gpuguard/internal/journal"
 	"github.com/gpuguard/gpuguard/internal/metrics"
 	"github.com/gpuguard/gpuguard/internal/proc"
@@ -64,11 +65,17 @@ func runInProcess(b *testing.B, s *sandbox, name, policyText string, command []s
 	m := metrics.New(name, func() api.Status { return sup.Status() })
 	coord := tenants.New(tenants.Options{RuntimeDir: s.runDir, Name: name, Logf: b.Logf})
 	b.Cleanup(func() { coord.Close() })
+	// Deferred tasks as cmd's, without a store: an instance without a queue.
+	var tasks *deliver.Tasks
 	deps := supervisor.Deps{
 		Probe: probe, Launcher: launcher{}, Owned: proc.Descendants,
 		WriteState: new(statefile.Writer).Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Publisher: srv, Meter: m,
 		Coordinator: coord,
+		Tasks: func(in *supervisor.TaskHost) supervisor.Deliverer {
+			tasks = deliver.New(in, deliver.Options{})
+			return tasks
+		},
 	}
 	if edit != nil {
 		edit(&deps)
@@ -82,8 +89,8 @@ func runInProcess(b *testing.B, s *sandbox, name, policyText string, command []s
 	go srv.Serve(ctx, struct {
 		*supervisor.Supervisor
 		*supervisor.Admission
-		*supervisor.Tasks
-	}{sup, sup.Admission(), sup.Tasks()})
+		*deliver.Tasks
+	}{sup, sup.Admission(), tasks})
 	ip := &inProcess{sup: sup, done: make(chan struct{})}
 	go func() {
 		ip.code, ip.err = sup.Run(ctx, nil)

@@ -21,9 +21,11 @@
 // through a loopPort (port.go): Supervisor (Run, Status, Step, MarkOOM,
 // Reload, the door's reports, and the wiring), its Admission
 // (shared_api.go: reserve and release over the ledger, the leases
-// published to the other tenants, their requests) and its Tasks (tasks.go:
-// the deferred-task API beside the deliverer). The control socket serves
-// the three as one (cmd's socketBackend).
+// published to the other tenants, their requests) and its TaskHost
+// (deliverer.go: what the deferred-task deliverer, internal/deliver,
+// needs of the instance; the supervisor drives it as a Deliverer). The
+// control socket serves the supervisor, its Admission and the deliverer's
+// API as one (cmd's socketBackend).
 //
 // Every start says how it chose its profile (fit.go): the profiles tried
 // from the one aimed at, their needs, and the room on the fullest watched

@@ -203,7 +203,7 @@ func (l *loop) onExit() {
 	l.acts.exited()
 	l.ledger.Clear()
 	l.shared.leasesChanged(l.s.adm.publishLeases)
-	l.s.tasks.childExited() // its lease ended with the child
+	l.s.tasks.ChildExited() // its lease ended with the child
 	told := ""
 	if p := l.s.toldOOM.Swap(nil); p != nil {
 		told = *p

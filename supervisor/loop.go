@@ -123,7 +123,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 		select {
 		case r := <-l.pace.smp.out:
 			l.onSample(r)
-			l.s.tasks.poke() // a deferred task may fit now
+			l.s.tasks.Poke() // a deferred task may fit now
 		case now := <-l.pace.hung.C:
 			l.onHung(now)
 		case f := <-l.deps.Faults:
@@ -194,7 +194,7 @@ func (l *loop) onRequest(r request) {
 		r.reply <- response{}
 		// The headroom is free again, and a task's released lease frees
 		// the one-at-a-time slot.
-		l.s.tasks.leaseReleased(r.lease)
+		l.s.tasks.LeaseReleased(r.lease)
 	case opReload:
 		l.applyReload(r)
 	case opHealthy:

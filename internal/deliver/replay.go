@@ -1,4 +1,4 @@
-package supervisor
+package deliver
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func (q *Tasks) DeferRequest(ctx context.Context, payload json.RawMessage) (stri
 	t := api.Task{Ticket: newTicket(), Tool: ToolHTTP, Priority: "P2", Payload: payload, Enqueued: time.Now()}
 	sctx, cancel := storeContext(ctx)
 	defer cancel()
-	if err := d.store.Enqueue(sctx, t, q.pol.Load().Defer.MaxTasks); err != nil {
+	if err := d.store.Enqueue(sctx, t, q.in.Defer().MaxTasks); err != nil {
 		reason := "the deferred request could not be stored: " + err.Error()
 		q.logf("%s", reason)
 		return "", errors.New(reason)
@@ -50,26 +50,19 @@ func (q *Tasks) DeferRequest(ctx context.Context, payload json.RawMessage) (stri
 }
 
 // replayable reports whether a deferred request may be replayed now:
-// memory is not short (below high, no step pending) and the child is
-// ready (the door's health check passed).
+// there is a Replayer, memory is not short (below high, no step pending)
+// and the child is ready (the door's health check passed).
 func (d *deliverer) replayable() bool {
-	door := d.s.deps.Door
-	return d.replayer != nil && door != nil && !d.s.short.Load() && door.Ready()
+	return d.replayer != nil && d.in.Replayable()
 }
 
 // replay carries f (leased, in flight) through the Replayer on a goroutine
 // of its own, so that the deliverer keeps its cadence (ack_timeout, the
 // child's exit) while the child answers. Whoever takes f out of flight
-// first finishes it: the replay, or pass at the deadline or exit.
+// first finishes it: the replay, or pass at the deadline or exit. The end
+// of ctx (the supervisor's) ends the replay too.
 func (d *deliverer) replay(ctx context.Context, f *taskFlight) {
 	rctx, cancel := context.WithDeadline(ctx, f.deadline)
-	go func() { // the supervisor's end ends the replay too
-		select {
-		case <-d.s.done:
-			cancel()
-		case <-rctx.Done():
-		}
-	}()
 	go func() {
 		defer cancel()
 		result, err := d.replayer.Replay(rctx, f.task.Payload)

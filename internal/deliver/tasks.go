@@ -1,4 +1,4 @@
-package supervisor
+package deliver
 
 import (
 	"context"
@@ -14,14 +14,13 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/internal/admission"
-	"github.com/gpuguard/gpuguard/policy"
 )
 
-// TaskStore is the deferred-task queue as the supervisor uses it
-// (tasks.Store satisfies it; see that package for each method's
-// contract). The supervisor decides when a task runs (memory, the window,
-// a subscriber); the store decides what is durable.
-type TaskStore interface {
+// Store is the deferred-task queue as the deliverer uses it (tasks.Store
+// satisfies it; see that package for each method's contract). The
+// deliverer decides when a task runs (memory, the window, a subscriber);
+// the store decides what is durable.
+type Store interface {
 	Enqueue(ctx context.Context, t api.Task, maxTasks int) error
 	Peek(ctx context.Context, now time.Time) (t api.Task, ok bool, wake time.Time, err error)
 	Lease(ctx context.Context, ticket string, now time.Time) (api.Task, error)
@@ -50,10 +49,11 @@ const taskRetry = time.Second
 // deliverer delivers deferred tasks, one at a time, to the subscribers
 // that asked for them. It runs on a goroutine of its own: store calls
 // (an fsync, a Redis round trip) never hold the supervisor's loop, which
-// it asks for reservations and journal lines like any client.
+// it asks for reservations and journal lines like any client (in).
 type deliverer struct {
-	s     *Supervisor
-	store TaskStore
+	in    Instance
+	logf  func(format string, args ...any)
+	store Store
 	// replayer replays deferred requests (tool http); nil without a door.
 	replayer Replayer
 	kick     chan struct{}
@@ -147,8 +147,8 @@ func (d *deliverer) leaseReleased(lease string) {
 	d.poke()
 }
 
-func newDeliverer(s *Supervisor, store TaskStore) *deliverer {
-	d := &deliverer{s: s, store: store, replayer: s.deps.Replayer, kick: make(chan struct{}, 1)}
+func newDeliverer(in Instance, o Options) *deliverer {
+	d := &deliverer{in: in, logf: o.Logf, store: o.Store, replayer: o.Replayer, kick: make(chan struct{}, 1)}
 	d.counts.Store(&api.TaskCounts{})
 	return d
 }
@@ -183,13 +183,26 @@ func (d *deliverer) childExited() {
 // and the front door (frontdoor.Deferrer): storing a deferred task,
 // subscribing to deliveries, finishing them. The deliverer does the
 // delivering on its goroutine; Tasks is there with or without a store
-// (d nil), and then answers as an instance without a queue.
+// (d nil), and then answers as an instance without a queue. The
+// supervisor drives it (supervisor.Deliverer: Run, Poke, LeaseReleased,
+// ChildExited, TaskCounts; deliverer.go).
 type Tasks struct {
-	port loopPort   // journal lines (opEmit) go through the loop
-	adm  *Admission // a task's reservation and its lease
+	in   Instance   // a task's reservation and its lease, journal lines, the [defer] in force
 	d    *deliverer // nil without a store
-	pol  *atomic.Pointer[policy.Policy]
 	logf func(format string, args ...any)
+}
+
+// New returns the deferred-task API of the instance in, delivering from
+// o.Store (nil: an instance without a queue).
+func New(in Instance, o Options) *Tasks {
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	q := &Tasks{in: in, logf: o.Logf}
+	if o.Store != nil {
+		q.d = newDeliverer(in, o)
+	}
+	return q
 }
 
 // TaskCounts are the deferred tasks by state, as last read from the store.
@@ -205,7 +218,7 @@ func (q *Tasks) TaskCounts() api.TaskCounts {
 // ticket. A task that cannot be stored is answered deny, with the reason,
 // and no ticket. Without a store the reservation is answered as before.
 func (q *Tasks) DeferTask(ctx context.Context, req admission.Request, payload json.RawMessage) (admission.Decision, string, error) {
-	dec, err := q.adm.Reserve(ctx, req)
+	dec, err := q.in.Reserve(ctx, req, false)
 	if err != nil || dec.Decision != admission.DecisionDefer || q.d == nil {
 		return dec, "", err
 	}
@@ -217,11 +230,11 @@ func (q *Tasks) DeferTask(ctx context.Context, req admission.Request, payload js
 	t := api.Task{Ticket: newTicket(), Tool: req.Tool, Priority: req.Priority, Bytes: req.Bytes, Payload: payload, Enqueued: now}
 	sctx, cancel := storeContext(ctx)
 	defer cancel()
-	if err := d.store.Enqueue(sctx, t, q.pol.Load().Defer.MaxTasks); err != nil {
+	if err := d.store.Enqueue(sctx, t, q.in.Defer().MaxTasks); err != nil {
 		dec = admission.Decision{Decision: admission.DecisionDeny, Reason: "the deferred task could not be stored: " + err.Error()}
 		q.logf("%s", dec.Reason)
-		_, err = q.port.call(ctx, request{op: opEmit, event: api.Event{Event: api.EventAdmission, Decision: dec.Decision,
-			Bytes: req.Bytes, Priority: req.Priority, Tool: req.Tool, Reason: dec.Reason}})
+		err = q.in.Journal(ctx, api.Event{Event: api.EventAdmission, Decision: dec.Decision,
+			Bytes: req.Bytes, Priority: req.Priority, Tool: req.Tool, Reason: dec.Reason})
 		return dec, "", err
 	}
 	d.emit(ctx, api.Event{Event: api.EventDeferred, Ticket: t.Ticket, Tool: t.Tool, Priority: t.Priority, Bytes: t.Bytes})
@@ -333,7 +346,7 @@ func (q *Tasks) finishTask(ctx context.Context, sub int64, ticket, reason string
 		}
 		return fmt.Errorf("task %q: the store could not record it done: %w", ticket, err)
 	}
-	_ = q.adm.Release(sctx, f.lease)
+	_ = q.in.Release(sctx, f.lease)
 	d.emit(sctx, api.Event{Event: api.EventTaskDone, Ticket: ticket, Tool: f.task.Tool, Attempt: f.attempt})
 	d.adjust(func(c *api.TaskCounts) { c.Running--; c.Done++ })
 	if merge {
@@ -349,15 +362,15 @@ func (d *deliverer) requeue(ctx context.Context, f *taskFlight, reason string) {
 	sctx, cancel := storeContext(ctx)
 	defer cancel()
 	if f.lease != "" { // a replayed request has none
-		_ = d.s.adm.Release(sctx, f.lease) // gone already when the child exited
+		_ = d.in.Release(sctx, f.lease) // gone already when the child exited
 	}
-	pol := d.s.pol.Load().Defer
+	pol := d.in.Defer()
 	retryAt := time.Now().Add(taskBackoff(f.task.Attempts + 1))
 	t, err := d.store.Fail(sctx, f.task.Ticket, reason, retryAt, pol.MaxAttempts)
 	if err != nil {
 		// It stays running in the store: housekeeping (Expire) or the next
 		// start (Recover) puts it back.
-		d.s.deps.Logf("deferred task %s: %v", f.task.Ticket, err)
+		d.logf("deferred task %s: %v", f.task.Ticket, err)
 		return
 	}
 	d.journalAttempt(sctx, t)
@@ -367,7 +380,7 @@ func (d *deliverer) requeue(ctx context.Context, f *taskFlight, reason string) {
 func (d *deliverer) journalAttempt(ctx context.Context, t api.Task) {
 	d.emit(ctx, api.Event{Event: api.EventTaskFailed, Ticket: t.Ticket, Tool: t.Tool, Attempt: t.Attempts, Detail: t.LastError})
 	if t.State == api.TaskDead {
-		d.s.deps.Logf("deferred task %s (%s) is dead after %d attempts: %s", t.Ticket, t.Tool, t.Attempts, t.LastError)
+		d.logf("deferred task %s (%s) is dead after %d attempts: %s", t.Ticket, t.Tool, t.Attempts, t.LastError)
 		d.emit(ctx, api.Event{Event: api.EventTaskDead, Ticket: t.Ticket, Tool: t.Tool, Attempt: t.Attempts, Detail: t.LastError})
 	}
 	d.adjust(func(c *api.TaskCounts) {
@@ -391,7 +404,7 @@ func taskBackoff(attempts int) time.Duration {
 }
 
 func (d *deliverer) emit(ctx context.Context, ev api.Event) {
-	_, _ = d.s.port.call(ctx, request{op: opEmit, event: ev})
+	_ = d.in.Journal(ctx, ev)
 }
 
 // adjust applies a transition the deliverer made to the counts: re-reading
@@ -435,7 +448,7 @@ func (q *Tasks) NoteTask(ctx context.Context, ev api.Event) error {
 		d.mu.Unlock()
 		for _, f := range gone {
 			if !f.released {
-				_ = q.adm.Release(ctx, f.lease)
+				_ = q.in.Release(ctx, f.lease)
 			}
 		}
 		d.emit(ctx, api.Event{Event: api.EventTaskDropped, Ticket: ev.Ticket, Tool: ev.Tool, Detail: ev.Detail})

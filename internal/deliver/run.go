@@ -1,4 +1,4 @@
-package supervisor
+package deliver
 
 import (
 	"context"
@@ -9,8 +9,9 @@ import (
 	"github.com/gpuguard/gpuguard/internal/admission"
 )
 
-// run delivers tasks until the supervisor stops. A task in flight then
-// stays leased in the store: the next start's Recover puts it back.
+// run delivers tasks until ctx ends (the supervisor stops). A task in
+// flight then stays leased in the store: the next start's Recover puts it
+// back.
 func (d *deliverer) run(ctx context.Context) {
 	d.recoverTasks(ctx)
 	t := time.NewTimer(time.Hour)
@@ -25,8 +26,6 @@ func (d *deliverer) run(ctx context.Context) {
 		case <-t.C:
 		case <-ctx.Done():
 			return
-		case <-d.s.done:
-			return
 		}
 		t.Stop()
 	}
@@ -37,9 +36,9 @@ func (d *deliverer) run(ctx context.Context) {
 func (d *deliverer) recoverTasks(ctx context.Context) {
 	sctx, cancel := storeContext(ctx)
 	defer cancel()
-	back, err := d.store.Recover(sctx, time.Now(), d.s.pol.Load().Defer.MaxAttempts)
+	back, err := d.store.Recover(sctx, time.Now(), d.in.Defer().MaxAttempts)
 	if err != nil {
-		d.s.deps.Logf("deferred tasks: %v", err)
+		d.logf("deferred tasks: %v", err)
 	}
 	for _, t := range back {
 		d.journalAttempt(sctx, t)
@@ -50,7 +49,7 @@ func (d *deliverer) recoverTasks(ctx context.Context) {
 // pass does what is due at now and returns when to look again (zero:
 // at the next poke, such as the next GPU sample).
 func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
-	pol := d.s.pol.Load().Defer
+	pol := d.in.Defer()
 	var wake time.Time
 	soonest := func(t time.Time) {
 		if !t.IsZero() && (wake.IsZero() || t.Before(wake)) {
@@ -118,14 +117,14 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 	var dec admission.Decision
 	if !replay {
 		var err error
-		dec, err = d.s.adm.reserve(ctx, admission.Request{Bytes: t.Bytes, Priority: t.Priority, Tool: t.Tool, TTL: pol.AckTimeout}, true)
+		dec, err = d.in.Reserve(ctx, admission.Request{Bytes: t.Bytes, Priority: t.Priority, Tool: t.Tool, TTL: pol.AckTimeout}, true)
 		if err != nil || dec.Decision != admission.DecisionGPU {
 			return wake // the next sample looks again
 		}
 	}
 	leased, err := d.store.Lease(sctx, t.Ticket, now)
 	if err != nil { // dropped or taken by another host meanwhile, or the store failed
-		_ = d.s.adm.Release(sctx, dec.Lease)
+		_ = d.in.Release(sctx, dec.Lease)
 		soonest(now.Add(taskRetry))
 		return wake
 	}
@@ -194,13 +193,13 @@ func (d *deliverer) housekeep(ctx context.Context, now time.Time, ack time.Durat
 func (d *deliverer) storeErr(err error, now time.Time) bool {
 	if err == nil {
 		if d.lastErr != "" {
-			d.s.deps.Logf("deferred tasks: the store answers again")
+			d.logf("deferred tasks: the store answers again")
 			d.lastErr = ""
 		}
 		return false
 	}
 	if msg := err.Error(); msg != d.lastErr {
-		d.s.deps.Logf("deferred tasks: %s (retrying every %s)", msg, taskRetry)
+		d.logf("deferred tasks: %s (retrying every %s)", msg, taskRetry)
 		d.lastErr = msg
 	}
 	d.retryAt = now.Add(taskRetry)

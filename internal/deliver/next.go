@@ -1,4 +1,4 @@
-package supervisor
+package deliver
 
 import (
 	"context"
@@ -46,7 +46,7 @@ func (d *deliverer) claimNext(f *taskFlight) (taskSub, api.Task, bool) {
 // pass does; nil when pass must decide (a deferred request, memory short,
 // the window closed, the store failing: pass then says so).
 func (d *deliverer) prepareNext(ctx context.Context, sub taskSub, told api.Task, now time.Time) *nextTask {
-	pol := d.s.pol.Load().Defer
+	pol := d.in.Defer()
 	if !pol.Window.Open(now) {
 		return nil
 	}
@@ -61,7 +61,7 @@ func (d *deliverer) prepareNext(ctx context.Context, sub taskSub, told api.Task,
 	if t.Tool == ToolHTTP {
 		return nil
 	}
-	dec, err := d.s.adm.reserve(ctx, admission.Request{Bytes: t.Bytes, Priority: t.Priority, Tool: t.Tool, TTL: pol.AckTimeout}, true)
+	dec, err := d.in.Reserve(ctx, admission.Request{Bytes: t.Bytes, Priority: t.Priority, Tool: t.Tool, TTL: pol.AckTimeout}, true)
 	if err != nil || dec.Decision != admission.DecisionGPU {
 		return nil
 	}
@@ -75,7 +75,7 @@ func (d *deliverer) prepareNext(ctx context.Context, sub taskSub, told api.Task,
 func (d *deliverer) finishNext(ctx context.Context, next *nextTask, leased api.Task, ok bool, after api.Task, now time.Time) {
 	if next == nil || !ok {
 		if next != nil {
-			_ = d.s.adm.Release(ctx, next.dec.Lease)
+			_ = d.in.Release(ctx, next.dec.Lease)
 		}
 		d.mu.Lock()
 		d.finishing = false
@@ -83,7 +83,7 @@ func (d *deliverer) finishNext(ctx context.Context, next *nextTask, leased api.T
 		d.poke()
 		return
 	}
-	f := d.leased(leased, next.dec.Lease, next.sub.id, now.Add(d.s.pol.Load().Defer.AckTimeout))
+	f := d.leased(leased, next.dec.Lease, next.sub.id, now.Add(d.in.Defer().AckTimeout))
 	d.mu.Lock()
 	d.finishing = false
 	d.after = after
