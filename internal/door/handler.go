@@ -88,6 +88,7 @@ type route struct {
 	b             *Backend
 	path, rawPath string
 	upstream      bool
+	read          bool // the body was read here: the client's Expect is answered
 }
 
 type routeKey struct{}
@@ -154,7 +155,7 @@ func (d *Door) byBody(w http.ResponseWriter, r *http.Request, t *Table) string {
 	if n.model != b.Models[0] {
 		body = rewrite(body, n, b.quoted)
 	}
-	d.forward(w, r, &route{b: b}, body)
+	d.forward(w, r, &route{b: b, read: true}, body)
 	return n.model
 }
 
@@ -209,6 +210,11 @@ func (d *Door) rewrite(pr *httputil.ProxyRequest) {
 	}
 	pr.Out.Host = pr.In.Host
 	h := pr.Out.Header
+	if rt.read {
+		// The door read the body whole (answering the client's
+		// 100-continue); the instance gets it at once.
+		h.Del("Expect")
+	}
 	if v := pr.In.Header["X-Forwarded-For"]; v != nil {
 		h["X-Forwarded-For"] = v
 	}
@@ -314,10 +320,14 @@ func newBufferPool() *bufferPool {
 func (p *bufferPool) Get() []byte  { return *p.p.Get().(*[]byte) }
 func (p *bufferPool) Put(b []byte) { p.p.Put(&b) }
 
-// logWriter turns the proxy's log lines into Logf lines.
+// logWriter turns the proxy's log lines into Logf lines, but for those
+// saying a client left mid-answer (a stream stopped by its user is no
+// news).
 type logWriter func(format string, args ...any)
 
 func (f logWriter) Write(p []byte) (int, error) {
-	f("%s", strings.TrimRight(string(p), "\n"))
+	if line := strings.TrimRight(string(p), "\n"); !strings.Contains(line, context.Canceled.Error()) {
+		f("%s", line)
+	}
 	return len(p), nil
 }

@@ -2,12 +2,14 @@ package door
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"strings"
 	"sync"
 	"testing"
@@ -390,5 +392,32 @@ func TestBodyTimeout(t *testing.T) {
 	defer llm.mu.Unlock()
 	if len(llm.got) != 0 {
 		t.Errorf("the instance got %d requests", len(llm.got))
+	}
+}
+
+// TestRewriteHeaders: the outgoing request keeps the client's headers and
+// Host, appends the client to X-Forwarded-For, keeps its X-Forwarded-Proto,
+// and drops Expect once the door has read the body.
+func TestRewriteHeaders(t *testing.T) {
+	d := New(Options{Table: func() *Table { return Build(nil, nil) }})
+	for _, read := range []bool{true, false} {
+		in := httptest.NewRequest("POST", "http://door.example/v1/chat/completions?q=1", strings.NewReader("{}"))
+		in.RemoteAddr = "192.0.2.7:5555"
+		in.Header.Set("Expect", "100-continue")
+		in.Header.Set("X-Forwarded-For", "10.0.0.1")
+		in.Header.Set("X-Forwarded-Proto", "https")
+		in.Header.Set("Authorization", "Bearer k")
+		rt := &route{b: &Backend{Addr: "127.0.0.1:8001"}, read: read}
+		in = in.WithContext(context.WithValue(in.Context(), routeKey{}, rt))
+		out := in.Clone(in.Context())
+		out.Header.Del("X-Forwarded-For") // as ReverseProxy does before Rewrite
+		out.Header.Del("X-Forwarded-Proto")
+		d.rewrite(&httputil.ProxyRequest{In: in, Out: out})
+		h := out.Header
+		if out.URL.String() != "http://127.0.0.1:8001/v1/chat/completions?q=1" || out.Host != "door.example" ||
+			h.Get("X-Forwarded-For") != "10.0.0.1, 192.0.2.7" || h.Get("X-Forwarded-Proto") != "https" ||
+			h.Get("Authorization") != "Bearer k" || (h.Get("Expect") == "") != read {
+			t.Errorf("read %v: %s host %s headers %v", read, out.URL, out.Host, h)
+		}
 	}
 }
