@@ -27,6 +27,7 @@ import (
 	"github.com/gpuguard/gpuguard/internal/report"
 	"github.com/gpuguard/gpuguard/internal/sdnotify"
 	"github.com/gpuguard/gpuguard/internal/serve"
+	"github.com/gpuguard/gpuguard/internal/sharing"
 	"github.com/gpuguard/gpuguard/internal/statefile"
 	"github.com/gpuguard/gpuguard/internal/tasks/store"
 	"github.com/gpuguard/gpuguard/internal/tenants"
@@ -185,7 +186,7 @@ func runRun(o *RunOptions) error {
 		Probe: probe, Launcher: launch, Owned: proc.Descendants,
 		WriteState: new(statefile.Writer).Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
-		Faults: faults, Coordinator: coord, Door: door.Dep(), Tasks: deliverer,
+		Faults: faults, Peers: sharing.New(coord, logf), Door: door.Dep(), Tasks: deliverer,
 		Actions:  newActionCaller(),
 		Reloader: newReloader(o, r, endpoint, jr, door),
 	})

@@ -65,9 +65,9 @@ type Deps struct {
 	// Faults delivers GPU fault events (Xids) on the watched GPUs; nil
 	// when the backend reports none.
 	Faults <-chan gpu.Fault
-	// Coordinator agrees with the other tenants of the watched GPUs; nil
-	// decides alone.
-	Coordinator Coordinator
+	// Peers deals with the other tenants of the watched GPUs (package
+	// sharing); nil decides alone.
+	Peers Peers
 	// Reloader re-reads the policy for Reload; nil refuses reloads.
 	Reloader Reloader
 	// Door is the front door ([serve]); nil when there is none.
@@ -107,7 +107,7 @@ type Supervisor struct {
 	done chan struct{} // closed when Run returns
 	port loopPort      // reqs and done, for calls to the loop
 	// wanted: a request held at the front door asks for a wake
-	// (wake.go); lastRequest is the newest arrival, unix nanoseconds.
+	// (asleep.go); lastRequest is the newest arrival, unix nanoseconds.
 	wanted      chan struct{}
 	lastRequest atomic.Int64
 	once        sync.Once
@@ -115,8 +115,8 @@ type Supervisor struct {
 	toldOOM     atomic.Pointer[string]
 	started     time.Time
 
-	// adm decides reservations and publishes the leases (shared_api.go);
-	// the loop shares its ledger and its starting flag.
+	// adm decides reservations and publishes the leases (admission.go);
+	// the loop shares its ledger.
 	adm *Admission
 
 	// pol is the policy in force (the loop replaces it on a reload);
@@ -163,7 +163,7 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 	s := &Supervisor{cfg: cfg, deps: deps, reqs: make(chan request), done: make(chan struct{}), wanted: make(chan struct{}, 1), started: time.Now(),
 		probeAuto: probeAuto}
 	s.port = loopPort{reqs: s.reqs, done: s.done}
-	s.adm = newAdmission(s.port, deps.Coordinator, deps.Logf, &s.snap)
+	s.adm = newAdmission(s.port, deps.Peers, &s.snap)
 	s.pol.Store(cfg.Policy)
 	s.tasks = noTasks{}
 	if deps.Tasks != nil {

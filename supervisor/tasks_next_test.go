@@ -141,7 +141,7 @@ func TestTaskDoneLeasesTheNextInItsCommit(t *testing.T) {
 
 // A next task that does not fit beside the lease of the one just done
 // (released only once its done is durable) is not leased by the done: it
-// goes once the lease is released, as before.
+// goes once the lease is released, by the deliverer's next pass.
 func TestTaskDoneNextNotFittingGoesAfterTheRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h, th, cs := countedTaskHarness(t)
