@@ -238,7 +238,7 @@ func (d *Door) own(w http.ResponseWriter, r *http.Request) {
 		d.answer(w, http.StatusNotFound, "not_found", "no such gpuguard path: "+r.URL.Path, 0)
 		return
 	}
-	st := PublicStatus(d.opts.Status()) // the door may listen beyond this host
+	st := d.opts.Status().Public() // the door may listen beyond this host
 	st.Ready, st.Held = d.Ready(), d.Held()
 	code := http.StatusOK
 	if !st.Ready {

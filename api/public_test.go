@@ -1,4 +1,4 @@
-package serve
+package api
 
 import (
 	"encoding/json"
@@ -6,22 +6,20 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/gpuguard/gpuguard/api"
 )
 
-// TestPublicStatusKeepsFiveFields fills every field of an event, those
+// TestPublicKeepsFiveFields fills every field of an event, those
 // added later too (by reflection), and checks that the public status
 // keeps time, event, profile, level and reason and nothing else, and that
 // the instance's own status is left as it was.
-func TestPublicStatusKeepsFiveFields(t *testing.T) {
-	ev := &api.Event{}
+func TestPublicKeepsFiveFields(t *testing.T) {
+	ev := &Event{}
 	fill(reflect.ValueOf(ev).Elem())
-	ev.Time, ev.Event, ev.Profile, ev.Level, ev.Reason = time.Unix(1, 0), api.EventDeferred, "fp16", 1, "watermark"
+	ev.Time, ev.Event, ev.Profile, ev.Level, ev.Reason = time.Unix(1, 0), EventDeferred, "fp16", 1, "watermark"
 	ev.Ticket = "t-secret"
-	st := api.Status{Name: "llama", LastEvent: ev}
+	st := Status{Name: "llama", LastEvent: ev}
 
-	pub := PublicStatus(st)
+	pub := st.Public()
 	b, err := json.Marshal(pub.LastEvent)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +42,7 @@ func TestPublicStatusKeepsFiveFields(t *testing.T) {
 	if st.LastEvent.Ticket != "t-secret" || pub.Name != "llama" {
 		t.Errorf("the instance's own status changed: %+v", st.LastEvent)
 	}
-	if PublicStatus(api.Status{}).LastEvent != nil {
+	if (Status{}).Public().LastEvent != nil {
 		t.Error("no last event became one")
 	}
 }
