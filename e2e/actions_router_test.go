@@ -177,7 +177,9 @@ func TestRouterExampleHoldsUntilLoaded(t *testing.T) {
 	if len(ready) != 1 {
 		t.Fatalf("ready events %v, want 1", ready)
 	}
-	var ev struct{ AfterSeconds float64 `json:"after_seconds"` }
+	var ev struct {
+		AfterSeconds float64 `json:"after_seconds"`
+	}
 	if err := json.Unmarshal([]byte(ready[0]), &ev); err != nil || ev.AfterSeconds < 2 {
 		t.Errorf("ready after %.2fs (%v), want at least the 2 s load", ev.AfterSeconds, err)
 	}
