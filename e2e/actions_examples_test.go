@@ -51,7 +51,7 @@ func (x *exampleRun) sleepAndWake(t *testing.T, awake string, check func(t *test
 // empty prompt) and waits for /api/ps to name it.
 func TestOllamaExampleWaitsForPs(t *testing.T) {
 	fake := fakeServer(t, "ollama_fake.py")
-	x := startExample(t, "ollama.toml", [2]string{"llama3.1:8b", "m"},
+	x := startExample(t, "ollama.toml", [][2]string{{"llama3.1:8b", "m"}},
 		[]string{"/usr/bin/python3", fake, "PORT", "1", strconv.Itoa(fakeAwake), strconv.Itoa(fakeAsleep)})
 	x.sleepAndWake(t, "loaded", func(t *testing.T, pid int) {
 		if m := x.childMemory(t, pid); m != fakeAsleep {
@@ -68,7 +68,7 @@ func TestOllamaExampleWaitsForPs(t *testing.T) {
 // ({"is_sleeping":true}, no spaces).
 func TestVLLMExampleWaitsForIsSleeping(t *testing.T) {
 	fake := fakeServer(t, "vllm_fake.py")
-	x := startExample(t, "vllm-sleep.toml", [2]string{}, []string{"/usr/bin/python3", fake, "PORT", "1", strconv.Itoa(fakeAwake), strconv.Itoa(fakeAsleep)})
+	x := startExample(t, "vllm-sleep.toml", nil, []string{"/usr/bin/python3", fake, "PORT", "1", strconv.Itoa(fakeAwake), strconv.Itoa(fakeAsleep)})
 	x.sleepAndWake(t, "awake", func(t *testing.T, pid int) {
 		if m := x.childMemory(t, pid); m != fakeAsleep {
 			t.Errorf("the fake holds %d bytes asleep, want %d", m, fakeAsleep)

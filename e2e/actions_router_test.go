@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,20 +21,35 @@ type exampleRun struct {
 	name string
 }
 
-// startExample starts examples/policies/<file> around the child argv
-// (where "PORT" is replaced by the upstream's port).
-func startExample(t *testing.T, file string, rename [2]string, child []string, env ...string) *exampleRun {
+// startExample starts examples/policies/<file>, edited by repl (pairs of
+// old and new text), around the child argv (nil: the example's own
+// command); "PORT" in the text and in argv is replaced by the upstream's
+// port.
+func startExample(t *testing.T, file string, repl [][2]string, argv []string, env ...string) *exampleRun {
 	t.Helper()
-	e := newEnv(t)
-	s := &sleepRun{e: e, door: freeLoopbackAddr(t), child: freeLoopbackAddr(t), metricsAt: freeLoopbackAddr(t)}
-	text := exampleText(t, file, rename)
-	text = regexp.MustCompile(`(?m)^listen\s*=.*$`).ReplaceAllString(text, `listen = "`+s.door+`"`)
-	text = regexp.MustCompile(`(?m)^upstream\s*=.*$`).ReplaceAllString(text, `upstream = "http://`+s.child+`"`)
-	name := regexp.MustCompile(`(?m)^name\s*=\s*"([^"]+)"`).FindStringSubmatch(text)[1]
-	_, port, _ := net.SplitHostPort(s.child)
-	args := []string{"run", "--backend", "sim", "--policy", e.policy(text), "--metrics-addr", s.metricsAt, "--"}
-	for _, a := range child {
-		args = append(args, strings.ReplaceAll(a, "PORT", port))
+	child := freeLoopbackAddr(t)
+	_, port, _ := net.SplitHostPort(child)
+	if argv != nil {
+		argv = slices.Clone(argv)
+		for i := range argv {
+			argv[i] = strings.ReplaceAll(argv[i], "PORT", port)
+		}
+	}
+	return startExampleIn(t, newEnv(t), child, file, repl, argv, env...)
+}
+
+// startExampleIn is startExample in a given env, with the upstream's
+// address given (and any use of it already in repl).
+func startExampleIn(t *testing.T, e *env, child, file string, repl [][2]string, argv []string, env ...string) *exampleRun {
+	t.Helper()
+	s := &sleepRun{e: e, door: freeLoopbackAddr(t), child: child, metricsAt: freeLoopbackAddr(t)}
+	_, port, _ := net.SplitHostPort(child)
+	text := strings.ReplaceAll(exampleText(t, file, repl...), "PORT", port)
+	text = setKey(text, "listen", `"`+s.door+`"`)
+	text = setKey(text, "upstream", `"http://`+s.child+`"`)
+	args := []string{"run", "--backend", "sim", "--policy", e.policy(text), "--metrics-addr", s.metricsAt}
+	if argv != nil {
+		args = append(append(args, "--"), argv...)
 	}
 	s.p = e.start(args, env...)
 	t.Cleanup(func() {
@@ -42,17 +57,46 @@ func startExample(t *testing.T, file string, rename [2]string, child []string, e
 			t.Logf("gpuguard's stderr:\n%s", s.p.stderr.String())
 		}
 	})
-	return &exampleRun{sleepRun: s, name: name}
+	return &exampleRun{sleepRun: s, name: keyValue(text, "name")}
 }
 
-// exampleText is examples/policies/<file> with the model renamed.
-func exampleText(t *testing.T, file string, rename [2]string) string {
+// setKey sets every top-of-line `key = ...` of a policy's text to value.
+func setKey(text, key, value string) string {
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		if k, _, ok := strings.Cut(l, "="); ok && strings.TrimSpace(k) == key {
+			lines[i] = key + " = " + value
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// keyValue is the first `key = "value"` of a policy's text, unquoted.
+func keyValue(text, key string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok && strings.TrimSpace(k) == key {
+			return strings.Trim(strings.TrimSpace(v), `"`)
+		}
+	}
+	return ""
+}
+
+// exampleText is examples/policies/<file> with each repl's old text
+// replaced by its new.
+func exampleText(t *testing.T, file string, repl ...[2]string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "examples", "policies", file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.ReplaceAll(string(b), rename[0], rename[1])
+	text := string(b)
+	for _, r := range repl {
+		if !strings.Contains(text, r[0]) {
+			t.Fatalf("%s no longer says %q", file, r[0])
+		}
+		text = strings.ReplaceAll(text, r[0], r[1])
+	}
+	return text
 }
 
 // waitListening waits until something accepts connections at addr.
@@ -130,7 +174,7 @@ func startRouter(t *testing.T, preset bool, env ...string) *exampleRun {
 		}
 		child = append(child, "--models-preset", ini)
 	}
-	return startExample(t, "llama-server.toml", routerModel, child, env...)
+	return startExample(t, "llama-server.toml", [][2]string{routerModel}, child, env...)
 }
 
 // routerStatus is what the router itself (not the door) says of model m.
@@ -194,8 +238,7 @@ func TestRouterExampleHoldsUntilLoaded(t *testing.T) {
 		e := newEnv(t)
 		door, child := freeLoopbackAddr(t), freeLoopbackAddr(t)
 		text := strings.ReplaceAll(exampleText(t, "llama-server.toml", routerModel), "/props?model=m&autoload=false\"\n", "/health\"\n")
-		text = regexp.MustCompile(`(?m)^listen\s*=.*$`).ReplaceAllString(text, `listen = "`+door+`"`)
-		text = regexp.MustCompile(`(?m)^upstream\s*=.*$`).ReplaceAllString(text, `upstream = "http://`+child+`"`)
+		text = setKey(setKey(text, "listen", `"`+door+`"`), "upstream", `"http://`+child+`"`)
 		_, port, _ := net.SplitHostPort(child)
 		e.start([]string{"run", "--backend", "sim", "--policy", e.policy(text), "--",
 			"/usr/bin/python3", fake, "--port", port, "--models-dir", dir, "--models-preset", ini, "--no-models-autoload"}, "FAKE_LOAD_SECONDS=2")
