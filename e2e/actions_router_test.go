@@ -14,11 +14,10 @@ import (
 
 // exampleRun is gpuguard running one of examples/policies as shipped, on
 // the sim GPU (--backend sim, as the examples' headers say), with only its
-// door and upstream moved to free ports, the model renamed (from, to) and
-// the child given after "--".
+// door and upstream moved to free ports, the model renamed and the child
+// given after "--".
 type exampleRun struct {
 	*sleepRun
-	name string
 }
 
 // startExample starts examples/policies/<file>, edited by repl (pairs of
@@ -57,7 +56,8 @@ func startExampleIn(t *testing.T, e *env, child, file string, repl [][2]string, 
 			t.Logf("gpuguard's stderr:\n%s", s.p.stderr.String())
 		}
 	})
-	return &exampleRun{sleepRun: s, name: keyValue(text, "name")}
+	s.name = keyValue(text, "name")
+	return &exampleRun{sleepRun: s}
 }
 
 // setKey sets every top-of-line `key = ...` of a policy's text to value.
@@ -116,24 +116,6 @@ func (x *exampleRun) step(t *testing.T, dir string) (int, string) {
 	t.Helper()
 	code, _, stderr := x.e.run([]string{"step", x.name, dir, "--runtime-dir", x.e.runDir})
 	return code, stderr
-}
-
-// status is the instance's status object (sleepRun's, for the
-// example's name).
-func (x *exampleRun) status(t *testing.T) map[string]any {
-	t.Helper()
-	code, out, stderr := x.e.run([]string{"status", x.name, "--json", "--runtime-dir", x.e.runDir})
-	if code != 0 {
-		t.Fatalf("status: exit %d %s", code, stderr)
-	}
-	var st map[string]any
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatalf("status output %q: %v", out, err)
-	}
-	if inst, ok := st["instances"].([]any); ok && len(inst) == 1 {
-		st, _ = inst[0].(map[string]any)
-	}
-	return st
 }
 
 // state is the instance's state.
