@@ -70,8 +70,11 @@ func needReal(t *testing.T, vars ...string) realServers {
 func modelsDirWithM(t *testing.T, gguf string) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.Symlink(gguf, filepath.Join(dir, "m.gguf")); err != nil {
-		t.Fatal(err)
+	m := filepath.Join(dir, "m.gguf")
+	if err := os.Link(gguf, m); err != nil { // a hard link where it can: a file, as the router lists them
+		if err := os.Symlink(gguf, m); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return dir
 }
@@ -117,7 +120,7 @@ func startRealOllama(t *testing.T, r realServers, gguf string, edits ...[2]strin
 	t.Helper()
 	models := t.TempDir()
 	repl := append([][2]string{
-		{"llama3.1:8b", "m"},
+		{"llama3.1:8b", "m:latest"}, // Ollama lists it as m:latest in /api/ps
 		{`command = ["ollama", "serve"]`, fmt.Sprintf("command = [%q, \"serve\"]", r.ollama)},
 	}, edits...)
 	e := newEnv(t)
@@ -131,7 +134,7 @@ func startRealOllama(t *testing.T, r realServers, gguf string, edits ...[2]strin
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, r.ollama, "create", "m", "-f", mf)
+	cmd := exec.CommandContext(ctx, r.ollama, "create", "m:latest", "-f", mf)
 	cmd.Env = append(os.Environ(), "OLLAMA_HOST="+child, "HOME="+e.dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("ollama create: %v\n%s", err, out)

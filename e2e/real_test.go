@@ -291,7 +291,7 @@ func TestRealLongStreamNotCutByIdle(t *testing.T) {
 	x := startRealSingle(t, r, r.large, [2]string{`idle     = "15m"`, `idle     = "3s"`})
 	waitFor(t, "the first ready event", 120*time.Second, func() bool { return len(events(x.e, "ready")) == 1 })
 	start := time.Now()
-	code, evs, err := stream(t, "http://"+x.door+"/v1/completions", `{"model":"m","prompt":"hello","max_tokens":1500,"stream":true}`)
+	code, evs, err := stream(t, "http://"+x.door+"/v1/completions", `{"model":"m","prompt":"hello","max_tokens":600,"stream":true}`)
 	took := time.Since(start)
 	done := len(evs) > 0 && evs[len(evs)-1].line == "data: [DONE]"
 	t.Logf("a %s stream with idle = 3s: status %d, %d lines, whole %v, err %v", took.Round(time.Millisecond), code, len(evs), done, err)
