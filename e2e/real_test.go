@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,7 +58,7 @@ func TestRealSSETokenByToken(t *testing.T) {
 	r := needReal(t, envLlamaServer)
 	x := startRealSingle(t, r, r.large)
 	waitFor(t, "the first ready event", 120*time.Second, func() bool { return len(events(x.e, "ready")) == 1 })
-	code, evs, err := stream(t, "http://"+x.door+"/v1/completions", `{"model":"m","prompt":"hello","max_tokens":64,"stream":true}`)
+	code, evs, err := stream(t, "http://"+x.door+"/v1/completions", `{"model":"m","prompt":"hello","max_tokens":40,"stream":true}`)
 	if err != nil || code != 200 {
 		t.Fatalf("stream: %d %v", code, err)
 	}
@@ -89,7 +90,7 @@ func TestRealKillMidRequestRetried(t *testing.T) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		code, _, err := stream(t, "http://"+x.door+"/v1/completions", `{"model":"m","prompt":"hello","max_tokens":400}`, "Idempotency-Key", "k-1")
+		code, _, err := stream(t, "http://"+x.door+"/v1/completions", `{"model":"m","prompt":"hello","max_tokens":60}`, "Idempotency-Key", "k-1")
 		done <- answer{code, err}
 	}()
 	time.Sleep(time.Second) // the request is being answered: the child is mid-request
@@ -262,7 +263,7 @@ func TestRealHeldDuringStepDown(t *testing.T) {
 	wg.Add(1)
 	go func() { // in flight: the step's drain waits for it
 		defer wg.Done()
-		stream(t, "http://"+x.door+"/v1/completions", `{"model":"m","prompt":"hello","max_tokens":200,"stream":true}`)
+		stream(t, "http://"+x.door+"/v1/completions", `{"model":"m","prompt":"hello","max_tokens":20,"stream":true}`)
 	}()
 	time.Sleep(500 * time.Millisecond) // the stream is under way
 	stepped := make(chan struct{})
@@ -283,23 +284,43 @@ func TestRealHeldDuringStepDown(t *testing.T) {
 	x.stopGPUGuard(t)
 }
 
-// TestRealLongStreamNotCutByIdle (CONTRACT "Sleep when idle"): a stream
-// that lasts longer than idle is never cut: idle counts from the end of
-// the last answer. Depends on issue 41 item 3.
+// TestRealLongStreamNotCutByIdle (CONTRACT "Sleep when idle"): idle counts
+// from the end of the last answer, never while a request is in flight: a
+// stream that lasts longer than idle is neither cut nor drained by an
+// idle step, and the idle sleep comes idle after its end. Depends on
+// issue 41 item 3.
 func TestRealLongStreamNotCutByIdle(t *testing.T) {
 	r := needReal(t, envLlamaServer)
 	x := startRealSingle(t, r, r.large, [2]string{`idle     = "15m"`, `idle     = "3s"`})
 	waitFor(t, "the first ready event", 120*time.Second, func() bool { return len(events(x.e, "ready")) == 1 })
 	start := time.Now()
-	code, evs, err := stream(t, "http://"+x.door+"/v1/completions", `{"model":"m","prompt":"hello","max_tokens":600,"stream":true}`)
-	took := time.Since(start)
+	code, evs, err := stream(t, "http://"+x.door+"/v1/completions", `{"model":"m","prompt":"hello","max_tokens":40,"stream":true}`)
+	end := time.Now()
 	done := len(evs) > 0 && evs[len(evs)-1].line == "data: [DONE]"
-	t.Logf("a %s stream with idle = 3s: status %d, %d lines, whole %v, err %v", took.Round(time.Millisecond), code, len(evs), done, err)
-	if took < 6*time.Second {
-		t.Logf("the stream lasted only %s: the check needs one longer than twice idle", took)
+	t.Logf("a %s stream with idle = 3s: status %d, %d lines, whole %v, err %v", end.Sub(start).Round(time.Millisecond), code, len(evs), done, err)
+	if end.Sub(start) < 6*time.Second {
+		t.Logf("the stream lasted only %s: the check needs one longer than twice idle", end.Sub(start))
 	}
 	if code != 200 || err != nil || !done {
 		t.Errorf("the stream was cut: status %d, err %v, ended with [DONE] %v", code, err, done)
+	}
+	var idleAt time.Time
+	waitFor(t, "the idle sleep", 60*time.Second, func() bool {
+		for _, ev := range events(x.e, "stepdown") {
+			var s struct {
+				Time   time.Time
+				Reason string
+			}
+			if json.Unmarshal([]byte(ev), &s) == nil && s.Reason == "idle" {
+				idleAt = s.Time
+				return x.state(t) == "asleep"
+			}
+		}
+		return false
+	})
+	if idleAt.Before(end.Add(3*time.Second - 200*time.Millisecond)) {
+		t.Errorf("the idle step came %s after the stream began and %s before its end: idle must count from the end of the last answer",
+			idleAt.Sub(start).Round(time.Millisecond), end.Sub(idleAt).Round(time.Millisecond))
 	}
 	x.stopGPUGuard(t)
 }
