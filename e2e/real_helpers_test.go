@@ -19,8 +19,8 @@ import (
 // The opt-in suite against real model servers (real_test.go) runs when
 // these name what it needs, and skips, saying which is missing, when they
 // do not. It builds and downloads nothing: docs/serving.md ("Tried
-// against") says how the servers and models it was last run with were
-// made, and what passed.
+// against real servers") names the servers and models it was last run
+// with, and what passed.
 const (
 	envLlamaServer = "GPUGUARD_REAL_LLAMA_SERVER" // path of a llama-server binary (llama.cpp)
 	envOllama      = "GPUGUARD_REAL_OLLAMA"       // path of an ollama binary
@@ -46,7 +46,7 @@ func needReal(t *testing.T, vars ...string) realServers {
 		}
 	}
 	if len(missing) > 0 {
-		t.Skipf("the real-server suite needs %s: set them to run it (docs/serving.md, \"Tried against\")", strings.Join(missing, ", "))
+		t.Skipf("the real-server suite needs %s: set them to run it (docs/serving.md, \"Tried against real servers\")", strings.Join(missing, ", "))
 	}
 	r := realServers{llama: os.Getenv(envLlamaServer), ollama: os.Getenv(envOllama)}
 	files, _ := filepath.Glob(filepath.Join(os.Getenv(envGGUFDir), "*.gguf"))

@@ -20,7 +20,7 @@ import (
 //	GPUGUARD_REAL_GGUF_DIR=/tmp/real/models \
 //	go test -run 'TestReal' -v ./e2e
 //
-// docs/serving.md ("Tried against") records what passed, and against which
+// docs/serving.md ("Tried against real servers") records what passed, and against which
 // versions.
 
 const completion = `{"model":"m","prompt":"hello","max_tokens":8}`
