@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"time"
@@ -19,7 +20,14 @@ type Config struct {
 	Retry    bool          // resend, once, a request dropped before any response byte
 	Fallback string        // "" or the base URL P1 requests go to while memory is short
 	Priority string        // P0, P1 or P2: requests without X-GPUGuard-Priority
+	// A request body with no byte for BodyIdle, or not all in within
+	// BodyTotal of the request's start, is answered 408; zero: 60 s and
+	// 10 min (the contract's; tests shorten them).
+	BodyIdle, BodyTotal time.Duration
 }
+
+func (c *Config) bodyIdle() time.Duration  { return cmp.Or(c.BodyIdle, bodyIdle) }
+func (c *Config) bodyTotal() time.Duration { return cmp.Or(c.BodyTotal, bodyTotal) }
 
 // Priorities of X-GPUGuard-Priority and Config.Priority.
 const (

@@ -220,38 +220,80 @@ func TestDrain(t *testing.T) {
 	}
 }
 
-// TestRetryDropped: a request whose connection to the child failed before
-// any byte is held and sent once more to the next ready child.
+// TestRetryDropped: a request whose connection to the child failed
+// before any answer byte is held and sent once more to the next ready
+// child when the child cannot have read it (it failed while the body was
+// still being written) or it may run twice (an idempotent method, an
+// Idempotency-Key). A POST the child read whole before it dropped the
+// connection is not sent twice: 503 with Retry-After.
 func TestRetryDropped(t *testing.T) {
-	var mu sync.Mutex
-	var bodies []string
-	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		first := len(bodies) == 0
-		bodies = append(bodies, string(b))
-		mu.Unlock()
-		if first { // die before answering a byte
-			panic(http.ErrAbortHandler)
-		}
-		fmt.Fprint(w, "second time")
-	})
-	fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10, Retry: true})
-	fd.launch(t, 1)
-	resp, err := newClient(t).Post(fd.url+"/v1/chat", "application/json", strings.NewReader(`{"n":1}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || string(b) != "second time" {
-		t.Fatalf("%d %q", resp.StatusCode, b)
-	}
-	if len(bodies) != 2 || bodies[1] != `{"n":1}` {
-		t.Errorf("child saw bodies %q", bodies)
-	}
-	if fd.meter.retries.Load() != 1 {
-		t.Errorf("retries %d", fd.meter.retries.Load())
+	big := strings.Repeat("b", 3<<20) // more than the sockets hold: the child drops it mid-way
+	for _, c := range []struct {
+		name, method, body string
+		hdr                []string
+		cut                bool // the child drops it having read 10 bytes, not all
+		code, calls        int
+		retries            int64
+	}{
+		{"post-read-whole", http.MethodPost, `{"n":1}`, nil, false, 503, 1, 0},
+		{"post-cut-short", http.MethodPost, big, nil, true, 200, 2, 1},
+		{"post-idempotency-key", http.MethodPost, `{"n":1}`, []string{"Idempotency-Key", "k1"}, false, 200, 2, 1},
+		{"put", http.MethodPut, `{"n":1}`, nil, false, 200, 2, 1},
+		{"delete", http.MethodDelete, "", nil, false, 200, 2, 1},
+		{"get", http.MethodGet, "", nil, false, 200, 2, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var bodies []string
+			up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				first := len(bodies) == 0
+				mu.Unlock()
+				var b []byte
+				if first && c.cut {
+					b = make([]byte, 10)
+					_, _ = io.ReadFull(r.Body, b)
+				} else {
+					b, _ = io.ReadAll(r.Body)
+				}
+				mu.Lock()
+				bodies = append(bodies, string(b))
+				mu.Unlock()
+				if first { // die before answering a byte
+					panic(http.ErrAbortHandler)
+				}
+				fmt.Fprint(w, "second time")
+			})
+			fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10, Retry: true})
+			fd.Profile("fp16", 0, 2)
+			fd.launch(t, 1)
+			req, _ := http.NewRequest(c.method, fd.url+"/v1/chat", strings.NewReader(c.body))
+			for i := 0; i+1 < len(c.hdr); i += 2 {
+				req.Header.Set(c.hdr[i], c.hdr[i+1])
+			}
+			resp, err := newClient(t).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			switch {
+			case resp.StatusCode != c.code:
+				t.Fatalf("%d %q, want %d", resp.StatusCode, b, c.code)
+			case c.code == 503:
+				checkUnavailable(t, resp, string(b))
+			case string(b) != "second time":
+				t.Fatalf("%q, want the second answer", b)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(bodies) != c.calls || c.calls == 2 && bodies[1] != c.body {
+				t.Errorf("the child got %d requests (the last %d bytes), want %d, the last whole", len(bodies), len(bodies[len(bodies)-1]), c.calls)
+			}
+			if got := fd.meter.retries.Load(); got != c.retries {
+				t.Errorf("retries %d, want %d", got, c.retries)
+			}
+		})
 	}
 }
 

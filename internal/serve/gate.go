@@ -10,9 +10,10 @@ import (
 
 // Why a held request was not let through.
 var (
-	errHold     = errors.New("the child was not ready within hold")
-	errFull     = errors.New("too many requests are waiting for the child")
-	errShutdown = errors.New("gpuguard is shutting down")
+	errHold       = errors.New("the child was not ready within hold")
+	errFull       = errors.New("too many requests are waiting for the child")
+	errShutdown   = errors.New("gpuguard is shutting down")
+	errClientGone = errors.New("the client closed its connection")
 )
 
 // gate lets requests through to the child while it is open, holds them in
@@ -40,6 +41,15 @@ type waiter struct {
 // client went away (its place is freed). waited says how long it was held
 // (0 when it went straight through).
 func (g *gate) enter(ctx context.Context, hold time.Duration, maxHeld int) (waited time.Duration, err error) {
+	return g.wait(ctx, hold, maxHeld, nil)
+}
+
+// wait is enter with watch, when not nil, started once the request is
+// held: its gone channel closing means the client left (errClientGone,
+// its place freed at once), and its stop ends the watch before wait
+// returns.
+func (g *gate) wait(ctx context.Context, hold time.Duration, maxHeld int,
+	watch func() (gone <-chan struct{}, stop func())) (waited time.Duration, err error) {
 	g.mu.Lock()
 	switch {
 	case g.shut:
@@ -63,12 +73,20 @@ func (g *gate) enter(ctx context.Context, hold time.Duration, maxHeld int) (wait
 	start := time.Now()
 	t := time.NewTimer(hold)
 	defer t.Stop()
+	var gone <-chan struct{}
+	if watch != nil {
+		var stop func()
+		gone, stop = watch()
+		defer stop()
+	}
 	select {
 	case <-w.ch:
 	case <-t.C:
 		err = errHold
 	case <-ctx.Done():
 		err = ctx.Err()
+	case <-gone:
+		err = errClientGone
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

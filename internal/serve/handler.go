@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,12 +25,22 @@ type exchange struct {
 	inflight bool // counted in the gate
 	body     *replayBody
 	retried  bool  // sent a second time
-	rejected error // a retry's wait ended without a ready child
+	rejected error // a retry's wait ended without a ready child, or it may not be sent again
 
-	// The request's writer and kept body live here, so that a request
-	// costs the door one allocation of its own, not three.
-	w    countingWriter
-	kept replayBody
+	// What the transport did with the last attempt (its trace): whether
+	// the request was written whole, whether an answer byte came back,
+	// and the connection it went on.
+	trace    httptrace.ClientTrace
+	wrote    atomic.Bool
+	answered atomic.Bool
+	child    atomic.Pointer[childConn]
+
+	// The request's writer, kept body and timed body live here, so that
+	// a request costs the door few allocations of its own.
+	w     countingWriter
+	kept  replayBody
+	timed *timedBody // nil: no body, or no connection to bound it by
+	tb    timedBody
 }
 
 type exchangeKey struct{}
@@ -37,8 +51,13 @@ func exchangeFrom(ctx context.Context) *exchange {
 }
 
 // ServeHTTP passes r to the child (or answers it itself: its own paths,
-// a wait that ran out, a full queue).
+// a request it refuses, a wait that ran out, a full queue).
 func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	cc := clientConnFrom(r.Context())
+	if cc != nil && !d.framed(w, cc) {
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, "/gpuguard/") {
 		d.own(w, r)
 		return
@@ -52,6 +71,15 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	cfg := d.cfg.Load()
+	var watch func() (<-chan struct{}, func())
+	if cc != nil && r.Body != nil && r.Body != http.NoBody {
+		ex.tb = timedBody{src: r.Body, conn: cc, idle: cfg.bodyIdle(), end: start.Add(cfg.bodyTotal())}
+		ex.timed = &ex.tb
+		r.Body = ex.timed
+		// Nothing reads this body while it is held, so net/http cannot
+		// see its client leave: the gate watches the connection.
+		watch = cc.watchGone
+	}
 	prio, ok := priority(r.Header.Get(HeaderPriority), cfg.Priority)
 	if !ok {
 		d.answer(cw, http.StatusBadRequest, "invalid_request_error",
@@ -64,7 +92,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		case prio == P1 && cfg.fallback != nil:
 			ex.target, ex.fallback = cfg.fallback, true
-			d.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
+			d.pass(cw, r, ex)
 			return
 		}
 	}
@@ -73,7 +101,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ex.target = cfg.upstream
-	if err := d.enter(r.Context(), cfg, ex); err != nil {
+	if err := d.enter(r.Context(), cfg, ex, watch); err != nil {
 		d.reject(cw, err)
 		return
 	}
@@ -86,15 +114,71 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.body = &ex.kept
 		r.Body = ex.body.attempt()
 	}
-	d.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
+	d.pass(cw, r, ex)
 }
 
-// enter waits at the gate for ex, and records where it goes.
-func (d *Door) enter(ctx context.Context, cfg *conf, ex *exchange) error {
+// framed answers 400, and closes the connection, when the request's head
+// declared a framing the door refuses (clientConn.check): the request goes
+// nowhere. A request whose body the connection does not follow (chunked)
+// passes, and its answer closes the connection.
+func (d *Door) framed(w http.ResponseWriter, cc *clientConn) bool {
+	closeAfter, err := cc.check()
+	if closeAfter {
+		w.Header().Set("Connection", "close")
+	}
+	if err == nil {
+		return true
+	}
+	d.answer(w, http.StatusBadRequest, "invalid_request_error", "the request's framing is refused (RFC 9112 6.3): "+err.Error(), 0)
+	if d.opts.Meter != nil {
+		d.opts.Meter.ServeRequest(http.StatusBadRequest)
+	}
+	return false
+}
+
+// pass sends r to ex's target through the proxy, with ex and its trace
+// in the request's context.
+func (d *Door) pass(w http.ResponseWriter, r *http.Request, ex *exchange) {
+	ex.trace = httptrace.ClientTrace{GotConn: ex.gotConn, WroteRequest: ex.wroteRequest, GotFirstResponseByte: ex.gotFirstByte}
+	ctx := httptrace.WithClientTrace(context.WithValue(r.Context(), exchangeKey{}, ex), &ex.trace)
+	d.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// gotConn starts an attempt on a connection: nothing of it written yet,
+// and the connection's next bytes are its answer.
+func (ex *exchange) gotConn(info httptrace.GotConnInfo) {
+	ex.wrote.Store(false)
+	if c, ok := info.Conn.(*childConn); ok {
+		c.expect()
+		ex.child.Store(c)
+	}
+}
+
+func (ex *exchange) wroteRequest(info httptrace.WroteRequestInfo) {
+	if info.Err == nil {
+		ex.wrote.Store(true)
+	}
+}
+
+func (ex *exchange) gotFirstByte() { ex.answered.Store(true) }
+
+// getBody is the outbound request's GetBody: net/http's transport sends
+// a request again on a new connection when a kept one failed before the
+// request could have been read, and needs the body from its start.
+func (ex *exchange) getBody() (io.ReadCloser, error) {
+	if !ex.body.replayable() {
+		return nil, errNotReplayable
+	}
+	return ex.body.attempt(), nil
+}
+
+// enter waits at the gate for ex, and records where it goes. watch, when
+// not nil, watches the client's connection while ex is held (gate.wait).
+func (d *Door) enter(ctx context.Context, cfg *conf, ex *exchange, watch func() (<-chan struct{}, func())) error {
 	if f := d.opts.OnRequest; f != nil {
 		f(!d.up.ready.Load())
 	}
-	waited, err := d.gate.enter(ctx, cfg.Hold, cfg.MaxHeld)
+	waited, err := d.gate.wait(ctx, cfg.Hold, cfg.MaxHeld, watch)
 	if waited > 0 && d.opts.Meter != nil {
 		d.opts.Meter.ServeHold(waited)
 	}
@@ -118,6 +202,9 @@ func (d *Door) leave(ex *exchange) {
 func (d *Door) rewrite(pr *httputil.ProxyRequest) {
 	ex := exchangeFrom(pr.In.Context())
 	pr.SetURL(ex.target)
+	if ex.body != nil {
+		pr.Out.GetBody = ex.getBody
+	}
 	if xff, ok := pr.In.Header["X-Forwarded-For"]; ok {
 		pr.Out.Header["X-Forwarded-For"] = xff
 	}
@@ -125,11 +212,28 @@ func (d *Door) rewrite(pr *httputil.ProxyRequest) {
 }
 
 // stamp adds the profile headers to the child's (or the fallback's)
-// answer, with values made once per profile (profileTag).
+// answer, with values made once per profile (profileTag). An answer whose
+// framing is refused (childConn) is not passed: the error makes it a 502,
+// and the proxy closes its connection. An upgrade (101) turns the
+// client's connection into a plain pipe.
 func (d *Door) stamp(resp *http.Response) error {
+	ctx := resp.Request.Context()
+	ex := exchangeFrom(ctx)
+	if ex != nil {
+		if c := ex.child.Load(); c != nil {
+			if err := c.answerErr(); err != nil {
+				return fmt.Errorf("%w: %w", errBadAnswer, err)
+			}
+		}
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		if cc := clientConnFrom(ctx); cc != nil {
+			cc.upgraded()
+		}
+	}
 	t := d.tag.Load()
 	level := t.levelV
-	if ex := exchangeFrom(resp.Request.Context()); ex != nil && ex.fallback {
+	if ex != nil && ex.fallback {
 		resp.Header[canonFallback] = t.fallbackV
 		level = t.nextV
 	}
@@ -147,17 +251,26 @@ const (
 	canonFallback = "X-Gpuguard-Fallback"
 )
 
-// proxyError answers a request the proxy could not pass: the wait for a
-// retry ran out (503, as for any held request), the client left (nothing
-// to answer), or the child failed (502).
+// proxyError answers a request the proxy could not pass: its body did
+// not come in time (408, and the connection closes), the wait for a retry
+// ran out or the request may not be sent again (503, as for any held
+// request), the client left (nothing to answer), the child's answer was
+// malformed or the child failed (502).
 func (d *Door) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	ex := exchangeFrom(r.Context())
 	switch {
+	case ex != nil && ex.timed.timedOut():
+		w.Header().Set("Connection", "close")
+		cfg := d.cfg.Load()
+		d.answer(w, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf(
+			"%v: no byte for %s, or not all in within %s of the request's start", errBodyTimeout, cfg.bodyIdle(), cfg.bodyTotal()), 0)
 	case ex != nil && ex.rejected != nil:
 		d.reject(w, ex.rejected)
 	case r.Context().Err() != nil:
 		// The client went away; there is no one to answer.
 		w.WriteHeader(499)
+	case errors.Is(err, errBadAnswer):
+		d.answer(w, http.StatusBadGateway, "gpuguard_upstream_error", err.Error(), 0)
 	case ex != nil && ex.fallback:
 		d.answer(w, http.StatusBadGateway, "gpuguard_fallback_error", "the fallback server failed: "+err.Error(), 0)
 	default:
@@ -173,7 +286,10 @@ func (d *Door) reject(w http.ResponseWriter, err error) {
 		reason, msg = "full", "too many requests are waiting for the model server; retry later"
 	case errors.Is(err, errShutdown):
 		reason, msg = "", "gpuguard is shutting down; retry later"
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, errMayHaveRun):
+		reason, msg = "", "the model server dropped the connection after it may have read the request, which is not sent twice "+
+			"(only GET, HEAD, OPTIONS, PUT, DELETE or a request with an Idempotency-Key is); retry later"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, errClientGone):
 		return // the client left while held
 	}
 	if reason != "" && d.opts.Meter != nil {
