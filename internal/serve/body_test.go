@@ -1,0 +1,151 @@
+package serve
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rawDoorConn is a client connection to the door that writes bytes as
+// given.
+func rawDoorConn(t *testing.T, fd *frontDoor) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(fd.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, bufio.NewReader(conn)
+}
+
+// TestBodyTimeouts: a body with no byte for BodyIdle, or not all in
+// within BodyTotal, gets 408 and its connection closed, and the child,
+// which got part of it, sees it cut off. Controls: a body that trickles
+// within both bounds passes whole, and an answer that streams for longer
+// than BodyIdle after the body is in is not cut.
+func TestBodyTimeouts(t *testing.T) {
+	const idle, total = 200 * time.Millisecond, time.Second
+	got := make(chan string, 8)
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			got <- fmt.Sprintf("%s cut after %d bytes", r.URL.Path, len(b))
+			return
+		}
+		got <- fmt.Sprintf("%s whole %d bytes", r.URL.Path, len(b))
+		if r.URL.Path == "/long-answer" {
+			for i := range 6 {
+				fmt.Fprintf(w, "part %d\n", i)
+				w.(http.Flusher).Flush()
+				time.Sleep(idle / 2) // the child's pace, not synchronisation
+			}
+		}
+	})
+	fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10, Retry: true, BodyIdle: idle, BodyTotal: total})
+	fd.Profile("fp16", 0, 2)
+	fd.launch(t, 1)
+	trickle := func(conn net.Conn, body string, every time.Duration) {
+		go func() {
+			for i := range len(body) {
+				time.Sleep(every) // the client's pace
+				if _, err := conn.Write([]byte{body[i]}); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	for _, c := range []struct {
+		name      string
+		length    int
+		first     string        // sent with the head
+		trickle   string        // then a byte every every
+		every     time.Duration // 0: nothing more
+		code      int
+		atLeast   time.Duration
+		childSees string
+	}{
+		{"silent", 100, "abc", "", 0, 408, idle, "/silent cut after "},
+		{"trickle", 100, "", strings.Repeat("x", 100), idle / 2, 408, total, "/trickle cut after "},
+		{"trickle-control", 5, "", "hello", idle / 2, 200, 0, "/trickle-control whole 5 bytes"},
+		{"long-answer", 5, "hello", "", 0, 200, 0, "/long-answer whole 5 bytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn, br := rawDoorConn(t, fd)
+			start := time.Now()
+			fmt.Fprintf(conn, "POST /%s HTTP/1.1\r\nHost: door\r\nContent-Length: %d\r\n\r\n%s", c.name, c.length, c.first)
+			if c.every > 0 {
+				trickle(conn, c.trickle, c.every)
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			took := time.Since(start)
+			if err != nil || resp.StatusCode != c.code {
+				t.Fatalf("%d %q (%v), want %d", resp.StatusCode, body, err, c.code)
+			}
+			if took < c.atLeast {
+				t.Errorf("answered after %s, before %s", took, c.atLeast)
+			}
+			if c.code == 408 {
+				if !resp.Close || !strings.Contains(string(body), "invalid_request_error") {
+					t.Errorf("408 %q, Close %v: want the door's error, closing the connection", body, resp.Close)
+				}
+				if _, err := br.ReadByte(); err != io.EOF {
+					t.Errorf("after the 408: %v, want the connection closed", err)
+				}
+			}
+			if c.name == "long-answer" && strings.Count(string(body), "part") != 6 {
+				t.Errorf("the answer %q was cut", body)
+			}
+			if s := <-got; !strings.HasPrefix(s, c.childSees) {
+				t.Errorf("the child saw %q, want %q", s, c.childSees)
+			}
+		})
+	}
+}
+
+// TestHeldBodyClientLeaves: a POST held with its body unread, whose
+// client closes its connection, frees its place at once (net/http, which
+// reads nothing of it, cannot tell; the gate watches the connection) and
+// never reaches the child. Control: a held POST whose client stays takes
+// the freed place and reaches the child whole.
+func TestHeldBodyClientLeaves(t *testing.T) {
+	reached := make(chan string, 4)
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		reached <- r.URL.Path + " " + string(b)
+	})
+	fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 1, Retry: true})
+	post := func(path string) (net.Conn, *bufio.Reader) {
+		conn, br := rawDoorConn(t, fd)
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: door\r\nContent-Length: 5\r\n\r\nhello", path)
+		return conn, br
+	}
+	gone, _ := post("/gone")
+	fd.waitHeld(t, 1)
+	gone.Close()
+	fd.waitHeld(t, 0)
+	_, br := post("/stays")
+	fd.waitHeld(t, 1)
+	fd.launch(t, 1)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the control: %v %v", resp, err)
+	}
+	if got := <-reached; got != "/stays hello" {
+		t.Errorf("the child got %q, want the control", got)
+	}
+	select {
+	case got := <-reached:
+		t.Errorf("the child got %q", got)
+	default:
+	}
+}
