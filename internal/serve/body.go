@@ -24,30 +24,33 @@ var errBodyTimeout = errors.New("the request body did not arrive in time")
 // (counted from the last byte read, or the first read), or not all in by
 // end, fails the read with errBodyTimeout. It sets the connection's read
 // deadline before each read, so a silent client is cut off by the
-// runtime's poller, with no timer or goroutine of its own. A read that
-// reaches the end clears the deadline: net/http goes on reading the
-// connection after a body, to see the client leave, and that read must
-// not time out.
+// runtime's poller, with no timer or goroutine of its own. Once the body
+// has ended it sets none: net/http then reads the connection itself, to
+// see the client leave (its background read, which clears the deadline as
+// it starts), and that read must not time out. Reads come one at a time.
 type timedBody struct {
 	src     io.ReadCloser
 	conn    *clientConn
 	idle    time.Duration
 	end     time.Time
+	ended   bool        // the body's end or an error was read
 	expired atomic.Bool // a read timed out: the answer is 408
 }
 
 func (b *timedBody) Read(p []byte) (int, error) {
+	if b.ended {
+		return b.src.Read(p)
+	}
 	d := time.Now().Add(b.idle)
 	if d.After(b.end) {
 		d = b.end
 	}
 	_ = b.conn.SetReadDeadline(d)
 	n, err := b.src.Read(p)
-	switch {
-	case err == nil:
-	case err == io.EOF:
-		_ = b.conn.SetReadDeadline(time.Time{})
-	case errors.Is(err, os.ErrDeadlineExceeded):
+	if err != nil {
+		b.ended = true
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
 		b.expired.Store(true)
 		err = fmt.Errorf("%w: %w", errBodyTimeout, err)
 	}

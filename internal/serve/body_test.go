@@ -149,3 +149,42 @@ func TestHeldBodyClientLeaves(t *testing.T) {
 	default:
 	}
 }
+
+// deadlineConn records the read deadlines set on it.
+type deadlineConn struct {
+	net.Conn
+	set []time.Time
+}
+
+func (c *deadlineConn) SetReadDeadline(t time.Time) error {
+	c.set = append(c.set, t)
+	return nil
+}
+
+// TestTimedBodyDeadlines: each read of the body sets the connection's
+// deadline to the idle bound, never past the bound in all; once the body
+// has ended no read sets one (net/http's own read of the connection then
+// must not time out).
+func TestTimedBodyDeadlines(t *testing.T) {
+	conn := &deadlineConn{}
+	start := time.Now()
+	b := &timedBody{src: io.NopCloser(strings.NewReader("abc")), conn: &clientConn{Conn: conn},
+		idle: time.Minute, end: start.Add(90 * time.Second)}
+	buf := make([]byte, 2)
+	for range 4 {
+		_, _ = b.Read(buf)
+	}
+	if len(conn.set) != 3 { // "ab", "c", the end; not the read after it
+		t.Fatalf("%d deadlines set, want 3: %v", len(conn.set), conn.set)
+	}
+	if d := conn.set[0].Sub(start); d < time.Minute || d > time.Minute+time.Second {
+		t.Errorf("the first deadline is %s after the start, want the idle minute", d)
+	}
+	b = &timedBody{src: io.NopCloser(strings.NewReader("abc")), conn: &clientConn{Conn: conn},
+		idle: time.Minute, end: start.Add(time.Second)}
+	conn.set = nil
+	_, _ = b.Read(buf)
+	if !conn.set[0].Equal(start.Add(time.Second)) {
+		t.Errorf("deadline %v, want the bound in all", conn.set[0])
+	}
+}

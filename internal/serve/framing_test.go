@@ -221,7 +221,7 @@ func TestAnswerFramingRefused(t *testing.T) {
 // TestClientConnUpgraded: after an upgrade the connection's bytes pass
 // as they come, not cut at line ends as a head's are.
 func TestClientConnUpgraded(t *testing.T) {
-	in := "GET / HTTP/1.1\r\nUpgrade: x\r\n\r\nframe 1\nframe 2\n\r\n"
+	in := "GET / HTTP/1.1\r\nUpgrade: x\r\n\r\nframe 1\r\n\r\nframe 2\n"
 	c := newClientConn(streamConn{r: strings.NewReader(in)})
 	head := make([]byte, 64)
 	n, err := c.Read(head)
@@ -230,7 +230,7 @@ func TestClientConnUpgraded(t *testing.T) {
 	}
 	c.upgraded()
 	n, err = c.Read(head)
-	if err != nil || string(head[:n]) != "frame 1\nframe 2\n\r\n" {
+	if err != nil || string(head[:n]) != "frame 1\r\n\r\nframe 2\n" {
 		t.Errorf("after the upgrade: %q %v, want the rest in one read", head[:n], err)
 	}
 }
