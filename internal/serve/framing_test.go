@@ -162,7 +162,7 @@ func TestFramingRefused(t *testing.T) {
 	if resp.StatusCode != 400 || !strings.Contains(string(b), "invalid_request_error") || resp.Header.Get(HeaderProfile) != "fp16" {
 		t.Errorf("CL+TE: %d %s %v, want the door's 400", resp.StatusCode, b, resp.Header)
 	}
-	if _, err := br.ReadByte(); err != io.EOF {
+	if _, err := br.ReadByte(); !closedErr(err) {
 		t.Errorf("after the 400: %v, want the connection closed", err)
 	}
 	br, _ = send("POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello" + strings.Replace(smuggled, "smuggled", "pipelined", 1))

@@ -71,15 +71,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	cfg := d.cfg.Load()
-	var watch func() (<-chan struct{}, func())
-	if cc != nil && r.Body != nil && r.Body != http.NoBody {
-		ex.tb = timedBody{src: r.Body, conn: cc, idle: cfg.bodyIdle(), end: start.Add(cfg.bodyTotal())}
-		ex.timed = &ex.tb
-		r.Body = ex.timed
-		// Nothing reads this body while it is held, so net/http cannot
-		// see its client leave: the gate watches the connection.
-		watch = cc.watchGone
-	}
+	watch := ex.bound(r, cc, cfg, start)
 	prio, ok := priority(r.Header.Get(HeaderPriority), cfg.Priority)
 	if !ok {
 		d.answer(cw, http.StatusBadRequest, "invalid_request_error",
@@ -115,6 +107,22 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = ex.body.attempt()
 	}
 	d.pass(cw, r, ex)
+}
+
+// bound bounds r's body in time (timedBody, from start) and answers how
+// to watch its client while the request is held: nothing reads a held
+// request's body, so net/http cannot see its client leave, and the gate
+// watches the connection. Without a body, or a connection to bound it by,
+// there is nothing to do (and net/http watches a bodiless request's
+// client itself).
+func (ex *exchange) bound(r *http.Request, cc *clientConn, cfg *conf, start time.Time) (watch func() (<-chan struct{}, func())) {
+	if cc == nil || r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	ex.tb = timedBody{src: r.Body, conn: cc, idle: cfg.bodyIdle(), end: start.Add(cfg.bodyTotal())}
+	ex.timed = &ex.tb
+	r.Body = ex.timed
+	return cc.watchGone
 }
 
 // framed answers 400, and closes the connection, when the request's head
