@@ -32,10 +32,11 @@ func closedErr(err error) bool {
 }
 
 // TestBodyTimeouts: a body with no byte for BodyIdle, or not all in
-// within BodyTotal, gets 408 and its connection closed, and the child,
-// which got part of it, sees it cut off. Controls: a body that trickles
-// within both bounds passes whole, and an answer that streams for longer
-// than BodyIdle after the body is in is not cut.
+// within BodyTotal, gets 408 and its connection closed. A small body is
+// read whole before it is sent, so the child gets nothing of it; of a
+// larger one, streamed, the child sees what came cut off. Controls: a
+// body that trickles within both bounds passes whole, and an answer that
+// streams for longer than BodyIdle after the body is in is not cut.
 func TestBodyTimeouts(t *testing.T) {
 	const idle, total = 200 * time.Millisecond, time.Second
 	got := make(chan string, 8)
@@ -67,6 +68,7 @@ func TestBodyTimeouts(t *testing.T) {
 			}
 		}()
 	}
+	large := maxBuffered + 1
 	for _, c := range []struct {
 		name      string
 		length    int
@@ -75,10 +77,11 @@ func TestBodyTimeouts(t *testing.T) {
 		every     time.Duration // 0: nothing more
 		code      int
 		atLeast   time.Duration
-		childSees string
+		childSees string // "": nothing
 	}{
-		{"silent", 100, "abc", "", 0, 408, idle, "/silent cut after "},
-		{"trickle", 100, "", strings.Repeat("x", 100), idle / 2, 408, total, "/trickle cut after "},
+		{"silent", 100, "abc", "", 0, 408, idle, ""},
+		{"trickle", 100, "", strings.Repeat("x", 100), idle / 2, 408, total, ""},
+		{"silent-streamed", large, strings.Repeat("s", large-10), "", 0, 408, idle, "/silent-streamed cut after "},
 		{"trickle-control", 5, "", "hello", idle / 2, 200, 0, "/trickle-control whole 5 bytes"},
 		{"long-answer", 5, "hello", "", 0, 200, 0, "/long-answer whole 5 bytes"},
 	} {
@@ -113,8 +116,21 @@ func TestBodyTimeouts(t *testing.T) {
 			if c.name == "long-answer" && strings.Count(string(body), "part") != 6 {
 				t.Errorf("the answer %q was cut", body)
 			}
-			if s := <-got; !strings.HasPrefix(s, c.childSees) {
-				t.Errorf("the child saw %q, want %q", s, c.childSees)
+			if c.childSees == "" {
+				select {
+				case s := <-got:
+					t.Errorf("the child saw %q, want nothing", s)
+				default:
+				}
+				return
+			}
+			select {
+			case s := <-got:
+				if !strings.HasPrefix(s, c.childSees) {
+					t.Errorf("the child saw %q, want %q", s, c.childSees)
+				}
+			case <-time.After(10 * time.Second):
+				t.Errorf("the child saw nothing, want %q", c.childSees)
 			}
 		})
 	}

@@ -98,3 +98,10 @@ const (
 // maxReplay bounds the request body kept to resend a dropped request: a
 // larger body is streamed as usual but not retried.
 const maxReplay = 4 << 20
+
+// maxBuffered bounds a request body the door reads whole before it sends
+// the request (a prompt's JSON is a few KiB): the child then never holds a
+// connection for a client still sending, and gets the request in one
+// write. A larger body, or one of unknown length, streams to the child as
+// it comes.
+const maxBuffered = 64 << 10

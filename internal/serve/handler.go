@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,8 @@ type exchange struct {
 	wrote    atomic.Bool
 	answered atomic.Bool
 	child    atomic.Pointer[childConn]
+
+	whole []byte // the body, read whole before sending (maxBuffered)
 
 	// The request's writer, kept body and timed body live here, so that
 	// a request costs the door few allocations of its own.
@@ -98,15 +101,54 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer d.leave(ex)
-	if cfg.Retry && r.Body != nil && r.Body != http.NoBody {
-		ex.kept = replayBody{src: r.Body, limit: maxReplay}
-		if n := r.ContentLength; n > 0 && n <= maxReplay {
-			ex.kept.kept = make([]byte, 0, n) // one allocation, not append's doublings
+	switch n := r.ContentLength; {
+	case n > 0 && n <= maxBuffered:
+		var err error
+		if ex.whole, err = readWhole(r.Body, n); err != nil {
+			d.bodyFailed(cw, r, ex)
+			return
 		}
+		r.Body, _ = ex.freshBody()
+	case cfg.Retry && r.Body != nil && r.Body != http.NoBody:
+		ex.kept = replayBody{src: r.Body, limit: maxReplay}
 		ex.body = &ex.kept
 		r.Body = ex.body.attempt()
 	}
 	d.pass(cw, r, ex)
+}
+
+// readWhole reads a body of n bytes. Its buffer grows as the bytes come,
+// from one that holds a usual prompt: a client that declares a length and
+// sends nothing costs no more than that.
+func readWhole(body io.Reader, n int64) ([]byte, error) {
+	var b bytes.Buffer
+	b.Grow(int(min(n, 4<<10)))
+	if _, err := io.CopyN(&b, body, n); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// bodyFailed answers a request whose body, read whole before it is sent
+// (maxBuffered), did not come: 408 when it stopped coming (timedBody),
+// nothing when the client left.
+func (d *Door) bodyFailed(w http.ResponseWriter, r *http.Request, ex *exchange) {
+	switch {
+	case ex.timed.timedOut():
+		d.bodyTimeout(w)
+	case r.Context().Err() == nil:
+		w.Header().Set("Connection", "close")
+		d.answer(w, http.StatusBadRequest, "invalid_request_error", "the request body ended before its Content-Length", 0)
+	}
+}
+
+// bodyTimeout answers 408 to a request whose body did not come in time,
+// and closes its connection (what remains of the body is never read).
+func (d *Door) bodyTimeout(w http.ResponseWriter) {
+	cfg := d.cfg.Load()
+	w.Header().Set("Connection", "close")
+	d.answer(w, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf(
+		"%v: no byte for %s, or not all in within %s of the request's start", errBodyTimeout, cfg.bodyIdle(), cfg.bodyTotal()), 0)
 }
 
 // bound bounds r's body in time (timedBody, from start) and answers how
@@ -170,11 +212,19 @@ func (ex *exchange) wroteRequest(info httptrace.WroteRequestInfo) {
 
 func (ex *exchange) gotFirstByte() { ex.answered.Store(true) }
 
-// getBody is the outbound request's GetBody: net/http's transport sends
-// a request again on a new connection when a kept one failed before the
-// request could have been read, and needs the body from its start.
-func (ex *exchange) getBody() (io.ReadCloser, error) {
-	if !ex.body.replayable() {
+// freshBody is the request's body from its start, for one more sending:
+// the outbound request's GetBody (net/http's transport sends a request
+// again on a new connection when a kept one failed before the request
+// could have been read) and the door's own retry.
+func (ex *exchange) freshBody() (io.ReadCloser, error) {
+	switch {
+	case ex.whole != nil:
+		// A *bytes.Reader: net/http writes the headers and a body it
+		// knows to be in memory together.
+		return io.NopCloser(bytes.NewReader(ex.whole)), nil
+	case ex.body == nil:
+		return http.NoBody, nil
+	case !ex.body.replayable():
 		return nil, errNotReplayable
 	}
 	return ex.body.attempt(), nil
@@ -210,8 +260,8 @@ func (d *Door) leave(ex *exchange) {
 func (d *Door) rewrite(pr *httputil.ProxyRequest) {
 	ex := exchangeFrom(pr.In.Context())
 	pr.SetURL(ex.target)
-	if ex.body != nil {
-		pr.Out.GetBody = ex.getBody
+	if ex.whole != nil || ex.body != nil {
+		pr.Out.GetBody = ex.freshBody
 	}
 	if xff, ok := pr.In.Header["X-Forwarded-For"]; ok {
 		pr.Out.Header["X-Forwarded-For"] = xff
@@ -268,10 +318,7 @@ func (d *Door) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	ex := exchangeFrom(r.Context())
 	switch {
 	case ex != nil && ex.timed.timedOut():
-		w.Header().Set("Connection", "close")
-		cfg := d.cfg.Load()
-		d.answer(w, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf(
-			"%v: no byte for %s, or not all in within %s of the request's start", errBodyTimeout, cfg.bodyIdle(), cfg.bodyTotal()), 0)
+		d.bodyTimeout(w)
 	case ex != nil && ex.rejected != nil:
 		d.reject(w, ex.rejected)
 	case r.Context().Err() != nil:

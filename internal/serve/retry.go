@@ -61,8 +61,10 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, werr
 	}
 	again := req.Clone(ctx)
-	if ex.body != nil {
-		again.Body = ex.body.attempt()
+	if req.Body != nil && req.Body != http.NoBody {
+		if again.Body, err = ex.freshBody(); err != nil {
+			return nil, err
+		}
 	}
 	return t.base.RoundTrip(again)
 }
