@@ -32,6 +32,14 @@ var errNotReplayable = errors.New("the request body is too large to send again")
 
 func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ex := exchangeFrom(req.Context())
+	if ex != nil && ex.whole != nil {
+		// The proxy hides the body in a wrapper of its own, and with it
+		// that the body is in memory: handed the bytes, the transport
+		// writes the headers and the body in one write.
+		in := *req
+		in.Body, _ = ex.freshBody()
+		req = &in
+	}
 	resp, err := t.base.RoundTrip(req)
 	if err == nil || ex == nil || ex.fallback {
 		return resp, err
