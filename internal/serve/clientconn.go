@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"bufio"
 	"context"
 	"net"
 	"sync/atomic"
@@ -22,17 +21,18 @@ func (l framedListener) Accept() (net.Conn, error) {
 // passes every byte unchanged, but never more of a request's head than
 // the head: it scans each head as it passes (headScan) and, before net/http
 // parses it, knows the framing the head declared, Content-Length dropped
-// for Transfer-Encoding included. To find where the next head starts it
-// follows a body framed by Content-Length to its end. A chunked body it
-// does not follow: the connection ends after that request's answer, so
-// nothing after such a body is ever taken for a request (Door.ServeHTTP
-// says Connection: close).
+// for Transfer-Encoding included. Bytes read past a head's end wait in
+// pend for the next read. To find where the next head starts it follows
+// a body framed by Content-Length to its end. A chunked body it does not
+// follow: the connection ends after that request's answer, so nothing
+// after such a body is ever taken for a request (Door.ServeHTTP says
+// Connection: close).
 //
 // The server reads it from one goroutine at a time; the handler reads a
 // head's verdict from the goroutine that read the head.
 type clientConn struct {
 	net.Conn
-	br *bufio.Reader
+	pend []byte // read from the connection, not passed yet
 
 	state  readState
 	remain int64 // body bytes left (readingBody)
@@ -54,38 +54,54 @@ const (
 	readingRest           // everything to the end: a body not followed
 )
 
-func newClientConn(c net.Conn) *clientConn {
-	return &clientConn{Conn: c, br: bufio.NewReaderSize(c, 4<<10)}
-}
+func newClientConn(c net.Conn) *clientConn { return &clientConn{Conn: c} }
 
 func (c *clientConn) Read(p []byte) (int, error) {
-	if c.passThrough.Load() {
-		return c.br.Read(p)
+	if c.passThrough.Load() || c.state == readingRest {
+		return c.read(p)
 	}
-	switch c.state {
-	case readingRest:
-		return c.br.Read(p)
-	case readingBody:
+	if c.state == readingBody {
 		if int64(len(p)) > c.remain {
 			p = p[:c.remain]
 		}
-		n, err := c.br.Read(p)
+		n, err := c.read(p)
 		c.remain -= int64(n)
 		if c.remain == 0 {
 			c.state = readingHead
 		}
 		return n, err
 	}
-	// A head: what is buffered, up to its end.
-	if _, err := c.br.Peek(1); err != nil {
-		return 0, err
+	// A head: up to its end.
+	var n int
+	var err error
+	if len(c.pend) > 0 {
+		n = c.scan.feed(c.pend[:min(len(c.pend), len(p))])
+		copy(p, c.pend[:n])
+		c.pend = c.pend[n:]
+	} else {
+		n, err = c.Conn.Read(p)
+		if k := c.scan.feed(p[:n]); k < n {
+			c.pend = append([]byte(nil), p[k:n]...)
+			n = k
+		}
 	}
-	buf, _ := c.br.Peek(c.br.Buffered())
-	n := c.scan.feed(buf[:min(len(buf), len(p))])
-	copy(p, buf[:n])
-	_, _ = c.br.Discard(n)
+	if len(c.pend) == 0 {
+		c.pend = nil
+	}
 	if c.scan.done {
 		c.endHead()
+	}
+	return n, err
+}
+
+// read passes what waits in pend, then what the connection gives.
+func (c *clientConn) read(p []byte) (int, error) {
+	if len(c.pend) == 0 {
+		return c.Conn.Read(p)
+	}
+	n := copy(p, c.pend)
+	if c.pend = c.pend[n:]; len(c.pend) == 0 {
+		c.pend = nil
 	}
 	return n, nil
 }

@@ -64,19 +64,22 @@ func TestPassing(t *testing.T) {
 }
 
 // TestHoldExpiry: a request held past hold gets 503 with Retry-After and
-// the OpenAI-shaped body, with the profile headers.
+// the OpenAI-shaped body, with the profile headers; one with a body too
+// (the gate then waits on its connection, watching its client).
 func TestHoldExpiry(t *testing.T) {
 	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {})
 	fd := startDoor(t, Config{Upstream: up.URL, Hold: 200 * time.Millisecond, MaxHeld: 10})
 	fd.Profile("fp16", 0, 2)
-	start := time.Now()
-	resp, body := get(t, newClient(t), fd.url+"/v1/models") // never launched: never ready
-	if took := time.Since(start); took < 200*time.Millisecond {
-		t.Errorf("answered after %s, before hold", took)
-	}
-	checkUnavailable(t, resp, body)
-	if fd.meter.rejects("hold") != 1 {
-		t.Errorf("rejected{hold} = %d", fd.meter.rejects("hold"))
+	for i, body := range []string{"", `{"prompt":"hi"}`} {
+		start := time.Now()
+		resp, got := do1(t, newClient(t), http.MethodPost, fd.url+"/v1/completions", body) // never launched: never ready
+		if took := time.Since(start); took < 200*time.Millisecond {
+			t.Errorf("body %q: answered after %s, before hold", body, took)
+		}
+		checkUnavailable(t, resp, got)
+		if fd.meter.rejects("hold") != i+1 {
+			t.Errorf("rejected{hold} = %d", fd.meter.rejects("hold"))
+		}
 	}
 }
 
@@ -525,7 +528,7 @@ func TestStatusPath(t *testing.T) {
 }
 
 // TestShutdownAnswersHeld: closing the door answers held requests 503 at
-// once.
+// once, with a body or without.
 func TestShutdownAnswersHeld(t *testing.T) {
 	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {})
 	fd := New(Config{Upstream: up.URL, Health: "/health", Hold: time.Minute, MaxHeld: 10, Priority: P0}, Options{})
@@ -535,19 +538,21 @@ func TestShutdownAnswersHeld(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- fd.Serve(ln) }()
-	got := make(chan *http.Response, 1)
+	got := make(chan *http.Response, 2)
 	c := newClient(t)
-	go func() {
-		resp, err := c.Get("http://" + ln.Addr().String() + "/x")
-		if err != nil {
-			t.Error(err)
-			got <- nil
-			return
-		}
-		resp.Body.Close()
-		got <- resp
-	}()
-	for fd.Held() != 1 {
+	for _, body := range []string{"", "with a body"} {
+		go func() {
+			resp, err := c.Post("http://"+ln.Addr().String()+"/x", "text/plain", strings.NewReader(body))
+			if err != nil {
+				t.Error(err)
+				got <- nil
+				return
+			}
+			resp.Body.Close()
+			got <- resp
+		}()
+	}
+	for fd.Held() != 2 {
 		time.Sleep(time.Millisecond)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
@@ -555,8 +560,10 @@ func TestShutdownAnswersHeld(t *testing.T) {
 	if err := fd.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if resp := <-got; resp == nil || resp.StatusCode != 503 {
-		t.Fatalf("held request at shutdown: %v", resp)
+	for range 2 {
+		if resp := <-got; resp == nil || resp.StatusCode != 503 {
+			t.Fatalf("held request at shutdown: %v", resp)
+		}
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)

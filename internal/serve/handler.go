@@ -157,14 +157,14 @@ func (d *Door) bodyTimeout(w http.ResponseWriter) {
 // watches the connection. Without a body, or a connection to bound it by,
 // there is nothing to do (and net/http watches a bodiless request's
 // client itself).
-func (ex *exchange) bound(r *http.Request, cc *clientConn, cfg *conf, start time.Time) (watch func() (<-chan struct{}, func())) {
+func (ex *exchange) bound(r *http.Request, cc *clientConn, cfg *conf, start time.Time) watcher {
 	if cc == nil || r.Body == nil || r.Body == http.NoBody {
 		return nil
 	}
 	ex.tb = timedBody{src: r.Body, conn: cc, idle: cfg.bodyIdle(), end: start.Add(cfg.bodyTotal())}
 	ex.timed = &ex.tb
 	r.Body = ex.timed
-	return cc.watchGone
+	return cc.watcher()
 }
 
 // framed answers 400, and closes the connection, when the request's head
@@ -232,7 +232,7 @@ func (ex *exchange) freshBody() (io.ReadCloser, error) {
 
 // enter waits at the gate for ex, and records where it goes. watch, when
 // not nil, watches the client's connection while ex is held (gate.wait).
-func (d *Door) enter(ctx context.Context, cfg *conf, ex *exchange, watch func() (<-chan struct{}, func())) error {
+func (d *Door) enter(ctx context.Context, cfg *conf, ex *exchange, watch watcher) error {
 	if f := d.opts.OnRequest; f != nil {
 		f(!d.up.ready.Load())
 	}
