@@ -1,57 +1,16 @@
 package serve
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/http/httputil"
-	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 )
-
-// exchange is one client request's passage through the door, carried in
-// the outbound request's context to the transport and the error handler.
-type exchange struct {
-	target   *url.URL
-	fallback bool
-	gen      int  // the launch it was sent to
-	inflight bool // counted in the gate
-	body     *replayBody
-	retried  bool  // sent a second time
-	rejected error // a retry's wait ended without a ready child, or it may not be sent again
-
-	// What the transport did with the last attempt (its trace): whether
-	// the request was written whole, whether an answer byte came back,
-	// and the connection it went on.
-	trace    httptrace.ClientTrace
-	wrote    atomic.Bool
-	answered atomic.Bool
-	child    atomic.Pointer[childConn]
-
-	whole []byte // the body, read whole before sending (maxBuffered)
-
-	// The request's writer, kept body and timed body live here, so that
-	// a request costs the door few allocations of its own.
-	w     countingWriter
-	kept  replayBody
-	timed *timedBody // nil: no body, or no connection to bound it by
-	tb    timedBody
-}
-
-type exchangeKey struct{}
-
-func exchangeFrom(ctx context.Context) *exchange {
-	ex, _ := ctx.Value(exchangeKey{}).(*exchange)
-	return ex
-}
 
 // ServeHTTP passes r to the child (or answers it itself: its own paths,
 // a request it refuses, a wait that ran out, a full queue).
@@ -117,56 +76,6 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.pass(cw, r, ex)
 }
 
-// readWhole reads a body of n bytes. Its buffer grows as the bytes come,
-// from one that holds a usual prompt: a client that declares a length and
-// sends nothing costs no more than that.
-func readWhole(body io.Reader, n int64) ([]byte, error) {
-	var b bytes.Buffer
-	b.Grow(int(min(n, 4<<10)))
-	if _, err := io.CopyN(&b, body, n); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
-}
-
-// bodyFailed answers a request whose body, read whole before it is sent
-// (maxBuffered), did not come: 408 when it stopped coming (timedBody),
-// nothing when the client left.
-func (d *Door) bodyFailed(w http.ResponseWriter, r *http.Request, ex *exchange) {
-	switch {
-	case ex.timed.timedOut():
-		d.bodyTimeout(w)
-	case r.Context().Err() == nil:
-		w.Header().Set("Connection", "close")
-		d.answer(w, http.StatusBadRequest, "invalid_request_error", "the request body ended before its Content-Length", 0)
-	}
-}
-
-// bodyTimeout answers 408 to a request whose body did not come in time,
-// and closes its connection (what remains of the body is never read).
-func (d *Door) bodyTimeout(w http.ResponseWriter) {
-	cfg := d.cfg.Load()
-	w.Header().Set("Connection", "close")
-	d.answer(w, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf(
-		"%v: no byte for %s, or not all in within %s of the request's start", errBodyTimeout, cfg.bodyIdle(), cfg.bodyTotal()), 0)
-}
-
-// bound bounds r's body in time (timedBody, from start) and answers how
-// to watch its client while the request is held: nothing reads a held
-// request's body, so net/http cannot see its client leave, and the gate
-// watches the connection. Without a body, or a connection to bound it by,
-// there is nothing to do (and net/http watches a bodiless request's
-// client itself).
-func (ex *exchange) bound(r *http.Request, cc *clientConn, cfg *conf, start time.Time) watcher {
-	if cc == nil || r.Body == nil || r.Body == http.NoBody {
-		return nil
-	}
-	ex.tb = timedBody{src: r.Body, conn: cc, idle: cfg.bodyIdle(), end: start.Add(cfg.bodyTotal())}
-	ex.timed = &ex.tb
-	r.Body = ex.timed
-	return cc.watcher()
-}
-
 // framed answers 400, and closes the connection, when the request's head
 // declared a framing the door refuses (clientConn.check): the request goes
 // nowhere. A request whose body the connection does not follow (chunked)
@@ -184,50 +93,6 @@ func (d *Door) framed(w http.ResponseWriter, cc *clientConn) bool {
 		d.opts.Meter.ServeRequest(http.StatusBadRequest)
 	}
 	return false
-}
-
-// pass sends r to ex's target through the proxy, with ex and its trace
-// in the request's context.
-func (d *Door) pass(w http.ResponseWriter, r *http.Request, ex *exchange) {
-	ex.trace = httptrace.ClientTrace{GotConn: ex.gotConn, WroteRequest: ex.wroteRequest, GotFirstResponseByte: ex.gotFirstByte}
-	ctx := httptrace.WithClientTrace(context.WithValue(r.Context(), exchangeKey{}, ex), &ex.trace)
-	d.proxy.ServeHTTP(w, r.WithContext(ctx))
-}
-
-// gotConn starts an attempt on a connection: nothing of it written yet,
-// and the connection's next bytes are its answer.
-func (ex *exchange) gotConn(info httptrace.GotConnInfo) {
-	ex.wrote.Store(false)
-	if c, ok := info.Conn.(*childConn); ok {
-		c.expect()
-		ex.child.Store(c)
-	}
-}
-
-func (ex *exchange) wroteRequest(info httptrace.WroteRequestInfo) {
-	if info.Err == nil {
-		ex.wrote.Store(true)
-	}
-}
-
-func (ex *exchange) gotFirstByte() { ex.answered.Store(true) }
-
-// freshBody is the request's body from its start, for one more sending:
-// the outbound request's GetBody (net/http's transport sends a request
-// again on a new connection when a kept one failed before the request
-// could have been read) and the door's own retry.
-func (ex *exchange) freshBody() (io.ReadCloser, error) {
-	switch {
-	case ex.whole != nil:
-		// A *bytes.Reader: net/http writes the headers and a body it
-		// knows to be in memory together.
-		return io.NopCloser(bytes.NewReader(ex.whole)), nil
-	case ex.body == nil:
-		return http.NoBody, nil
-	case !ex.body.replayable():
-		return nil, errNotReplayable
-	}
-	return ex.body.attempt(), nil
 }
 
 // enter waits at the gate for ex, and records where it goes. watch, when
