@@ -1,9 +1,14 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -11,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/deliver"
 	"github.com/gpuguard/gpuguard/internal/tasks/memstore"
 	"github.com/gpuguard/gpuguard/policy"
 )
@@ -21,30 +27,43 @@ type fakeReplayer struct {
 	mu       sync.Mutex
 	errs     []error
 	payloads []string
+	bodies   []string
 }
 
-func (r *fakeReplayer) Replay(_ context.Context, payload json.RawMessage) ([]byte, error) {
+// Replay answers the request's body, reversed, as the answer's body.
+func (r *fakeReplayer) Replay(_ context.Context, payload json.RawMessage, body io.Reader, size int64) ([]byte, io.ReadCloser, error) {
+	b, err := io.ReadAll(body)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err != nil || int64(len(b)) != size {
+		return nil, nil, fmt.Errorf("reading the body: %d bytes of %d, %v", len(b), size, err)
+	}
 	r.payloads = append(r.payloads, string(payload))
+	r.bodies = append(r.bodies, string(b))
 	if len(r.errs) > 0 {
 		err := r.errs[0]
 		r.errs = r.errs[1:]
-		return nil, err
+		return nil, nil, err
 	}
-	return []byte(`{"status":200}`), nil
+	slices.Reverse(b)
+	return []byte(`{"status":200}`), io.NopCloser(bytes.NewReader(b)), nil
 }
 
 func (r *fakeReplayer) calls() int { r.mu.Lock(); defer r.mu.Unlock(); return len(r.payloads) }
 
-func startReplay(t *testing.T, pol *policy.Policy, r *fakeReplayer) (*harness, *memstore.Memory, *fakeDoor) {
+func startReplay(t *testing.T, pol *policy.Policy, r *fakeReplayer) (*taskHarness, *memstore.Memory, *fakeDoor) {
 	t.Helper()
 	mem, door := memstore.New(), newFakeDoor()
 	close(door.drain) // nothing in flight: every drain ends at once
-	h := startHarness(t, pol, func(_ *Config, d *Deps) { d.Tasks, d.Door, d.Replayer = mem.Open(), door, r })
-	h.child().setOnSignal(func(c *fakeChild, sig syscall.Signal) { c.end(Exit{Code: 0}) })
+	var q *deliver.Tasks
+	h := startHarness(t, pol, func(_ *Config, d *Deps) {
+		d.Door = door
+		deliverFrom(&q, d, mem.Open(), r)
+	})
+	c := h.child()
+	c.setOnSignal(func(c *fakeChild, sig syscall.Signal) { c.end(Exit{Code: 0}) })
 	sample()
-	return h, mem, door
+	return &taskHarness{harness: h, mem: mem, child: c, tasks: q}, mem, door
 }
 
 // TestReplayWaitsForMemoryAndChild: a deferred request is replayed only
@@ -56,11 +75,11 @@ func TestReplayWaitsForMemoryAndChild(t *testing.T) {
 		h, mem, door := startReplay(t, taskPolicy(nil), r)
 		h.probe.setUsed(15 * gib) // above high: short
 		sample()
-		ticket, err := h.sup.Tasks().DeferRequest(context.Background(), json.RawMessage(`{"method":"GET"}`))
+		ticket, err := h.tasks.DeferRequest(context.Background(), json.RawMessage(`{"method":"GET"}`), strings.NewReader("hello"))
 		if err != nil || len(ticket) < 32 {
 			t.Fatalf("defer: %q %v", ticket, err)
 		}
-		if evs := h.rec.named(api.EventDeferred); len(evs) != 1 || evs[0].Tool != ToolHTTP || evs[0].Ticket != ticket {
+		if evs := h.rec.named(api.EventDeferred); len(evs) != 1 || evs[0].Tool != deliver.ToolHTTP || evs[0].Ticket != ticket {
 			t.Fatalf("deferred events %+v", evs)
 		}
 		door.mu.Lock()
@@ -92,6 +111,13 @@ func TestReplayWaitsForMemoryAndChild(t *testing.T) {
 		if r.calls() != 2 || tk.State != api.TaskDone || string(result) != `{"status":200}` {
 			t.Fatalf("after the backoff: %d calls, task %+v result %s, want done with the result", r.calls(), tk, result)
 		}
+		if r.bodies[0] != "hello" || r.bodies[1] != "hello" {
+			t.Fatalf("replayed bodies %q, want the stored one each time", r.bodies)
+		}
+		answer, n, err := mem.Open().ResultBody(context.Background(), ticket)
+		if b, _ := io.ReadAll(answer); err != nil || n != 5 || string(b) != "olleh" {
+			t.Fatalf("the stored answer: %q (%d) %v, want the replay's", b, n, err)
+		}
 		if evs := h.rec.named(api.EventTaskDone); len(evs) != 1 || evs[0].Attempt != 2 {
 			t.Fatalf("task_done events %+v", evs)
 		}
@@ -111,7 +137,7 @@ func TestReplayDeadAfterMaxAttempts(t *testing.T) {
 		door.mu.Lock()
 		door.ready = true
 		door.mu.Unlock()
-		ticket, err := h.sup.Tasks().DeferRequest(context.Background(), json.RawMessage(`{}`))
+		ticket, err := h.tasks.DeferRequest(context.Background(), json.RawMessage(`{}`), strings.NewReader(""))
 		if err != nil {
 			t.Fatal(err)
 		}
