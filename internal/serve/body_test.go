@@ -212,3 +212,36 @@ func TestTimedBodyDeadlines(t *testing.T) {
 		t.Errorf("deadline %v, want the bound in all", conn.set[0])
 	}
 }
+
+// TestDeferredBodyTimeout: a deferred request's body that stops coming
+// gets 408 too, and nothing is stored. Control: the same request whose
+// body comes is deferred (202).
+func TestDeferredBodyTimeout(t *testing.T) {
+	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	q := newMemQueue()
+	fd := startDoorQueue(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10, BodyIdle: 200 * time.Millisecond, BodyTotal: time.Second}, q)
+	fd.Profile("fp16", 0, 2)
+	fd.launch(t, 1)
+	fd.Short(true)
+	for _, c := range []struct {
+		body string
+		code int
+	}{{"abc", 408}, {"hello", 202}} {
+		conn, br := rawDoorConn(t, fd)
+		fmt.Fprintf(conn, "POST /v1/x HTTP/1.1\r\nHost: door\r\nX-GPUGuard-Priority: P2\r\nContent-Length: 5\r\n\r\n%s", c.body)
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.code {
+			t.Errorf("body %q: %d, want %d", c.body, resp.StatusCode, c.code)
+		}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.tasks) != 1 {
+		t.Errorf("%d tasks stored, want the control's only", len(q.tasks))
+	}
+}
