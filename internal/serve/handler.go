@@ -128,6 +128,12 @@ func (d *Door) rewrite(pr *httputil.ProxyRequest) {
 	if ex.whole != nil || ex.body != nil {
 		pr.Out.GetBody = ex.freshBody
 	}
+	if ex.whole != nil {
+		// The door has the body: the child has nothing to agree to before
+		// it is sent, and a child that ignores the expectation would cost
+		// the transport's wait for a 100.
+		pr.Out.Header.Del("Expect")
+	}
 	if xff, ok := pr.In.Header["X-Forwarded-For"]; ok {
 		pr.Out.Header["X-Forwarded-For"] = xff
 	}
