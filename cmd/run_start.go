@@ -103,9 +103,13 @@ func runRun(o *RunOptions) error {
 		meter = m
 	}
 	queue := &frontdoor.Queue{} // bound to the supervisor and the store below, before the door serves
+	bodies, err := frontdoor.BodyTimeoutsFromEnv(o.IO.Getenv)
+	if err != nil {
+		return g.Abort(&ExitError{Code: ExitConfig, Err: err})
+	}
 	door, err := frontdoor.Open(r.pol.Serve, frontdoor.Options{Status: func() api.Status { return sup.Status() },
 		Healthy: func(gen int) { sup.Healthy(gen) }, Requested: func(held bool) { sup.Requested(held) },
-		Meter: meter, Queue: queue, Logf: logf})
+		Meter: meter, Queue: queue, Logf: logf, Bodies: bodies})
 	if err != nil {
 		return g.Abort(&ExitError{Code: ExitFailure, Err: err})
 	}
