@@ -64,6 +64,10 @@ const clockTick = 10 * time.Millisecond
 // 1 s): calm-floor-cpu-%, and calm-floor-x-earlyoom, what any Go program
 // waking that often costs against earlyoom, which wakes as often; that is
 // the part of x-earlyoom that is the Go runtime's and not gpuguard's.
+// A third (benchchild probe, with one P as gpuguard has) also lists the
+// first instance's sim device dir each time, the system calls of a calm
+// sim sample and nothing else: probe-floor-cpu-%, probe-floor-x-earlyoom,
+// and x-probe-floor, gpuguard's cost as a multiple of it.
 // wakeups/tick counts per 200 ms whatever gpuguard's own period.
 //
 // Two more instances idle in the same window. door- (-idle.door): one with
@@ -108,6 +112,14 @@ func BenchmarkIdle(b *testing.B) {
 		}
 		floor := startTicker(b, interval)
 		calmFloor := startTicker(b, calmInterval)
+		// What a calm sample's probe costs any Go program: the plain
+		// instance's sim device dir listed once a calm period, with
+		// gpuguard's one scheduler P.
+		probeFloor := exec.Command(childBin, "probe", filepath.Join(sides[0].g.stateDir, "sim", "0"), calmInterval.String())
+		probeFloor.Env = append(os.Environ(), "GOMAXPROCS=1")
+		if err := probeFloor.Start(); err != nil {
+			b.Fatal(err)
+		}
 		var eo *exec.Cmd
 		if *idleEarlyoom {
 			eo = startEarlyoom(b)
@@ -120,6 +132,7 @@ func BenchmarkIdle(b *testing.B) {
 		}
 		_, floor0, floorWake0 := cpuTime(b, floor.Process.Pid)
 		_, calm0, _ := cpuTime(b, calmFloor.Process.Pid)
+		_, probe0, _ := cpuTime(b, probeFloor.Process.Pid)
 		var eo0 time.Duration
 		var eoWake0 int64
 		if eo != nil {
@@ -132,8 +145,11 @@ func BenchmarkIdle(b *testing.B) {
 		}
 		_, floor1, floorWake1 := cpuTime(b, floor.Process.Pid)
 		_, calm1, _ := cpuTime(b, calmFloor.Process.Pid)
+		_, probe1, _ := cpuTime(b, probeFloor.Process.Pid)
 		wall := time.Since(t0)
 		b.ReportMetric(100*float64(calm1-calm0)/float64(wall), "calm-floor-cpu-%")
+		b.ReportMetric(100*float64(probe1-probe0)/float64(wall), "probe-floor-cpu-%")
+		b.ReportMetric(float64(sides[0].sched1-sides[0].sched0)/float64(probe1-probe0), "x-probe-floor")
 		if eo != nil {
 			_, eo1, eoWake1 := cpuTime(b, eo.Process.Pid)
 			b.ReportMetric(100*float64(eo1-eo0)/float64(wall), "earlyoom-cpu-%")
@@ -142,10 +158,11 @@ func BenchmarkIdle(b *testing.B) {
 				b.ReportMetric(float64(sd.sched1-sd.sched0)/float64(eo1-eo0), sd.prefix+"x-earlyoom")
 			}
 			b.ReportMetric(float64(calm1-calm0)/float64(eo1-eo0), "calm-floor-x-earlyoom")
+			b.ReportMetric(float64(probe1-probe0)/float64(eo1-eo0), "probe-floor-x-earlyoom")
 			eo.Process.Kill()
 			eo.Wait()
 		}
-		for _, t := range []*exec.Cmd{floor, calmFloor} {
+		for _, t := range []*exec.Cmd{floor, calmFloor, probeFloor} {
 			t.Process.Kill()
 			t.Wait()
 		}
