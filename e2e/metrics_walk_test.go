@@ -28,6 +28,8 @@ type listedSeries struct {
 	// lists them, the values that must exist.
 	labels []string
 	values map[string][]string
+	// modelDoor: the series is `gpuguard door`'s, on its own /metrics.
+	modelDoor bool
 	// pending names a series whose feature is not built yet, and why:
 	// the walk fails as soon as the series appears, or the feature does
 	// (built), so that it is walked from then on rather than forgotten.
@@ -86,12 +88,10 @@ var contractSeries = []listedSeries{
 	// gpuguard_stepdowns_total{reason="room"}, the other series of making
 	// room, is walked as a value below.
 
-	{name: "gpuguard_door_requests_total", section: "One door for many models", labels: []string{"model", "code"},
-		pending: "`gpuguard door` (issue 38) is not built, and has a /metrics of its own", built: doorBuilt},
-	{name: "gpuguard_door_request_duration_seconds", section: "One door for many models", histogram: true, labels: []string{"model"},
-		pending: "`gpuguard door` (issue 38) is not built, and has a /metrics of its own", built: doorBuilt},
-	{name: "gpuguard_door_instances", section: "One door for many models",
-		pending: "`gpuguard door` (issue 38) is not built, and has a /metrics of its own", built: doorBuilt},
+	// `gpuguard door` has a /metrics of its own: model, the walk's.
+	{name: "gpuguard_door_requests_total", section: "One door for many models", labels: []string{"model", "code"}, modelDoor: true},
+	{name: "gpuguard_door_request_duration_seconds", section: "One door for many models", histogram: true, labels: []string{"model"}, modelDoor: true},
+	{name: "gpuguard_door_instances", section: "One door for many models", modelDoor: true},
 
 	// Beyond the contract: series the operator's docs list.
 	{name: "gpuguard_profile_levels", section: "docs"},
@@ -118,13 +118,6 @@ make_room = true
 `)
 	code, _, _ := e.runRaw([]string{"policy", "check", pol})
 	return code == 0
-}
-
-// doorBuilt: `gpuguard door --help` is the door's own help, not the
-// root's.
-func doorBuilt(t *testing.T, e *env) bool {
-	_, out, _ := e.runRaw([]string{"door", "--help"})
-	return strings.Contains(out, "gpuguard door ")
 }
 
 // exposition is one /metrics exposition: each sample's name and labels.
@@ -225,8 +218,9 @@ leave = [{ path = "/wake_up" }]
 
 // TestMetricsContractWalk runs one instance through what makes every
 // listed series exist (an OOM fallback, a request through the door, an
-// Xid, a rise in usage, a sleep and a wake by request, a reload), then
-// walks the list against its live /metrics: a series the contract lists
+// Xid, a rise in usage, a sleep and a wake by request, a reload, a
+// request through `gpuguard door`), then walks the list against its live
+// /metrics and the model door's: a series the contract lists
 // and the exposition lacks fails the test, and so does a pending one
 // that has appeared or whose feature has been built.
 func TestMetricsContractWalk(t *testing.T) {
@@ -298,15 +292,28 @@ func TestMetricsContractWalk(t *testing.T) {
 		t.Fatalf("step down: exit %d %q %s", code, out, stderr)
 	}
 	get("a request that wakes the instance")
+
+	// One door for many models: a request naming the instance's model.
+	md := e.startGPUGuardDoor()
+	waitFor(t, "gpuguard door to route to walk", 30*time.Second, func() bool {
+		return call(t, "GET", md.url+"/v1/models/walk", "").status == 200
+	})
+	if a := call(t, "POST", md.url+"/v1/completions", `{"model":"walk","prompt":"hi"}`); a.status != 200 {
+		t.Fatalf("a request through gpuguard door: %d %s", a.status, a.body)
+	}
 	if code, _, stderr := e.run([]string{"reload", "walk", "--runtime-dir", e.runDir}); code != 0 {
 		t.Fatalf("reload: exit %d %s", code, stderr)
 	}
 
-	got := scrapeMetrics(t, metricsAt)
+	instance, modelDoor := scrapeMetrics(t, metricsAt), scrapeMetrics(t, md.metricsAt)
 	for _, s := range contractSeries {
 		name := s.name
 		if s.histogram {
 			name += "_count"
+		}
+		got := instance
+		if s.modelDoor {
+			got = modelDoor
 		}
 		present := got.has(name, nil) || s.name == "gpuguard_watermark_eta_seconds" && rising.has(name, nil)
 		if s.pending != "" {
@@ -339,7 +346,7 @@ func TestMetricsContractWalk(t *testing.T) {
 	}
 	for _, v := range pendingValues {
 		switch {
-		case got.has(v.name, map[string]string{v.label: v.value}):
+		case instance.has(v.name, map[string]string{v.label: v.value}):
 			t.Errorf("%s{%s=%q} is pending (%s), but /metrics has it now: walk it", v.name, v.label, v.value, v.pending)
 		case v.built(t, e):
 			t.Errorf("%s{%s=%q} is pending (%s), but its feature is built now: exercise it here and walk it", v.name, v.label, v.value, v.pending)
@@ -358,6 +365,11 @@ func TestMetricsContractWalk(t *testing.T) {
 			t.Errorf("%s = %d: the walk's run did not do what it relies on", x.series, n)
 		}
 	}
+	if n := pfMetric(t, md.metricsAt, `gpuguard_door_requests_total{code="200",model="walk"}`); n < 1 {
+		t.Errorf(`gpuguard door's gpuguard_door_requests_total{model="walk",code="200"} = %d, want the request counted`, n)
+	}
+	md.p.signal(sigterm)
+	md.p.wait()
 	p.signal(sigterm)
 	if code := p.wait(); code != 0 {
 		t.Errorf("gpuguard exit %d", code)
