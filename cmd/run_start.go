@@ -190,7 +190,7 @@ func runRun(o *RunOptions) error {
 	sup, err = supervisor.New(cfg, supervisor.Deps{
 		Probe: probe, Launcher: launch, Owned: proc.Descendants,
 		WriteState: new(statefile.Writer).Write, RotateCheckpoint: checkpoint.Rotate,
-		Observers: []supervisor.Observer{jr, m, newStartupPages(logf)}, Notifier: serviceManager(o.IO.Getenv), Publisher: srv, Meter: m, Logf: logf,
+		Observers: []supervisor.Observer{jr, m}, Notifier: serviceManager(o.IO.Getenv), Publisher: srv, Meter: m, Logf: logf,
 		Faults: faults, Peers: sharing.New(coord, logf), Door: door.Dep(), Tasks: deliverer,
 		Actions:  newActionCaller(),
 		Reloader: newReloader(o, r, endpoint, jr, door),
