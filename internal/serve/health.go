@@ -19,7 +19,7 @@ import (
 type readiness struct {
 	gate      *gate
 	check     func(ctx context.Context, url string) error
-	fresh     func() // the next check dials afresh (nil: checks keep nothing)
+	fresh     func()        // the next check dials afresh (nil: checks keep nothing)
 	healthURL func() string // read at each check: a reload may change it
 	onHealthy func(gen int) // nil: nobody is told
 	logf      func(string, ...any)
