@@ -49,9 +49,9 @@ func newTransport() *http.Transport {
 // accepts connections now: readiness drops the kept connection at each
 // launch, after each failed check, and when a request found the child's
 // connection failing (readiness.dropConnection). A child that closes idle
-// connections within the 5 s (uvicorn, llama-server and Node after 5 s)
-// gets a new connection at each check, as with no keep-alive; net/http
-// sends a GET that meets such a close again on a new one.
+// connections after 5 s (uvicorn, llama-server, Node) races the next
+// check: the check reuses the connection when it comes first, and
+// net/http sends the GET again on a new connection when the close does.
 func newHealthTransport() *http.Transport {
 	return &http.Transport{Proxy: nil, DisableCompression: true,
 		MaxIdleConnsPerHost: 1, IdleConnTimeout: 2 * pollReady,
