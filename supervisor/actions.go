@@ -237,7 +237,7 @@ func (l *loop) onActionsDone(d actionDone) {
 	l.life.run.notify(l.pol.Notify.Signal, st, &l.out)
 	l.out.publish(st)
 	if prof.Serving() {
-		l.life.run.awake = time.Now()
+		l.s.act.woke(time.Now())
 	}
 	if prof.Serving() && l.deps.Door != nil {
 		l.deps.Door.Launched(l.life.hist.starts) // open again at the next healthy answer

@@ -56,16 +56,11 @@ func (c *lifecycle) wakeFacts(now time.Time, request bool, read *core.Reading, s
 }
 
 // idleFacts are [serve] idle's facts at now: whether the server can
-// answer (the front door saw it healthy, it serves), and since when it
-// has had nothing to do: the newest of its start, its last wake and the
-// last request (lastRequest).
-func (c *lifecycle) idleFacts(now, lastRequest time.Time) core.IdleCheck {
-	since := c.run.childStart
-	if c.run.awake.After(since) {
-		since = c.run.awake
-	}
-	if lastRequest.After(since) {
-		since = lastRequest
-	}
-	return core.IdleCheck{Now: now, Since: since, Ready: c.serving() && c.door.healthy}
+// answer (the front door saw it healthy, it serves), whether a request is
+// in flight or held (then it is not idle at all), and since when it has
+// had nothing to do: the later of its start, its last wake and the end of
+// its last answer (act).
+func (c *lifecycle) idleFacts(now time.Time, act idleness) core.IdleCheck {
+	return core.IdleCheck{Now: now, Since: later(c.run.childStart, act.since), Busy: act.busy,
+		Ready: c.serving() && c.door.healthy}
 }

@@ -77,7 +77,7 @@ func (l *loop) onSample(r sense.Result) {
 	if l.core.Waking() {
 		l.feed(l.life.wakeFacts(now, false, l.latest.reading(l.health.Down()), l.latest.served, l.latest.claim(l.peers != nil, r.Due)), nil)
 	}
-	l.feed(l.life.idleFacts(now, time.Unix(0, l.s.lastRequest.Load())), nil)
+	l.feed(l.life.idleFacts(now, l.s.act.read()), nil)
 }
 
 // applyWatermark hands the watermark rules the newest ratio. A

@@ -338,6 +338,10 @@ func TestDecide(t *testing.T) {
 			{0, smp(time.Minute, 0.93), ""},
 			{0, smp(time.Minute+time.Second, 0.93), ""},
 		}},
+		{"idle: never while a request is in flight or held, however long since the last answer", sleepy, false, []in{
+			{0, IdleCheck{Now: at(time.Hour), Since: at(0), Ready: true, Busy: true}, ""},
+			{0, IdleCheck{Now: at(time.Hour + time.Second), Since: at(time.Hour), Ready: true}, ""},
+		}},
 		{"idle: never out of a serving = false profile, never without [serve] idle", sleepy, false, []in{
 			{2, IdleCheck{Now: at(time.Hour), Since: at(0), Ready: true}, ""},
 		}},

@@ -21,11 +21,12 @@ const (
 
 // IdleCheck is a sample's chance to apply [serve] idle. Ready: the
 // server can answer (its first healthy answer came, it runs, nothing
-// else is under way); Since is the newest of its start, its last wake
-// and the last request.
+// else is under way); Busy: a request is in flight or held at its door,
+// so it is not idle at all; Since is the newest of its start, its last
+// wake and the end of its last answer.
 type IdleCheck struct {
-	Now, Since time.Time
-	Ready      bool
+	Now, Since  time.Time
+	Ready, Busy bool
 }
 
 // Wake is a chance to wake a sleeping server for a held request: the
@@ -61,12 +62,14 @@ func (Woke) input()      {}
 // idle steps a server that has had no request for [serve] idle down to
 // the first serving = false profile. The count starts when it became
 // ready, never at its launch: a server still loading its weights has not
-// been idle, it has not been able to answer. The step cannot be taken
+// been idle, it has not been able to answer; and it does not run while a
+// request is in flight or held: a stream longer than idle is never cut.
+// The step cannot be taken
 // back by NotTaken (the grace after it holds either way).
 func (st State) idle(g Given, in IdleCheck) (State, []Effect) {
 	pol := g.Policy
 	idle := pol.Serve.Idle
-	if idle <= 0 || !in.Ready || !pol.Profiles[g.Level].Serving() {
+	if idle <= 0 || !in.Ready || in.Busy || !pol.Profiles[g.Level].Serving() {
 		return st, nil
 	}
 	to := FirstAsleep(pol.Profiles)
