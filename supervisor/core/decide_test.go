@@ -23,7 +23,12 @@ func brief(e Effect) string {
 		if e.Manual {
 			s += " manual"
 		}
+		if e.For != "" {
+			s += " for " + e.For
+		}
 		return s
+	case AskRoom:
+		return fmt.Sprintf("ask room on %s for %.1f GiB", e.GPU, float64(e.Shortfall)/(1<<30))
 	case Journal:
 		return "journal " + e.Event.Event
 	case Log:

@@ -37,8 +37,11 @@ type IdleCheck struct {
 // waits. Reading (nil: none, or the probe is down), Tree and Served
 // judge a live wake's fit (WakeFit).
 type Wake struct {
-	Now                    time.Time
-	Request, Stopping      bool
+	Now               time.Time
+	Request, Stopping bool
+	// Held: the door holds requests now (a wake with none left waiting
+	// makes no room).
+	Held                   bool
 	Stopped, Live, Waiting bool
 	Reading                *Reading
 	Tree                   map[int]bool
@@ -102,6 +105,7 @@ func (st State) wakeUp(g Given, in Wake) (State, []Effect) {
 	to := WakeTo(pol.Profiles, g.Level)
 	if to < 0 {
 		st.wake = false
+		st.room.reset()
 		var effs []Effect
 		if !in.Waiting {
 			effs = st.claim.endGranted() // a wake's claim, no longer needed
@@ -114,11 +118,15 @@ func (st State) wakeUp(g Given, in Wake) (State, []Effect) {
 		st.wake = false
 		return st, []Effect{WakeStopped{To: to, Reason: RequestWake, Why: why}}
 	case in.Live:
+		// It does not fit: its GPU's idle peers may sleep for it
+		// (room.go); it fits: a wait for room ends.
+		effs, _ := st.room.want(g, wakeNeed(g, in, to))
 		if WakeFit(pol, g.Level, to, in.Reading, in.Tree, in.Served) != "" {
-			effs := st.claim.endGranted() // the claim's fresh sample says it does not fit
+			effs = append(effs, st.claim.endGranted()...) // the claim's fresh sample says it does not fit
 			return st, effs
 		}
-		effs, ok := st.claim.gate(in.Claim, true, pol.Watch.Settle)
+		geffs, ok := st.claim.gate(in.Claim, true, pol.Watch.Settle)
+		effs = append(effs, geffs...)
 		if !ok {
 			return st, effs
 		}
@@ -178,4 +186,22 @@ func FirstAsleep(ps []policy.Profile) int {
 		}
 	}
 	return -1
+}
+
+// wakeNeed is what a live wake into profile to needs of its GPUs, to
+// make room for, judged as WakeFit judges it: to's needs (else what the
+// server used when it last served), against the usage without the
+// instance's own. Room is asked for only while a request is held.
+func wakeNeed(g Given, in Wake, to int) roomNeed {
+	pol := g.Policy
+	n := roomNeed{now: in.Now, allowed: in.Claim.Peers && pol.Serve.MakeRoom && !g.Observe && in.Held}
+	if in.Reading == nil {
+		return n
+	}
+	n.devices, n.own = in.Reading.Devices, ownUse(pol, g.Level, in.Reading, in.Tree)
+	n.bytes = pol.Profiles[to].Needs
+	if n.bytes == 0 {
+		n.bytes = in.Served
+	}
+	return n
 }
