@@ -96,6 +96,8 @@ func (l *loop) do(e core.Effect, reply chan response) {
 		l.peers.Propose(l.ctx, e.Now, e.Reason, worstGPU(l.latest.lastSample.Devices, l.pol), e.Ratio, l.tenantInfo)
 	case core.ClaimStart:
 		l.peers.ClaimStart(l.ctx, e.GPUs, e.Settle)
+	case core.AskRoom:
+		l.peers.MakeRoom(l.ctx, api.RoomAsk{GPU: e.GPU, Priority: e.Priority, Shortfall: e.Shortfall})
 	case core.EndStart:
 		if e.Log != "" {
 			l.deps.Logf("%s", e.Log)
@@ -114,6 +116,9 @@ func (l *loop) do(e core.Effect, reply chan response) {
 // either way (core.Woke).
 func (l *loop) performStep(s core.Step, reply chan response) {
 	reason := string(s.Reason)
+	if s.Event == api.EventStepDown {
+		l.life.roomFor = s.For // the peer it sleeps for, if any
+	}
 	if s.Restart {
 		l.out.Emit(stepEvent(l.pol, l.life.level, l.latest.ratio, s.Event, s.To, reason, s.Why))
 		l.life.beginRestart(l.pol, s.To, reason, nil, false)

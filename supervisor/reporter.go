@@ -96,6 +96,7 @@ func (l *loop) publishSnapshot() {
 	if l.life.run.child != nil {
 		st.ChildPID = l.life.run.child.PID()
 	}
+	st.RoomFor = l.sleepsFor()
 	if l.latest.haveSample {
 		st.GPUs = statusGPUs(l.latest.lastSample)
 	}

@@ -75,7 +75,7 @@ func (l *loop) onSample(r sense.Result) {
 		l.latest.served = servedBy(r.Sample, run.childTree)
 	}
 	if l.core.Waking() {
-		l.feed(l.life.wakeFacts(now, false, l.latest.reading(l.health.Down()), l.latest.served, l.latest.claim(l.peers != nil, r.Due)), nil)
+		l.feed(l.wakeFacts(now, false, r.Due), nil)
 	}
 	l.feed(l.life.idleFacts(now, l.s.act.read()), nil)
 }

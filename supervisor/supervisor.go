@@ -165,6 +165,7 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 	s.port = loopPort{reqs: s.reqs, done: s.done}
 	s.act.door = deps.Door
 	s.adm = newAdmission(s.port, deps.Peers, &s.snap)
+	s.adm.liveRoom = s.liveRoom
 	s.pol.Store(cfg.Policy)
 	s.tasks = noTasks{}
 	if deps.Tasks != nil {
@@ -257,6 +258,7 @@ const (
 	opEmit
 	opReload
 	opHealthy
+	opTenantSleep
 )
 
 // request is a control call handed to the loop goroutine.
@@ -273,6 +275,7 @@ type request struct {
 	lease          string
 	tenantStep     api.TenantStep
 	tenantDecision api.TenantDecision
+	tenantSleep    api.TenantSleep
 	event          api.Event
 	reload         *Reload
 	gen            int // opHealthy: the launch

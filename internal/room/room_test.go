@@ -128,7 +128,7 @@ func TestChoose(t *testing.T) {
 			with(small("a", 0), func(c *Candidate) { c.Priority = -1 }), small("b", 10*gib),
 		}, 8 * gib, []string{"b"}, 10 * gib},
 		{"asleep needs more than it uses: frees nothing", []Candidate{
-			with(idle("a"), func(c *Candidate) { c.UsedBytes, c.SleepBytes = gib, 2 * gib }),
+			with(idle("a"), func(c *Candidate) { c.UsedBytes, c.SleepBytes = gib, 2*gib }),
 		}, 1, nil, 0},
 		{"no shortfall: nobody", []Candidate{idle("a")}, 0, nil, 9 * gib},
 	} {

@@ -147,7 +147,7 @@ func worthWriting(last, next *api.TenantInfo, since time.Duration) bool {
 	a, b := last, next
 	if a.PID != b.PID || a.Priority != b.Priority || a.Scope != b.Scope || a.Observe != b.Observe || canStep(a.State) != canStep(b.State) ||
 		a.Level != b.Level || a.Levels != b.Levels || a.GraceSeconds != b.GraceSeconds || a.SettleSeconds != b.SettleSeconds ||
-		len(a.GPUs) != len(b.GPUs) {
+		len(a.GPUs) != len(b.GPUs) || roomChanged(a.Room, b.Room) {
 		return true
 	}
 	moved := false
