@@ -11,7 +11,6 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 )
 
-
 // TestTenantSleepRequest: another tenant's ask that this instance sleep
 // for it is refused while it answered within keep_awake or has a request
 // in flight, and then accepted: it sleeps through its server's actions,
