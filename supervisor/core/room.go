@@ -80,6 +80,7 @@ const (
 	roomAsked              // an ask is with the tenants
 	roomSettling           // a peer slept for it: its effect is being measured
 	roomShort              // the candidates cannot cover it: waiting, asking again every RoomRetry
+	roomFitted             // it fits while an ask is under way: the answer says who slept for it
 )
 
 // roomWait is one wait for room: from the first ask of a start or a wake
@@ -100,6 +101,10 @@ type roomWait struct {
 	// usage of gpu seen since, and when.
 	sleptAt, lowAt time.Time
 	low            uint64
+	// fitAt, fitUsed: it fitted before the answer came (roomFitted), with
+	// the GPU's usage then.
+	fitAt   time.Time
+	fitUsed uint64
 	// noted: no_room was journaled for this wait; failNoted: an ask
 	// that could not be made was logged.
 	noted, failNoted bool
@@ -153,7 +158,7 @@ func (r *roomWait) want(g Given, n roomNeed) (effs []Effect, hold bool) {
 	case roomIdle:
 		r.began, r.before = n.now, d.Used
 		return r.ask(g, n.now, d, n.bytes, short), true
-	case roomAsked:
+	case roomAsked, roomFitted:
 		return nil, true
 	case roomSettling:
 		if r.settling(n.now, usedOn(n.devices, r.gpu)) {
@@ -193,10 +198,16 @@ func (r *roomWait) settling(now time.Time, used uint64) bool {
 // (measure it), or no candidate can cover the shortfall (no_room, once
 // per wait), or the ask could not be made (said once; asked again).
 func (r *roomWait) answer(in RoomAnswer) []Effect {
+	o := in.Outcome
+	if r.phase == roomFitted {
+		if o.Slept != "" {
+			r.slept = append(r.slept, o.Slept)
+		}
+		return r.made(r.fitAt, r.fitUsed)
+	}
 	if r.phase != roomAsked {
 		return nil // the wait ended meanwhile
 	}
-	o := in.Outcome
 	switch {
 	case o.Err != nil:
 		r.phase = roomShort
@@ -224,17 +235,30 @@ func (r *roomWait) answer(in RoomAnswer) []Effect {
 	}
 }
 
-// fit ends a wait that now fits (devices: the reading that says so): when
-// peers slept for it, with the room event (the GPU's measured drop, the
-// seconds from the first ask).
+// fit ends a wait that now fits (devices: the reading that says so). A
+// peer's sleep frees its memory before it is done (its `until`, its
+// answer), so a wait often fits while its ask is under way: then the
+// answer names who slept (roomFitted); the start or wake goes ahead at
+// once either way.
 func (r *roomWait) fit(now time.Time, devices []Device) []Effect {
-	if r.phase == roomIdle {
+	switch r.phase {
+	case roomIdle, roomFitted:
+		return nil
+	case roomAsked:
+		r.phase, r.fitAt, r.fitUsed = roomFitted, now, usedOn(devices, r.gpu)
 		return nil
 	}
+	return r.made(now, usedOn(devices, r.gpu))
+}
+
+// made ends a wait that fitted at at, with the GPU's usage used then: when
+// peers slept for it, with the room event (the GPU's measured drop, the
+// seconds from the first ask).
+func (r *roomWait) made(at time.Time, used uint64) []Effect {
 	var effs []Effect
 	if len(r.slept) > 0 {
-		freed := r.before - min(r.before, usedOn(devices, r.gpu))
-		secs := now.Sub(r.began).Seconds()
+		freed := r.before - min(r.before, used)
+		secs := at.Sub(r.began).Seconds()
 		detail := fmt.Sprintf("GPU %s: %s slept, %s freed, fits after %.1fs", r.gpu, strings.Join(r.slept, ", "), policy.FormatSize(freed), secs)
 		effs = []Effect{
 			Journal{api.Event{Event: api.EventRoom, GPU: r.gpu, Slept: r.slept, FreedBytes: &freed, Seconds: secs, Detail: detail}},
@@ -247,6 +271,14 @@ func (r *roomWait) fit(now time.Time, devices []Device) []Effect {
 
 // reset forgets the wait.
 func (r *roomWait) reset() { *r = roomWait{} }
+
+// launched ends the wait of a start that has launched, but for one whose
+// answer is still to say who slept for it.
+func (r *roomWait) launched() {
+	if r.phase != roomFitted {
+		r.reset()
+	}
+}
 
 // usedOn is the usage of GPU uuid in devices (0: not there).
 func usedOn(devices []Device, uuid string) uint64 {

@@ -68,6 +68,22 @@ func TestRoomDecisions(t *testing.T) {
 			{1, ClaimAnswer{Now: at(400 * time.Millisecond), Outcome: api.StartOutcome{Granted: true}, Asleep: true}, "sample now"},
 			{1, wake(500*time.Millisecond, free), "step stepup to 0 (request)"},
 		}},
+		{"it fits while the ask is under way: it goes ahead, and the answer names who slept", roomy, false, []in{
+			{1, request(wake(0, full)), ask},
+			{1, wake(100*time.Millisecond, free), "claim [a]"}, // the peer's memory left before its sleep was done
+			{1, ClaimAnswer{Now: at(200 * time.Millisecond), Outcome: api.StartOutcome{Granted: true}, Asleep: true}, "sample now"},
+			{1, wake(300*time.Millisecond, free), "step stepup to 0 (request)"},
+			{0, slept(400*time.Millisecond, "b"), "journal room; log"},
+			{0, slept(500*time.Millisecond, "b"), ""},
+		}},
+		{"a start that fits while the ask is under way launches, and the answer names who slept", roomy, false, []in{
+			{0, start(0, 12*gib, true), "ask room on a for 7.6 GiB"},
+			{0, start(100*time.Millisecond, 3*gib, true), "claim [a]"},
+			{0, ClaimAnswer{Now: at(200 * time.Millisecond), Outcome: api.StartOutcome{Granted: true}, Waiting: true}, "sample now"},
+			{0, start(300*time.Millisecond, 3*gib, true), "launch 0"},
+			{0, Launched{Now: at(300 * time.Millisecond)}, ""},
+			{0, slept(400*time.Millisecond, "b"), "journal room; log"},
+		}},
 		{"no room: journaled once per wait, asked again every second, the wake waits", roomy, false, []in{
 			{1, request(wake(0, full)), ask},
 			{1, noRoom(100 * time.Millisecond), "journal no_room; log"},
