@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // Making room: an instance that must wake, start or restart and does not
 // fit on a GPU asks the GPU's other tenants for the memory, and idle ones
 // sleep for it (docs/sharing.md, "Making room"). These are the words the
@@ -72,11 +74,14 @@ type RoomAsk struct {
 
 // RoomOutcome is the coordinator's answer to a RoomAsk: Slept is the
 // tenant put to sleep (its sleep is done), "" when none was; CouldFree is
-// what all the candidates together would have freed; Err, when set, says
+// what all the candidates together would have freed; RetryIn, when no
+// one slept, how soon a peer kept out only by time (a request in flight,
+// its keep_awake) may be a candidate (0: none is); Err, when set, says
 // why no ask could be made.
 type RoomOutcome struct {
 	GPU       string
 	Slept     string
 	CouldFree uint64
+	RetryIn   time.Duration
 	Err       error
 }

@@ -71,6 +71,30 @@ func Why(c Candidate, asker int) string {
 	return ""
 }
 
+// BusyRetry is how soon a peer kept from being a candidate only by a
+// request in flight or held is worth asking about again: its answer may
+// end any moment.
+const BusyRetry = 100 * time.Millisecond
+
+// Soon says how long until c may be a candidate for an asker of priority
+// asker when only time stands in its way: its request in flight or held
+// (BusyRetry), or its keep_awake (what is left of it); false when
+// something else keeps it out, or when it is a candidate now.
+func Soon(c Candidate, asker int) (time.Duration, bool) {
+	if Why(c, asker) == "" {
+		return 0, false
+	}
+	later := c
+	later.Busy, later.Idle = false, max(c.Idle, c.KeepAwake)
+	if Why(later, asker) != "" {
+		return 0, false
+	}
+	if c.Busy {
+		return BusyRetry, true
+	}
+	return c.KeepAwake - c.Idle, true
+}
+
 // Rank returns the candidates of cs for an asker of priority asker (Why
 // says ""), in the order they are put to sleep.
 func Rank(cs []Candidate, asker int) []Candidate {

@@ -101,6 +101,26 @@ func TestWhy(t *testing.T) {
 	}
 }
 
+// TestSoon: how soon a peer kept out only by time may be a candidate.
+func TestSoon(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		c    Candidate
+		want time.Duration
+		ok   bool
+	}{
+		{"a candidate now", idle("a"), 0, false},
+		{"busy", with(idle("a"), func(c *Candidate) { c.Busy, c.Idle = true, 0 }), BusyRetry, true},
+		{"within keep_awake", with(idle("a"), func(c *Candidate) { c.Idle = 45 * time.Second }), 15 * time.Second, true},
+		{"busy and of higher priority", with(idle("a"), func(c *Candidate) { c.Busy, c.Priority = true, 1 }), 0, false},
+		{"asleep", with(idle("a"), func(c *Candidate) { c.Serving, c.Idle = false, 0 }), 0, false},
+	} {
+		if got, ok := Soon(tt.c, 0); got != tt.want || ok != tt.ok {
+			t.Errorf("%s: Soon = %s, %v; want %s, %v", tt.name, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
 // TestChoose: only as many sleep as the shortfall needs, in order; when
 // all the candidates together cannot cover it, nobody sleeps.
 func TestChoose(t *testing.T) {

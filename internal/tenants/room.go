@@ -54,6 +54,7 @@ func (c *Coordinator) MakeRoom(ctx context.Context, ask api.RoomAsk) api.RoomOut
 			out.CouldFree = could
 		}
 		if len(chosen) == 0 || ctx.Err() != nil {
+			out.RetryIn = soonest(cands, ask.Priority)
 			return out
 		}
 		w := chosen[0]
@@ -112,6 +113,18 @@ func (c *Coordinator) roomCandidates(ctx context.Context, dir string, ask api.Ro
 		}
 	}
 	return out
+}
+
+// soonest is how soon the first of cands kept out only by time may be a
+// candidate (room.Soon); 0 when none is.
+func soonest(cands []room.Candidate, asker int) time.Duration {
+	var d time.Duration
+	for _, c := range cands {
+		if s, ok := room.Soon(c, asker); ok && (d == 0 || s < d) {
+			d = s
+		}
+	}
+	return d
 }
 
 // candidate is tenant t as a candidate to sleep for room on gpu: its own

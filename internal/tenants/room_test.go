@@ -72,8 +72,8 @@ func TestMakeRoomNoCandidate(t *testing.T) {
 	observing.set(func(t *api.TenantInfo) { t.Observe = true })
 	idle := w.sleeper("idle", 0, t0)
 	o := w.makeRoom("chat", 0, 12*gib)
-	if o.Slept != "" || o.CouldFree != 9*gib {
-		t.Fatalf("MakeRoom = %+v, want nobody slept, 9 GiB (idle's) could be freed", o)
+	if o.Slept != "" || o.CouldFree != 9*gib || o.RetryIn != 100*time.Millisecond {
+		t.Fatalf("MakeRoom = %+v, want nobody slept, 9 GiB (idle's) could be freed, retry in 100ms (busy's request may end)", o)
 	}
 	for _, f := range []*fakeTenant{busy, fresh, high, observing, idle} {
 		if s := f.sleeps(); len(s) != 0 {

@@ -31,8 +31,12 @@ const RoomSleep Reason = api.ReasonRoom
 const (
 	// RoomRetry: while the candidates cannot cover the shortfall, the
 	// asker asks again this often, so that a peer that goes idle past its
-	// keep_awake, stops, sleeps or changes priority is seen within it.
-	RoomRetry = time.Second
+	// keep_awake, stops, sleeps or changes priority is seen within it;
+	// sooner (not before RoomRetryMin) when the answer says a peer kept
+	// out only by time may be a candidate by then (its request ending,
+	// its keep_awake passing).
+	RoomRetry    = time.Second
+	RoomRetryMin = 50 * time.Millisecond
 	// RoomSettleMax bounds the wait for a slept peer's memory to leave the
 	// GPU; RoomSettleFlat is how long the GPU's usage must not drop (by
 	// more than settleGrowth) to count as settled before that.
@@ -93,10 +97,10 @@ type roomWait struct {
 	began  time.Time
 	before uint64
 	// asked: the last ask, for need and free bytes on gpu (no_room's
-	// figures).
-	asked      time.Time
-	need, free uint64
-	slept      []string
+	// figures); retryAt: no room, the next ask is due then.
+	asked, retryAt time.Time
+	need, free     uint64
+	slept          []string
 	// sleptAt: the last peer's sleep was done; low, lowAt: the lowest
 	// usage of gpu seen since, and when.
 	sleptAt, lowAt time.Time
@@ -166,7 +170,7 @@ func (r *roomWait) want(g Given, n roomNeed) (effs []Effect, hold bool) {
 		}
 		return r.ask(g, n.now, d, n.bytes, short), true
 	}
-	if n.now.Sub(r.asked) >= RoomRetry {
+	if !n.now.Before(r.retryAt) {
 		return r.ask(g, n.now, d, n.bytes, short), false
 	}
 	return nil, false
@@ -210,7 +214,7 @@ func (r *roomWait) answer(in RoomAnswer) []Effect {
 	}
 	switch {
 	case o.Err != nil:
-		r.phase = roomShort
+		r.phase, r.retryAt = roomShort, in.Now.Add(RoomRetry)
 		if r.failNoted {
 			return nil
 		}
@@ -221,7 +225,11 @@ func (r *roomWait) answer(in RoomAnswer) []Effect {
 		r.phase, r.sleptAt, r.lowAt = roomSettling, in.Now, time.Time{}
 		return []Effect{Log{fmt.Sprintf("%s sleeps to make room on GPU %s", o.Slept, o.GPU)}, SampleNow{}}
 	}
-	r.phase = roomShort
+	retry := RoomRetry
+	if o.RetryIn > 0 {
+		retry = min(max(o.RetryIn, RoomRetryMin), RoomRetry)
+	}
+	r.phase, r.retryAt = roomShort, in.Now.Add(retry)
 	if r.noted {
 		return nil
 	}

@@ -84,13 +84,25 @@ func TestRoomDecisions(t *testing.T) {
 			{0, Launched{Now: at(300 * time.Millisecond)}, ""},
 			{0, slept(400*time.Millisecond, "b"), "journal room; log"},
 		}},
+		{"no room, but a peer kept out only by time may be a candidate soon: asked again then", roomy, false, []in{
+			{1, request(wake(0, full)), ask},
+			{1, RoomAnswer{Now: at(0), Outcome: api.RoomOutcome{GPU: "a", RetryIn: 300 * time.Millisecond}}, "journal no_room; log"},
+			{1, wake(200*time.Millisecond, full), ""},
+			{1, wake(300*time.Millisecond, full), ask},
+			{1, RoomAnswer{Now: at(300 * time.Millisecond), Outcome: api.RoomOutcome{GPU: "a", RetryIn: time.Millisecond}}, ""},
+			{1, wake(340*time.Millisecond, full), ""}, // not before RoomRetryMin
+			{1, wake(350*time.Millisecond, full), ask},
+			{1, RoomAnswer{Now: at(350 * time.Millisecond), Outcome: api.RoomOutcome{GPU: "a", RetryIn: time.Minute}}, ""},
+			{1, wake(1349*time.Millisecond, full), ""}, // nor after RoomRetry
+			{1, wake(1350*time.Millisecond, full), ask},
+		}},
 		{"no room: journaled once per wait, asked again every second, the wake waits", roomy, false, []in{
 			{1, request(wake(0, full)), ask},
 			{1, noRoom(100 * time.Millisecond), "journal no_room; log"},
 			{1, wake(500*time.Millisecond, full), ""},
-			{1, wake(time.Second, full), ask},
-			{1, noRoom(1100 * time.Millisecond), ""},
-			{1, wake(2100*time.Millisecond, free), "claim [a]"}, // memory freed by itself: no room event
+			{1, wake(1100*time.Millisecond, full), ask}, // a second after the answer
+			{1, noRoom(1200 * time.Millisecond), ""},
+			{1, wake(2200*time.Millisecond, free), "claim [a]"}, // memory freed by itself: no room event
 		}},
 		{"a sleep that frees too little: once the GPU's usage is flat, the next candidate", roomy, false, []in{
 			{1, request(wake(0, full)), ask},
@@ -132,7 +144,7 @@ func TestRoomDecisions(t *testing.T) {
 			{0, start(100*time.Millisecond, 12*gib, true), ""},
 			{0, noRoom(200 * time.Millisecond), "journal no_room; log"},
 			{0, start(500*time.Millisecond, 12*gib, true), "wait"},
-			{0, start(time.Second, 12*gib, true), "ask room on a for 7.6 GiB; wait"},
+			{0, start(1200*time.Millisecond, 12*gib, true), "ask room on a for 7.6 GiB; wait"},
 		}},
 		{"a start made room for claims its turn once it fits, then launches", roomy, false, []in{
 			{0, start(0, 12*gib, true), "ask room on a for 7.6 GiB"},
