@@ -37,8 +37,10 @@ type TenantRoom struct {
 	CanSleep         bool    `json:"can_sleep"`
 	KeepAwakeSeconds float64 `json:"keep_awake_seconds"`
 	// SleepBytes is its sleeping profile's needs (what it still holds
-	// asleep); UsedBytes what it uses now on its GPUs: measured where the
-	// backend lists processes, else its profile's needs.
+	// asleep); UsedBytes what it uses while it serves: measured the last
+	// time it served where the backend lists processes, else its
+	// profile's needs (the asker takes the larger of it and the usage
+	// measured now).
 	SleepBytes uint64 `json:"sleep_bytes"`
 	UsedBytes  uint64 `json:"used_bytes"`
 	// Busy: a request is in flight or held at its door. IdleSeconds: since

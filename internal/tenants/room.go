@@ -128,13 +128,14 @@ func soonest(cands []room.Candidate, asker int) time.Duration {
 }
 
 // candidate is tenant t as a candidate to sleep for room on gpu: its own
-// measured usage there, else what it says it uses.
+// measured usage there, but no less than what it says it uses while it
+// serves (a server just woken has not been measured since: its last
+// sample still shows it asleep). What its sleep really frees is measured
+// by the asker; too little, and the next candidate follows.
 func candidate(t api.TenantInfo, gpu string) room.Candidate {
 	r := t.Room
 	used, _ := t.Used(gpu)
-	if used == 0 {
-		used = r.UsedBytes
-	}
+	used = max(used, r.UsedBytes)
 	c := room.Candidate{Name: t.Name, Priority: t.Priority, Serving: r.Serving && canStep(t.State), CanSleep: r.CanSleep,
 		Observe: t.Observe, Busy: r.Busy, Idle: clamped(r.IdleSeconds), KeepAwake: clamped(r.KeepAwakeSeconds),
 		UsedBytes: used, SleepBytes: r.SleepBytes}
