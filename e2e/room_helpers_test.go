@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,12 +49,16 @@ live = true
 needs = "%[3]s"
 [[profile]]
 name = "asleep"
-live = true
 serving = false
 needs = "%[4]s"
-enter = [{ path = "/sleep?level=1&mode=wait" }]
-leave = [{ path = "/wake_up" }]
+%[8]s
 `
+
+// vllmSleep is the sleeping profile's vLLM sleep mode; without it the
+// server is stopped to sleep.
+const vllmSleep = `live = true
+enter = [{ path = "/sleep?level=1&mode=wait" }]
+leave = [{ path = "/wake_up" }]`
 
 // model is one instance of a room test: the vLLM fake behind gpuguard,
 // its door's address.
@@ -72,6 +78,9 @@ type modelOpts struct {
 	prio             int
 	keepAwake, hold  string
 	serve            string
+	// stopped: the server is stopped to sleep (no sleep API); startAsleep:
+	// the instance starts asleep, no server until its first request.
+	stopped, startAsleep bool
 }
 
 // bigModel is 10 GiB awake, 1 GiB asleep, needs to match: two of them do
@@ -88,14 +97,37 @@ func (e *env) startModel(name string, o modelOpts) *model {
 	door, child := freeLoopbackAddr(e.t), freeLoopbackAddr(e.t)
 	_, port, _ := net.SplitHostPort(child)
 	script := fmt.Sprintf("exec /usr/bin/python3 %s %s 0 %d %d\n", fake, port, o.awake, o.asleep)
-	pol := fmt.Sprintf(roomPolicyText, door, child, o.needs, o.sleepNeed, o.keepAwake, o.hold, o.serve)
+	sleep := vllmSleep
+	if o.stopped {
+		sleep = ""
+	}
+	pol := fmt.Sprintf(roomPolicyText, door, child, o.needs, o.sleepNeed, o.keepAwake, o.hold, o.serve, sleep)
 	m := &model{e: e, name: name, door: door}
-	m.p = e.startTenant(name, o.prio, pol, script, "VLLM_SERVER_DEV_MODE=1")
+	if o.startAsleep {
+		pp, sc := e.path(name+".toml"), e.path(name+".sh")
+		for p, text := range map[string]string{pp: pol, sc: script} {
+			if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+		m.p = e.start([]string{"\x00raw", "run", "--name", name, "--priority", strconv.Itoa(o.prio), "--policy", pp,
+			"--backend", "sim", "--sim-dir", e.path("sim"), "--state-dir", filepath.Join(e.stateDir, name),
+			"--runtime-dir", e.runDir, "--profile", "asleep", "--", "/bin/sh", sc}, "VLLM_SERVER_DEV_MODE=1")
+	} else {
+		m.p = e.startTenant(name, o.prio, pol, script, "VLLM_SERVER_DEV_MODE=1")
+	}
 	e.t.Cleanup(func() {
 		if e.t.Failed() {
 			e.t.Logf("%s's stderr:\n%s", name, m.p.stderr.String())
 		}
 	})
+	if o.startAsleep {
+		waitFor(e.t, name+" asleep", 60*time.Second, func() bool {
+			st, err := e.statusOf(name)
+			return err == nil && st.State == api.StateAsleep
+		})
+		return m
+	}
 	waitFor(e.t, name+"'s ready event", 60*time.Second, func() bool { return len(tenantEvents(e, name, "ready")) >= 1 })
 	return m
 }

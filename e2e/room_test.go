@@ -290,3 +290,59 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// TestRoomThreeModels: the three-model host of docs/sharing.md on the
+// fakes, each asleep until asked: chat (8 GiB, priority 10) and the coder
+// (7 GiB, priority 10) cannot both be awake; the embedder (2 GiB,
+// priority 0, no sleep API: stopped to sleep) fits beside either. Asked
+// for in turn: the embedder and chat start; the coder's first start does
+// not fit, and chat, idle past its keep_awake, sleeps for it: not the
+// embedder, whose sleep alone would not make the room (fewest sleepers).
+func TestRoomThreeModels(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	chatOpts := modelOpts{awake: 8 << 30, asleep: 1 << 30, needs: "8GiB", sleepNeed: "1GiB", prio: 10, keepAwake: "1s", hold: "60s", startAsleep: true}
+	coderOpts := chatOpts
+	coderOpts.awake, coderOpts.needs = 7<<30, "7GiB"
+	embedOpts := modelOpts{awake: 2 << 30, needs: "2GiB", sleepNeed: "0", keepAwake: "1s", hold: "60s", startAsleep: true, stopped: true}
+	chat := e.startModel("chat", chatOpts)
+	coder := e.startModel("coder", coderOpts)
+	embed := e.startModel("embedder", embedOpts)
+	for _, m := range []*model{embed, chat} {
+		if code, took := m.get(""); code != 200 {
+			t.Fatalf("first request for %s: %d after %s", m.name, code, took)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond) // chat's and the embedder's keep_awake
+	if code, took := coder.get(""); code != 200 || took > 30*time.Second {
+		t.Fatalf("first request for the coder: %d after %s, want 200", code, took)
+	}
+	if downs := chat.roomDowns(); len(downs) != 1 || downs[0].For != "coder" {
+		t.Fatalf("chat's room step-downs %s, want one for the coder", jsonOf(downs))
+	}
+	if downs := embed.events(api.EventStepDown); len(downs) != 0 {
+		t.Fatalf("the embedder stepped: %s (chat's sleep alone makes the room)", jsonOf(downs))
+	}
+	if rooms := coder.events(api.EventRoom); len(rooms) != 1 || !slices.Equal(rooms[0].Slept, []string{"chat"}) {
+		t.Fatalf("the coder's room events %s, want chat slept", jsonOf(rooms))
+	}
+	// The embedder, stopped to sleep for room, frees all it holds: with
+	// chat asked for again, the coder (used last) sleeps; the embedder
+	// keeps serving.
+	if code, _ := embed.get(""); code != 200 {
+		t.Fatalf("the embedder: %d", code)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if code, took := chat.get(""); code != 200 || took > 30*time.Second {
+		t.Fatalf("chat again: %d after %s", code, took)
+	}
+	if downs := coder.roomDowns(); len(downs) != 1 || downs[0].For != "chat" {
+		t.Fatalf("the coder's room step-downs %s, want one for chat", jsonOf(downs))
+	}
+	if st := embed.status(); st.State != api.StateRunning {
+		t.Fatalf("the embedder is %s, want running", st.State)
+	}
+	for _, m := range []*model{chat, coder, embed} {
+		m.stop()
+	}
+}
