@@ -45,6 +45,7 @@ type pfSample struct {
 // journal. GPUGUARD_SOAK=1: 10,000 exits, checkpoints at 20, 100 and
 // every 1,000.
 func TestCrashLoop(t *testing.T) {
+	t.Parallel()
 	exits := pfSize("CRASHLOOP", 200, 10_000)
 	// Checkpoints at most 1,000 exits apart: the harness waits 60 s for a
 	// line.

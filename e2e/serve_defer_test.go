@@ -57,6 +57,7 @@ func httpDo(t *testing.T, method, url string, body []byte, hdr ...string) (int, 
 // still queued; once memory frees gpuguard replays it to the child, and
 // its status URL answers the child's response.
 func TestDoorDeferredRequest(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("python3 is not installed")
 	}
