@@ -106,6 +106,7 @@ interval = "50ms"
 backoff = "0s"
 backoff_max = "0s"
 max_restarts = 1000000
+start_secs = "0s"
 release_timeout = "1s"
 [checkpoint]
 keep = 3

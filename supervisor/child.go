@@ -47,6 +47,10 @@ type childRun struct {
 	// [notify] signal since), to tell its death by that signal.
 	notifiedAt  time.Time
 	notifiedSig syscall.Signal
+	// ready: the child said so on the socket, or answered the front
+	// door's health check; it has started, whenever it exits (the start
+	// rule, core.Starts).
+	ready bool
 }
 
 // childDone is the running child's end, or nil (a select on it blocks)

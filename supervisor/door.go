@@ -64,6 +64,7 @@ func (l *loop) onHealthy(gen int) {
 		return
 	}
 	l.door.healthy = true
+	l.life.run.ready = true
 	l.wake.awake = time.Now() // the idle rule counts from here
 	after := time.Since(l.life.run.childStart)
 	l.out.emit(api.Event{Event: api.EventReady, PID: l.life.run.child.PID(), AfterSeconds: after.Seconds()})

@@ -156,6 +156,7 @@ func (l *loop) launch(level int, j core.Fit, outcome string) {
 	l.life.hist.starts++
 	l.life.run.child = child
 	l.life.run.childStart = launched
+	l.life.run.ready = false
 	l.life.run.childTree = map[int]bool{child.PID(): true}
 	l.life.state = api.StateStarting
 	l.decide(core.Launched{})
@@ -218,7 +219,7 @@ func (l *loop) onExit() {
 	l.out.emit(ev)
 	l.deps.Logf("child exited with status %d after %s", e.Status(), ran.Round(time.Millisecond))
 
-	in := core.Exited{Now: now, Exit: e, Ran: ran, Told: told, Stopping: l.life.stop.stopping, Lost: l.health.lostErr,
+	in := core.Exited{Now: now, Exit: e, Ran: ran, Told: told, Ready: l.life.run.ready, Stopping: l.life.stop.stopping, Lost: l.health.lostErr,
 		Notified: notifiedAt, NotifySig: l.life.run.notifiedSig}
 	if p := l.life.plan; p != nil {
 		in.Plan = &core.Plan{Level: p.level, From: p.from, Reload: p.reason == api.ReasonReload, Sleep: p.sleep}

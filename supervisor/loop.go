@@ -199,6 +199,9 @@ func (l *loop) onRequest(r request) {
 		l.applyReload(r)
 	case opHealthy:
 		l.onHealthy(r.gen)
+	case opReady:
+		l.life.run.ready = l.life.run.child != nil
+		l.shared.request(r, l.peerFacts, loopFeed{&l.out, l})
 	default:
 		l.shared.request(r, l.peerFacts, loopFeed{&l.out, l})
 	}

@@ -158,7 +158,8 @@ func (st State) manual(in ManualStep) (State, []Effect) {
 // failed is the restart rules for a child that failed (or ended cleanly)
 // on its own, with nothing of gpuguard's to explain it: a clean exit ends the run; an OOM restarts one profile
 // lower; a crash restarts in place when on_crash says so; both count
-// against max_restarts within the window, after a growing backoff.
+// against max_restarts within the window, after a growing backoff. A child
+// that never started (Starts) ends the run at once.
 func (st State) failed(in Exited) (State, []Effect) {
 	pol, e := st.Policy, in.Exit
 	kind, evidence := ClassifyExit(e, pol.OOM, in.Told)
@@ -176,6 +177,10 @@ func (st State) failed(in Exited) (State, []Effect) {
 		}
 	}
 	rp := pol.Restart
+	quick, never := st.Starts.failed(in.Ran, in.Ready, kind, rp)
+	if never {
+		return st, append(effs, st.Starts.neverStarted(e, in.Ran, rp)...)
+	}
 	delay, giveUp := st.Budget.Failure(in.Now, in.Ran, rp)
 	if giveUp {
 		return st, append(effs,
@@ -188,6 +193,9 @@ func (st State) failed(in Exited) (State, []Effect) {
 	text := fmt.Sprintf("the child crashed (status %d): restarting (%d of %d) after backoff %s", e.Status(), n, of, delay)
 	if kind == ExitOOM {
 		text = fmt.Sprintf("out of memory (%s): restarting in profile %s (%d of %d) after backoff %s", evidence, pol.Profiles[next].Name, n, of, delay)
+	}
+	if quick {
+		text += st.Starts.quickNote(in.Ran, rp)
 	}
 	return st, append(effs,
 		Restart{Kind: kind, To: next, Evidence: evidence, Status: e.Status()},

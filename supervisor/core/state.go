@@ -24,6 +24,7 @@ type State struct {
 
 	Rules  Rules
 	Budget Budget
+	Starts Starts
 	// undo is the rules before the step last decided, until the loop
 	// reports it NotTaken (a live change whose state file failed).
 	undo *Rules
@@ -89,6 +90,9 @@ type Exited struct {
 	Exit Exit
 	Ran  time.Duration
 	Told string // an OOM the child reported on the control socket
+	// Ready: the child said it was ready, or the front door saw it
+	// answer its health check (the start rule, Starts).
+	Ready bool
 
 	Stopping  bool
 	Lost      error
