@@ -252,6 +252,8 @@ func TestParseErrors(t *testing.T) {
 		{"unknown top", "\n\nfoo = 1", 3, "foo", "unknown key"},
 		{"unknown section", "[watchh]\nbackend = \"sim\"", 1, "watchh", `did you mean "watch"`},
 		{"typo", "[watch]\nintervall = \"1s\"", 2, "watch.intervall", `did you mean "interval"`},
+		{"transposed", "[watermark]\nhihg = 0.8", 2, "watermark.hihg", `did you mean "high"`},
+		{"transposed, long", "[restart]\nstart_retires = 2", 2, "restart.start_retires", `did you mean "start_retries"`},
 		{"start_retries 0", "[restart]\nstart_retries = 0", 2, "restart.start_retries", "must be between 1 and"},
 		{"start_secs negative", "[restart]\nstart_secs = \"-1s\"", 2, "restart.start_secs", "must not be negative"},
 		{"misplaced", "interval = \"1s\"", 1, "interval", "[watch] section"},
@@ -564,5 +566,31 @@ func TestIntervalBoundsFollow(t *testing.T) {
 	p.SetInterval(2 * time.Second)
 	if w := p.Watch; w.Interval != 2*time.Second || w.MinInterval != 3*time.Millisecond || w.MaxInterval != 2*time.Second {
 		t.Errorf("SetInterval(2s): %+v", w)
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0},
+		{"high", "high", 0},
+		{"hihg", "high", 1}, // a transposition is one edit
+		{"ihgh", "high", 1}, // at the start too
+		{"ab", "ba", 1},
+		{"intervall", "interval", 1},
+		{"hig", "high", 1},
+		{"", "abc", 3},
+		{"abc", "ca", 3}, // the optimal string alignment form: no edits of a transposed pair
+		{"backof", "backoff", 1},
+		{"start_retires", "start_retries", 1},
+	} {
+		if got := editDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+		if got := editDistance(tt.b, tt.a); got != tt.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d (symmetric)", tt.b, tt.a, got, tt.want)
+		}
 	}
 }
