@@ -12,9 +12,11 @@ import (
 	"github.com/gpuguard/gpuguard/control"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/internal/checkpoint"
+	"github.com/gpuguard/gpuguard/internal/deliver"
 	"github.com/gpuguard/gpuguard/internal/journal"
 	"github.com/gpuguard/gpuguard/internal/metrics"
 	"github.com/gpuguard/gpuguard/internal/proc"
+	"github.com/gpuguard/gpuguard/internal/sharing"
 	"github.com/gpuguard/gpuguard/internal/statefile"
 	"github.com/gpuguard/gpuguard/internal/tenants"
 	"github.com/gpuguard/gpuguard/policy"
@@ -24,7 +26,8 @@ import (
 // inProcess is a supervisor wired as cmd/run_start.go wires it (sim probe,
 // package proc, state file, checkpoint rotation, journal, metrics, control
 // socket, the shared-GPU coordinator), run inside the benchmark so that its
-// parts can be swapped or timed. deps, when set, edits the Deps before New.
+// parts can be swapped or timed. edit, when set, edits the Deps and the
+// coordinator (which the peers are then made of) before New.
 type inProcess struct {
 	sup  *supervisor.Supervisor
 	done chan struct{}
@@ -33,7 +36,7 @@ type inProcess struct {
 	stop func() // stops the child and waits for Run to return; idempotent
 }
 
-func runInProcess(b *testing.B, s *sandbox, name, policyText string, command []string, edit func(*supervisor.Deps)) *inProcess {
+func runInProcess(b *testing.B, s *sandbox, name, policyText string, command []string, edit func(*supervisor.Deps, *sharing.Coordinator)) *inProcess {
 	b.Helper()
 	pol, err := policy.Parse([]byte(policyText), name+".toml")
 	if err != nil {
@@ -64,15 +67,22 @@ func runInProcess(b *testing.B, s *sandbox, name, policyText string, command []s
 	m := metrics.New(name, func() api.Status { return sup.Status() })
 	coord := tenants.New(tenants.Options{RuntimeDir: s.runDir, Name: name, Logf: b.Logf})
 	b.Cleanup(func() { coord.Close() })
+	// Deferred tasks as cmd's, without a store: an instance without a queue.
+	var tasks *deliver.Tasks
 	deps := supervisor.Deps{
 		Probe: probe, Launcher: launcher{}, Owned: proc.Descendants,
 		WriteState: new(statefile.Writer).Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Publisher: srv, Meter: m,
-		Coordinator: coord,
+		Tasks: func(in *supervisor.TaskHost) supervisor.Deliverer {
+			tasks = deliver.New(in, deliver.Options{})
+			return tasks
+		},
 	}
+	var c sharing.Coordinator = coord
 	if edit != nil {
-		edit(&deps)
+		edit(&deps, &c)
 	}
+	deps.Peers = sharing.New(c, b.Logf)
 	if sup, err = supervisor.New(cfg, deps); err != nil {
 		b.Fatal(err)
 	}
@@ -82,8 +92,8 @@ func runInProcess(b *testing.B, s *sandbox, name, policyText string, command []s
 	go srv.Serve(ctx, struct {
 		*supervisor.Supervisor
 		*supervisor.Admission
-		*supervisor.Tasks
-	}{sup, sup.Admission(), sup.Tasks()})
+		*deliver.Tasks
+	}{sup, sup.Admission(), tasks})
 	ip := &inProcess{sup: sup, done: make(chan struct{})}
 	go func() {
 		ip.code, ip.err = sup.Run(ctx, nil)

@@ -17,6 +17,7 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/internal/proc"
+	"github.com/gpuguard/gpuguard/internal/sharing"
 	"github.com/gpuguard/gpuguard/internal/tenants"
 	"github.com/gpuguard/gpuguard/supervisor"
 )
@@ -194,14 +195,14 @@ func BenchmarkRestartBreakdown(b *testing.B) {
 		}()
 		s := newSandbox(b)
 		ip := runInProcess(b, s, "breakdown", restartPolicy,
-			[]string{childBin, "restart", strconv.Itoa(*restarts)}, func(d *supervisor.Deps) {
-				probe, writeState, coord := d.Probe, d.WriteState, d.Coordinator
+			[]string{childBin, "restart", strconv.Itoa(*restarts)}, func(d *supervisor.Deps, c *sharing.Coordinator) {
+				probe, writeState, coord := d.Probe, d.WriteState, *c
 				d.Probe = timedProbe{probe, func(t0 time.Time) { record(&probes, t0) }}
 				d.WriteState = func(path string, st api.ProfileState) error {
 					defer record(&states, time.Now())
 					return writeState(path, st)
 				}
-				d.Coordinator = timedCoordinator{coord, func(t0 time.Time) { record(&claims, t0) }}
+				*c = timedCoordinator{coord, func(t0 time.Time) { record(&claims, t0) }}
 				d.Launcher = timedLauncher{w: w,
 					launched: func(t0 time.Time) { record(&launches, t0) },
 					taken: func(t time.Time) {
@@ -277,7 +278,7 @@ func (p timedProbe) Sample(ctx context.Context) (gpu.Sample, error) {
 
 // timedCoordinator reports when each start claim began and ended.
 type timedCoordinator struct {
-	supervisor.Coordinator
+	sharing.Coordinator
 	stamp func(t0 time.Time)
 }
 

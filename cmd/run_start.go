@@ -16,6 +16,7 @@ import (
 	"github.com/gpuguard/gpuguard/internal/backends"
 	probeopen "github.com/gpuguard/gpuguard/internal/backends/open"
 	"github.com/gpuguard/gpuguard/internal/checkpoint"
+	"github.com/gpuguard/gpuguard/internal/deliver"
 	"github.com/gpuguard/gpuguard/internal/frontdoor"
 	"github.com/gpuguard/gpuguard/internal/journal"
 	"github.com/gpuguard/gpuguard/internal/launcher"
@@ -26,6 +27,7 @@ import (
 	"github.com/gpuguard/gpuguard/internal/report"
 	"github.com/gpuguard/gpuguard/internal/sdnotify"
 	"github.com/gpuguard/gpuguard/internal/serve"
+	"github.com/gpuguard/gpuguard/internal/sharing"
 	"github.com/gpuguard/gpuguard/internal/statefile"
 	"github.com/gpuguard/gpuguard/internal/tasks/store"
 	"github.com/gpuguard/gpuguard/internal/tenants"
@@ -35,16 +37,16 @@ import (
 
 // socketBackend is what the control socket serves: the supervisor's
 // status, steps and reload, its admission (reserve, release and the
-// shared-GPU requests) and its deferred tasks, three types that the
-// supervisor keeps apart and the socket answers as one.
+// shared-GPU requests) and its deferred tasks (package deliver), three
+// types kept apart that the socket answers as one.
 type socketBackend struct {
 	*supervisor.Supervisor
 	*supervisor.Admission
-	*supervisor.Tasks
+	*deliver.Tasks
 }
 
-func newSocketBackend(sup *supervisor.Supervisor) socketBackend {
-	return socketBackend{sup, sup.Admission(), sup.Tasks()}
+func newSocketBackend(sup *supervisor.Supervisor, tasks *deliver.Tasks) socketBackend {
+	return socketBackend{sup, sup.Admission(), tasks}
 }
 
 var (
@@ -178,19 +180,26 @@ func runRun(o *RunOptions) error {
 		return g.Abort(withCode(ExitConfig, err))
 	}
 	g.Hold(func() { _ = taskStore.Close() })
+	// The deferred tasks' deliverer is made by New, over the instance's
+	// TaskHost; tasks is its API, for the socket, the door and metrics.
+	var tasks *deliver.Tasks
+	deliverer := func(in *supervisor.TaskHost) supervisor.Deliverer {
+		tasks = deliver.New(in, deliver.Options{Store: taskStore, Replayer: door.Replayer(), Logf: logf})
+		return tasks
+	}
 	sup, err = supervisor.New(cfg, supervisor.Deps{
 		Probe: probe, Launcher: launch, Owned: proc.Descendants,
 		WriteState: new(statefile.Writer).Write, RotateCheckpoint: checkpoint.Rotate,
 		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
-		Faults: faults, Coordinator: coord, Door: door.Dep(), Tasks: taskStore, Replayer: door.Replayer(),
+		Faults: faults, Peers: sharing.New(coord, logf), Door: door.Dep(), Tasks: deliverer,
 		Actions:  newActionCaller(),
 		Reloader: newReloader(o, r, endpoint, jr, door),
 	})
 	if err != nil {
 		return g.Abort(err)
 	}
-	m.CountTasks(sup.Tasks().TaskCounts)
-	queue.Sup, queue.Store = sup.Tasks(), taskStore
+	m.CountTasks(tasks.TaskCounts)
+	queue.Sup, queue.Store = tasks, taskStore
 
 	// The control socket answers until the supervisor has returned. Its
 	// Serve waits for every connection's handler, so it runs on a goroutine
@@ -198,7 +207,7 @@ func runRun(o *RunOptions) error {
 	// client's connection (srv.Close, the group's last close, ends them).
 	ctx, cancel := context.WithCancel(context.Background())
 	g.Add(func() error {
-		go srv.Serve(ctx, newSocketBackend(sup))
+		go srv.Serve(ctx, newSocketBackend(sup, tasks))
 		<-ctx.Done()
 		return nil
 	}, func(error) { cancel() })

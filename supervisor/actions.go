@@ -182,7 +182,7 @@ func runActions(ctx context.Context, caller Actions, steps []actionStep, drain <
 // unless the new profile serves nothing) or, after a failed call, fall
 // back to the change's non-live form, a graceful restart.
 func (l *loop) onActionsDone(d actionDone) {
-	run := l.acts.done(d)
+	run := l.life.acts.done(d)
 	if run == nil {
 		return // the child exited or gpuguard is stopping: the change was dropped
 	}
@@ -193,15 +193,15 @@ func (l *loop) onActionsDone(d actionDone) {
 	for _, o := range d.done {
 		ev := api.Event{Event: api.EventAction, Path: o.path, Seconds: o.res.Took.Seconds()}
 		if o.res.Status != 0 {
-			ev.Status = ptr(o.res.Status)
+			ev.Status = new(o.res.Status)
 		}
 		if o.res.Err != nil {
 			failed = true
 			ev.Event, ev.Error = api.EventActionFailed, o.res.Err.Error()
 			l.deps.Logf("server action %s %s of profile %s failed: %v", o.call.Method, o.path, o.profile, o.res.Err)
 		}
-		ev.Profile, ev.Level = o.profile, levelOf(l.pol, o.profile, l.level)
-		l.out.emit(ev)
+		ev.Profile, ev.Level = o.profile, levelOf(l.pol, o.profile, l.life.level)
+		l.out.Emit(ev)
 	}
 	level, ok := l.pol.ProfileIndex(run.to)
 	if l.life.stop.stopping || l.life.run.child == nil {
@@ -211,33 +211,33 @@ func (l *loop) onActionsDone(d actionDone) {
 		return
 	}
 	if failed || !ok {
-		l.acts.entered = false
+		l.life.acts.entered = false
 		if !ok {
-			level = min(l.level, len(l.pol.Profiles)-1)
+			level = min(l.life.level, len(l.pol.Profiles)-1)
 		}
 		if !l.pol.Profiles[level].Serving() {
-			l.wake.begin(l.sleepView(), level, run.reason, run.reply)
+			l.life.beginRestart(l.pol, level, run.reason, run.reply, true)
 			return
 		}
 		l.deps.Logf("falling back to a restart into profile %s", l.pol.Profiles[level].Name)
-		l.beginRestart(level, run.reason, run.reply)
+		l.life.beginRestart(l.pol, level, run.reason, run.reply, false)
 		return
 	}
-	l.level = level
+	l.life.level = level
 	prof := l.pol.Profiles[level]
-	l.acts.entered = len(prof.Enter) > 0
+	l.life.acts.entered = len(prof.Enter) > 0
 	l.life.state = api.StateRunning
 	if !prof.Serving() {
 		l.life.state = api.StateAsleep
 	}
-	st, err := l.stateFile.writeAt(l.pol.Profiles[l.level], l.level, run.why)
+	st, err := l.life.file.writeAt(l.pol.Profiles[l.life.level], l.life.level, run.why)
 	if err != nil {
 		l.deps.Logf("%v", err)
 	}
 	l.life.run.notify(l.pol.Notify.Signal, st, &l.out)
 	l.out.publish(st)
 	if prof.Serving() {
-		l.wake.awake = time.Now()
+		l.life.run.awake = time.Now()
 	}
 	if prof.Serving() && l.deps.Door != nil {
 		l.deps.Door.Launched(l.life.hist.starts) // open again at the next healthy answer

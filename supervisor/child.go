@@ -47,10 +47,9 @@ type childRun struct {
 	// [notify] signal since), to tell its death by that signal.
 	notifiedAt  time.Time
 	notifiedSig syscall.Signal
-	// ready: the child said so on the socket, or answered the front
-	// door's health check; it has started, whenever it exits (the start
-	// rule, core.Starts).
-	ready bool
+	// awake is when the server last became able to serve (its first
+	// healthy answer, or a wake by a live change), for [serve] idle.
+	awake time.Time
 }
 
 // childDone is the running child's end, or nil (a select on it blocks)
@@ -69,6 +68,10 @@ type latest struct {
 	haveSample bool
 	lastSample gpu.Sample
 	ratio      float64
+	// served is what the child's processes used at the newest sample while
+	// it served (0: not known), the needs of a wake into a serving profile
+	// that states none (core.WakeFit).
+	served uint64
 }
 
 // notify sends sig ([notify] signal) to the child's main process after
@@ -89,8 +92,8 @@ func (c *childRun) notify(sig syscall.Signal, st api.ProfileState, j journal) {
 			}
 			detail := fmt.Sprintf("%s not sent to the child (pid %d): %s; it finds profile %s in the state file (seq %d)",
 				policy.SignalName(sig), c.child.PID(), why, st.Profile, st.Seq)
-			j.emit(api.Event{Event: api.EventNotifySkipped, PID: c.child.PID(), Detail: detail})
-			j.logf("%s", detail)
+			j.Emit(api.Event{Event: api.EventNotifySkipped, PID: c.child.PID(), Detail: detail})
+			j.Logf("%s", detail)
 			return
 		}
 	}

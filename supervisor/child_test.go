@@ -123,7 +123,7 @@ func (l plainLauncher) Launch(spec LaunchSpec) (Child, error) {
 }
 
 // TestNotifySentToChildThatCannotTell: a Child without Catches is
-// signalled, as it was before the check existed.
+// always signalled: whether it has a handler cannot be told.
 func TestNotifySentToChildThatCannotTell(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := startHarness(t, livePolicy(), func(c *Config, d *Deps) {

@@ -1,34 +1,34 @@
-// Package supervisor is gpuguard's state machine and its loop. One goroutine
-// owns all state: samples, child exits, timers, signals and control requests
-// arrive on channels; the watermark, restart and ladder rules are pure
-// functions tested as tables. It imports no cobra, no go-nvml and no os/exec:
-// the child is started through a Launcher and the GPUs are read through a
-// gpu.Probe, both supplied by the caller.
+// Package supervisor is gpuguard's actor: one goroutine owns all state, and
+// samples, child exits, timers, signals and control requests arrive on
+// channels. It imports no cobra, no go-nvml and no os/exec: the child is
+// started through a Launcher, the GPUs are read through a gpu.Probe, and
+// the other tenants of a shared GPU are reached through Peers, all
+// supplied by the caller (cmd).
 //
-// The loop (loop.go) is the dispatcher: its select receives each input,
-// feeds the decision core (supervisor/core: Decide(State, Input) (State,
-// []Effect), which also routes a child's exit and picks the way of a
-// change of profile) and performs the effects (perform.go). Its state
-// lives with owners it reaches by name: the child's lifecycle in l.life
-// (life.go: the state, the plan, the children so far, the running child,
-// a stop, the next start's wait, the end), the newest reading in
-// l.latest, the fits told in l.fit, the state file in l.stateFile, and
-// the rooms around the loop (rooms.go: the pacer, the probe's health, the
-// reporter, the door, the server actions, GPU faults, the minute record,
-// waking), each given what it needs rather than a pointer to the loop.
+// Every decision is the decision core's (supervisor/core): the loop
+// (loop.go) turns what it receives into core inputs with their facts
+// (facts.go, sample.go, childexit.go), feeds them to core.Decide and
+// performs the effects in order (effects.go), feeding back what came of
+// them. The effects act on the child through its lifecycle (life.go: the
+// state, the level, the children so far, the running child, a restart or
+// a sleep under way, server actions, a stop, the next start, the end, the
+// state file and the front door): launching (launch.go), changing profile
+// (stepping.go), sleeping and waking (asleep.go). How the GPUs are read is
+// supervisor/sense: the pacer and its sampler, a run of failed calls, Xid
+// faults, the per-minute record.
 //
 // Off the loop, the public handle is three types, each reaching the loop
 // through a loopPort (port.go): Supervisor (Run, Status, Step, MarkOOM,
 // Reload, the door's reports, and the wiring), its Admission
-// (shared_api.go: reserve and release over the ledger, the leases
-// published to the other tenants, their requests) and its Tasks (tasks.go:
-// the deferred-task API beside the deliverer). The control socket serves
-// the three as one (cmd's socketBackend).
+// (admission.go: reserve and release over the ledger, and what the other
+// tenants of the GPUs ask of it) and its TaskHost (deliverer.go: what the
+// deferred-task deliverer, internal/deliver, needs of the instance; the
+// supervisor drives it as a Deliverer). The control socket serves the
+// supervisor, its Admission and the deliverer's API as one (cmd's
+// socketBackend).
 //
-// Every start says how it chose its profile (fit.go): the profiles tried
-// from the one aimed at, their needs, and the room on the fullest watched
-// GPU, told once as a stderr line, a `fit` journal event and status's `fit`.
-// The same arithmetic refuses a manual step into a profile that does not
-// fit, before anything is stopped, and ends a run at once (75) when no
-// profile can ever fit.
+// Every start says how it chose its profile (fitline.go): the profiles
+// tried from the one aimed at, their needs, and the room on the fullest
+// watched GPU, told once as a stderr line, a `fit` journal event and
+// status's `fit`.
 package supervisor

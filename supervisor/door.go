@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // Door is the front door in front of the child (package serve), as the
@@ -60,18 +61,17 @@ func (s *Supervisor) Healthy(gen int) {
 // onHealthy journals the child's readiness and lets what waited for it go
 // on: the next tenant's start on a shared GPU, and systemd's READY=1.
 func (l *loop) onHealthy(gen int) {
-	if gen != l.life.hist.starts || l.life.run.child == nil || l.door.healthy || l.life.stop.stopping {
+	if gen != l.life.hist.starts || l.life.run.child == nil || l.life.door.healthy || l.life.stop.stopping {
 		return
 	}
-	l.door.healthy = true
-	l.life.run.ready = true
-	l.wake.awake = time.Now() // the idle rule counts from here
+	l.life.door.healthy = true
+	l.life.run.awake = time.Now() // the idle rule counts from here
 	after := time.Since(l.life.run.childStart)
-	l.out.emit(api.Event{Event: api.EventReady, PID: l.life.run.child.PID(), AfterSeconds: after.Seconds()})
+	l.out.Emit(api.Event{Event: api.EventReady, PID: l.life.run.child.PID(), AfterSeconds: after.Seconds()})
 	l.deps.Logf("the child answered its health check %s after its start: ready", after.Round(time.Millisecond))
-	l.shared.endStarting("it answered its health check")
-	if n := l.deps.Notifier; n != nil && !l.door.notified {
-		l.door.notified = true
+	l.feed(core.Ready{Why: "it answered its health check"}, nil)
+	if n := l.deps.Notifier; n != nil && !l.life.door.notified {
+		l.life.door.notified = true
 		_ = n.Ready()
 	}
 }
@@ -128,7 +128,7 @@ func (k *doorLink) drained(timedOut bool, child Child, timeout time.Duration, ki
 	k.drain = nil
 	k.limit.stop()
 	if timedOut {
-		j.logf("requests still in flight after stop_timeout (%s); stopping the child anyway", timeout)
+		j.Logf("requests still in flight after stop_timeout (%s); stopping the child anyway", timeout)
 	}
 	if child == nil {
 		return

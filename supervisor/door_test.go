@@ -241,7 +241,7 @@ func TestDoorShortAboveHigh(t *testing.T) {
 }
 
 // TestReadyWithoutDoor: without a front door, ready is whether a child
-// runs, and READY=1 goes at the first launch as before.
+// runs, and READY=1 goes at the first launch.
 func TestReadyWithoutDoor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := &fakeNotifier{}

@@ -10,11 +10,12 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/sense"
 )
 
 // GPU faults (Xid events) as the loop sees them: journaled and counted,
 // critical ones mark the GPU faulted, and a child exit while a GPU is
-// faulted, or within faultWindow of a critical event, is a gpu_fault exit.
+// faulted, or within sense.FaultWindow of a critical event, is a gpu_fault exit.
 
 // xidHarness is a harness whose Deps carry a fault channel.
 func xidHarness(t *testing.T, onFault string) (*harness, chan gpu.Fault) {
@@ -132,18 +133,18 @@ func TestGPUFaultWindow(t *testing.T) {
 		h, faults := xidHarness(t, policy.OnGPUFaultRestart)
 		c := h.child()
 		xid(faults, 94)
-		time.Sleep(faultWindow - time.Second)
+		time.Sleep(sense.FaultWindow - time.Second)
 		c.end(Exit{Code: 1})
 		c = h.child()
 		if got := c.env("GPUGUARD_LAST_EXIT"); got != "gpu_fault" {
-			t.Fatalf("exit %s after the event: LAST_EXIT=%s, want gpu_fault", faultWindow-time.Second, got)
+			t.Fatalf("exit %s after the event: LAST_EXIT=%s, want gpu_fault", sense.FaultWindow-time.Second, got)
 		}
 		xid(faults, 94)
-		time.Sleep(faultWindow + time.Second)
+		time.Sleep(sense.FaultWindow + time.Second)
 		c.end(Exit{Code: 1})
 		c = h.child()
 		if got := c.env("GPUGUARD_LAST_EXIT"); got != "crash" {
-			t.Fatalf("exit %s after the event: LAST_EXIT=%s, want crash", faultWindow+time.Second, got)
+			t.Fatalf("exit %s after the event: LAST_EXIT=%s, want crash", sense.FaultWindow+time.Second, got)
 		}
 		c.end(Exit{})
 		h.wait()

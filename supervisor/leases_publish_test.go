@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/internal/admission"
+	"github.com/gpuguard/gpuguard/internal/sharing"
 )
 
 // TestLeasesNotRepublished: the child's exits clear no lease when none is
@@ -31,7 +32,7 @@ func TestLeasesNotRepublished(t *testing.T) {
 }
 
 // TestReleasePublishedLater: a release reaches the other tenants within
-// releasePublishDelay, not at once; a reservation of the same size before
+// sharing.ReleasePublishDelay, not at once; a reservation of the same size before
 // then writes nothing (the figure they see is already right), and one
 // after it is published before Reserve returns. A release pending when the
 // run ends is published then.
@@ -69,10 +70,10 @@ func TestReleasePublishedLater(t *testing.T) {
 		if p := fc.published(); len(p) != 2 {
 			t.Fatalf("published %v at the release: want it later", p)
 		}
-		time.Sleep(releasePublishDelay)
+		time.Sleep(sharing.ReleasePublishDelay)
 		synctest.Wait()
 		if p := fc.published(); !slices.Equal(p, []uint64{0, 2 * gib, 0}) {
-			t.Fatalf("published %v, want 0 within releasePublishDelay of the release", p)
+			t.Fatalf("published %v, want 0 within sharing.ReleasePublishDelay of the release", p)
 		}
 		lease = reserve() // raising the figure is published before Reserve returns
 		if p := fc.published(); !slices.Equal(p, []uint64{0, 2 * gib, 0, 2 * gib}) {

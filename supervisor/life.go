@@ -5,33 +5,67 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/policy"
 )
 
-// lifecycle is the child's lifecycle: the instance's state, the children
-// so far, the one that runs, a restart gpuguard asked for, a stop under
-// way, the wait before the next start, and how Run ends. Each part is a
-// type of its own. What it needs of the rest it is given: the pacer's
-// sampleNow (a wait takes a sample at once) and the service manager.
+// lifecycle is the child's lifecycle: the instance's state, the level it
+// runs in, the children so far, the one that runs, a restart or a sleep
+// gpuguard asked for, a live change through server actions, a stop under
+// way, the wait before the next start, how Run ends, and the two things
+// in front of the child: the state file it reads its profile from and the
+// front door. Each part is a type of its own. What it needs of the rest
+// it is given once: the loop's voice (out), the pacer's sampleNow (a wait
+// takes a sample at once), the loop's snapshot (a status asked after a
+// reply shows what the reply says) and the service manager.
 type lifecycle struct {
 	state string
-	plan  *restartPlan // a restart gpuguard asked for is under way, until the next start
+	level int          // the profile the child runs in, or the next start aims at
+	plan  *restartPlan // a restart or a sleep gpuguard asked for is under way, until the next start
 	hist  history      // the children so far (child.go)
 	run   childRun     // the child that runs now (child.go)
+	acts  actionState  // a live change through server actions (actions.go)
 	stop  stopRun      // a stop under way
 	wait  startWait    // the wait before the next start
 	end   ending       // how Run ends
+	file  stateFile    // the state file (statewrite.go)
+	door  doorLink     // the front door (door.go)
 
-	sampleNow func()   // the pacer's: the next sample is due now
-	notifier  Notifier // nil: no service manager
+	out       *reporter // the loop's voice
+	sampleNow func()    // the pacer's: the next sample is due now
+	snapshot  func()    // the loop's publishSnapshot
+	notifier  Notifier  // nil: no service manager
 }
 
-// restartPlan is a restart that gpuguard itself started (a step into a
-// profile with live = false, a critical restart, a manual step).
+// The predicates the loop asks of the lifecycle, spelled once.
+
+// running reports whether a child runs that gpuguard is not stopping or
+// restarting.
+func (c *lifecycle) running() bool {
+	return c.run.child != nil && !c.stop.stopping && c.plan == nil
+}
+
+// steady reports whether a child runs with nothing else under way: no
+// stop, no restart or sleep gpuguard asked for, no live change through
+// server actions. Only then do the watermark rules, a manual step, a step
+// the tenants decide and a live wake apply.
+func (c *lifecycle) steady() bool { return c.running() && !c.acts.acting() }
+
+// serving reports whether the child is steady and running (its start is
+// over): what it uses then is what it serves with, and [serve] idle
+// counts.
+func (c *lifecycle) serving() bool { return c.steady() && c.state == api.StateRunning }
+
+// stoppedAsleep reports an instance asleep with its child stopped.
+func (c *lifecycle) stoppedAsleep() bool { return c.run.child == nil && c.state == api.StateAsleep }
+
+// restartPlan is a restart or a sleep that gpuguard itself began (a step
+// into a profile with live = false, a critical restart, a manual step, a
+// reload, a sleep by stopping the child).
 type restartPlan struct {
 	level   int
-	reason  string // watermark | critical | manual | recovered | reload
+	reason  string // watermark | critical | manual | recovered | reload | idle | request
 	from    string // the profile the stopped child runs in
-	sleep   bool   // no restart: the instance sleeps in level (sleep.go)
+	sleep   bool   // no restart: the instance sleeps in level
 	replies []chan response
 }
 
@@ -88,6 +122,46 @@ func (c *lifecycle) restartAfter(delay time.Duration, level int, release map[int
 	c.wait.backoff.arm(delay)
 }
 
+// beginRestart stops the child with stop_signal so that it restarts in
+// level (GPUGUARD_LAST_EXIT=watermark), or, for a sleep, so that the
+// instance sleeps in level with no child: a serving = false profile
+// entered without live actions (live = false, or no enter:
+// core.StopsToSleep) frees the child's memory, and nothing restarts it
+// until the instance leaves the profile. Any server, even one with no
+// admin API (TGI), can share a GPU on demand this way.
+func (c *lifecycle) beginRestart(pol *policy.Policy, level int, reason string, reply chan response, sleep bool) {
+	plan := &restartPlan{level: level, reason: reason, from: pol.Profiles[c.level].Name, sleep: sleep}
+	if reply != nil {
+		plan.replies = append(plan.replies, reply)
+	}
+	c.plan = plan
+	c.state = api.StateStepping
+	if sleep {
+		c.out.Logf("stopping the child to sleep in profile %s (%s)", pol.Profiles[level].Name, reason)
+	} else {
+		c.out.Logf("restarting the child in profile %s (%s)", pol.Profiles[level].Name, reason)
+	}
+	c.stopChild(pol.Restart.StopSignal, pol.Restart.StopTimeout)
+}
+
+// stopChild stops the child with sig, as gpuguard's own stops do: through
+// the front door's drain, then timeout before its group is killed.
+func (c *lifecycle) stopChild(sig syscall.Signal, timeout time.Duration) {
+	c.door.stop(c.run.child, sig, timeout, &c.stop.stopWait)
+}
+
+// record writes the state file for the level in force (why) and publishes
+// what it says; a failed write is logged.
+func (c *lifecycle) record(pol *policy.Policy, why string) {
+	st, err := c.file.writeAt(pol.Profiles[c.level], c.level, why)
+	if err != nil {
+		c.out.Logf("%v", err)
+		return
+	}
+	c.out.publish(st)
+}
+
+// failPlan fails the replies of a restart under way (the run is ending).
 func (c *lifecycle) failPlan() {
 	if c.plan == nil {
 		return

@@ -10,6 +10,7 @@ import (
 	"github.com/gpuguard/gpuguard/internal/admission"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor/core"
+	"github.com/gpuguard/gpuguard/supervisor/sense"
 )
 
 // loop is the state of one Run. Only the Run goroutine touches it.
@@ -22,20 +23,20 @@ type loop struct {
 	pol  *policy.Policy
 	ctx  context.Context
 
-	level int
-	core  core.State // the decision core's own state: the watermark timers, the restart budget
+	core   core.State // the decision core's own state: the rules' timers, the restart budget, the start claim (effects.go)
+	ledger *admission.Ledger
+	life   lifecycle // the child's lifecycle and what stands in front of it: the state file, the front door (life.go)
+	fit    fitTeller // the start-up line and the newest fit, told once (fitline.go)
+	latest latest    // the newest good reading and its watermark, for status, admission and the door (child.go)
+	peers  Peers     // the other tenants of the watched GPUs (peers.go); nil: none
 
-	ledger    *admission.Ledger
-	life      lifecycle // the child's lifecycle: the state, the children so far, the one running, a plan, a stop, the next start, the end (life.go)
-	stateFile stateFile // writes the state file; its seq and its failing writes (statewrite.go)
-	fit       fitTeller // the start-up line and the newest fit, told once (fit.go)
-
-	pending []chan response
-
-	rooms         // the rooms around the loop, one job each (rooms.go)
-	latest latest // the newest good reading and its watermark, for status, admission and the door (child.go)
-
-	shared sharedState // agreeing with the other tenants of shared GPUs
+	// The rooms around the loop, each holding its own state and given
+	// what it needs rather than a pointer to the loop.
+	pace   *sense.Pacer // the sampling schedule and the sampler (package sense)
+	health sense.Health // a run of failed probe calls
+	faults sense.Faults // Xid events and the GPUs they left faulted
+	minute sense.Minute // the watermark samples of this minute, for its record
+	out    reporter     // events and the status line, outward (reporter.go)
 }
 
 // timer is a restartable one-shot timer whose channel is nil when unarmed,
@@ -64,34 +65,27 @@ func newLoop(s *Supervisor) *loop {
 	// timeout, which a reload may change: its cfg holds neither.
 	cfg.Policy, cfg.ProbeTimeout = nil, 0
 	l := &loop{
-		s: s, cfg: cfg, deps: s.deps, pol: s.pol.Load(), level: s.cfg.StartLevel,
-		life: lifecycle{state: api.StateStarting, hist: history{lastExit: "none"}, wait: startWait{target: s.cfg.StartLevel},
-			notifier: s.deps.Notifier},
-		stateFile: stateFile{path: s.cfg.StatePath, write: s.deps.WriteState, logf: s.deps.Logf},
-		ledger:    s.adm.ledger, shared: newShared(s.deps.Coordinator, s.deps.Logf, &s.adm.starting),
-		rooms: rooms{door: doorLink{d: s.deps.Door}, pace: newPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval),
-			out: newReporter(s.cfg.Name, s.deps.Observers, s.deps.Notifier)},
+		s: s, cfg: cfg, deps: s.deps, pol: s.pol.Load(), peers: s.deps.Peers,
+		life: lifecycle{state: api.StateStarting, level: s.cfg.StartLevel, hist: history{lastExit: "none"},
+			wait: startWait{target: s.cfg.StartLevel}, notifier: s.deps.Notifier,
+			file: stateFile{path: s.cfg.StatePath, write: s.deps.WriteState, logf: s.deps.Logf},
+			door: doorLink{d: s.deps.Door}},
+		ledger: s.adm.ledger,
+		pace:   sense.NewPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval),
+		out:    newReporter(s.cfg.Name, s.deps.Observers, s.deps.Notifier),
 	}
-	l.life.sampleNow = l.pace.sampleNow
+	l.life.out, l.life.sampleNow, l.life.snapshot = &l.out, l.pace.SampleNow, l.publishSnapshot
 	l.out.publisher = s.deps.Publisher
 	l.out.log = s.deps.Logf
-	l.out.inForce = func() (string, int) { return l.pol.Profiles[l.level].Name, l.level }
+	l.out.inForce = func() (string, int) { return l.pol.Profiles[l.life.level].Name, l.life.level }
 	return l
-}
-
-// stoppedTimer is a timer that has not been armed.
-func stoppedTimer() *time.Timer {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return t
 }
 
 func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	l.ctx = ctx
-	go l.pace.smp.run(ctx, l.s.done)
-	defer l.pace.smp.next.Stop()
-	defer l.pace.hung.Stop()
-	l.pace.armNow() // the first sample is due at once
+	go l.pace.Run(ctx, l.s.done)
+	defer l.pace.Stop()
+	l.pace.ArmNow() // the first sample is due at once
 	var watchdog <-chan time.Time
 	if n := l.deps.Notifier; n != nil && n.WatchdogInterval() > 0 {
 		t := time.NewTicker(n.WatchdogInterval() / 2)
@@ -101,11 +95,9 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	}
 	defer l.life.wait.backoff.stop()
 	defer l.life.stop.stopWait.stop()
-	defer l.door.limit.stop()
+	defer l.life.door.limit.stop()
 
-	if !l.wake.startAsleep(l.sleepView()) {
-		l.life.enterWaiting(l.life.wait.target, nil)
-	}
+	l.feed(core.Begin{}, nil)
 	// A stop queued before Run (gpuguard listens from before its backend
 	// opens) came while no child ran: it goes first, not by the select's
 	// coin toss against a first sample that would start one.
@@ -117,33 +109,38 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 		}
 	default:
 	}
+	var outcomes <-chan api.Outcome
+	var starts <-chan api.StartOutcome
+	if l.peers != nil {
+		outcomes, starts = l.peers.Outcomes(), l.peers.Starts()
+	}
 	ctxDone := ctx.Done()
 	for !l.life.end.finished {
-		l.pace.wake() // last, so that the sample it asks for runs first
+		l.pace.Wake() // last, so that the sample it asks for runs first
 		select {
-		case r := <-l.pace.smp.out:
+		case r := <-l.pace.Results():
 			l.onSample(r)
-			l.s.tasks.poke() // a deferred task may fit now
-		case now := <-l.pace.hung.C:
+			l.s.tasks.Poke() // a deferred task may fit now
+		case now := <-l.pace.Hung():
 			l.onHung(now)
 		case f := <-l.deps.Faults:
-			l.faults.observe(f, &l.out)
+			l.faults.Observe(f, &l.out)
 		case <-l.life.run.childDone():
 			l.onExit()
 		case <-l.life.wait.backoff.C:
 			l.life.wait.backoff.stop()
-			l.doAll(l.decide(core.BackoffOver{Target: l.life.wait.target}), nil)
+			l.feed(core.BackoffOver{Target: l.life.wait.target}, nil)
 		case <-l.life.stop.stopWait.C:
 			l.life.stop.stopWait.stop()
-			l.doAll(l.decide(core.StopWaitOver{Running: l.life.run.child != nil}), nil)
-		case <-l.door.drain:
-			l.door.drained(false, l.life.run.child, l.pol.Restart.StopTimeout, &l.life.stop.stopWait, &l.out)
-		case <-l.door.limit.C:
-			l.door.drained(true, l.life.run.child, l.pol.Restart.StopTimeout, &l.life.stop.stopWait, &l.out)
-		case d := <-l.acts.out:
+			l.feed(core.StopWaitOver{Running: l.life.run.child != nil}, nil)
+		case <-l.life.door.drain:
+			l.life.door.drained(false, l.life.run.child, l.pol.Restart.StopTimeout, &l.life.stop.stopWait, &l.out)
+		case <-l.life.door.limit.C:
+			l.life.door.drained(true, l.life.run.child, l.pol.Restart.StopTimeout, &l.life.stop.stopWait, &l.out)
+		case d := <-l.life.acts.out:
 			l.onActionsDone(d)
 		case <-l.s.wanted:
-			l.wake.onWanted(l.sleepView())
+			l.feed(l.life.wakeFacts(time.Now(), true, l.latest.reading(l.health.Down()), l.latest.served, l.latest.claim(l.peers != nil, time.Time{})), nil)
 		case <-watchdog:
 			_ = l.deps.Notifier.Watchdog()
 		case sig := <-signals:
@@ -155,16 +152,16 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 			l.onStopSignal(syscall.SIGTERM)
 		case req := <-l.s.reqs:
 			l.onRequest(req)
-		case r := <-l.shared.outcomes:
-			l.shared.onOutcome(r, l.peerFacts(time.Now()), loopFeed{&l.out, l})
-		case o := <-l.shared.starts:
-			// a live wake claims as a start does (wake.go)
-			l.shared.answer(o, l.wake.claimWanted(l.life.state) && !l.life.stop.stopping && !l.life.end.finished, &l.pace)
+		case o := <-outcomes:
+			for _, in := range l.peers.Outcome(o, l.tenant(time.Now())) {
+				l.feed(in, nil)
+			}
+			l.peers.Announce()
+		case o := <-starts:
+			l.feed(core.ClaimAnswer{Now: time.Now(), Outcome: o, Waiting: l.life.state == api.StateWaiting,
+				Asleep: l.life.state == api.StateAsleep, Stopping: l.life.stop.stopping || l.life.end.finished}, nil)
 		}
 		l.publishSnapshot()
-	}
-	for _, p := range l.pending {
-		p <- response{err: errShutdown}
 	}
 	return l.life.end.code, l.life.end.err
 }
@@ -175,15 +172,15 @@ func (l *loop) onRequest(r request) {
 		l.manualStep(r)
 	case opReserve:
 		var usage []admission.GPUUsage
-		if l.latest.haveSample && !l.health.down() {
-			for _, d := range l.latest.lastSample.Devices {
+		if s, ok := l.latest.good(l.health.Down()); ok {
+			for _, d := range s.Devices {
 				usage = append(usage, admission.GPUUsage{Used: d.Used, Limit: l.pol.Limit(d.Total), Leased: r.others[d.UUID]})
 			}
 		}
-		pending := l.core.Rules.StepPending() || l.life.plan != nil || l.life.run.child == nil
+		pending := l.core.StepPending() || l.life.plan != nil || l.life.run.child == nil
 		d, ev := reserve(l.ledger, r, time.Now(), usage, l.pol.Watermark.High, pending)
 		if ev != nil {
-			l.out.emit(*ev)
+			l.out.Emit(*ev)
 		}
 		r.reply <- response{decision: d}
 	case opRelease:
@@ -194,16 +191,19 @@ func (l *loop) onRequest(r request) {
 		r.reply <- response{}
 		// The headroom is free again, and a task's released lease frees
 		// the one-at-a-time slot.
-		l.s.tasks.leaseReleased(r.lease)
+		l.s.tasks.LeaseReleased(r.lease)
 	case opReload:
 		l.applyReload(r)
 	case opHealthy:
 		l.onHealthy(r.gen)
+	case opEmit:
+		l.out.Emit(r.event)
+		r.reply <- response{}
 	case opReady:
-		l.life.run.ready = l.life.run.child != nil
-		l.shared.request(r, l.peerFacts, loopFeed{&l.out, l})
-	default:
-		l.shared.request(r, l.peerFacts, loopFeed{&l.out, l})
+		l.feed(core.Ready{Why: "the child said ready"}, nil)
+		r.reply <- response{}
+	case opTenantStep, opTenantDecision:
+		l.onTenant(r)
 	}
 }
 

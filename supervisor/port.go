@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"errors"
 )
 
 // loopPort is how a caller off the loop hands it a request and waits for
@@ -28,7 +27,7 @@ func (p loopPort) send(ctx context.Context, r request) error {
 	case p.reqs <- r:
 		return nil
 	case <-p.done:
-		return errors.New("instance is shutting down")
+		return errShutdown
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -40,7 +39,7 @@ func (p loopPort) await(ctx context.Context, r request) (response, error) {
 	case resp := <-r.reply:
 		return resp, resp.err
 	case <-p.done:
-		return response{}, errors.New("instance is shutting down")
+		return response{}, errShutdown
 	case <-ctx.Done():
 		return response{}, ctx.Err()
 	}

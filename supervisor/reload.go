@@ -129,17 +129,17 @@ func (l *loop) applyReload(r request) {
 	rl, old := r.reload, l.pol
 	changed := policy.Diff(old, rl.Policy)
 	// The event names the profile the instance was in when it reloaded.
-	ev := api.Event{Event: api.EventReload, Changed: changed, Profile: old.Profiles[l.level].Name, Level: l.level}
+	ev := api.Event{Event: api.EventReload, Changed: changed, Profile: old.Profiles[l.life.level].Name, Level: l.life.level}
 	l.pol = rl.Policy
 	l.s.pol.Store(rl.Policy)
 	l.cfg.Command, l.cfg.CheckpointPath = rl.Command, rl.CheckpointPath
 	if l.s.probeAuto {
-		l.pace.setTimeout(defaultProbeTimeout(l.pol))
+		l.pace.SetTimeout(defaultProbeTimeout(l.pol))
 	}
 	if rl.Commit != nil {
 		rl.Commit()
 	}
-	l.out.emit(ev)
+	l.out.Emit(ev)
 	if len(changed) == 0 {
 		l.deps.Logf("policy %s reloaded: nothing changed", l.pol.Source)
 	} else {
@@ -151,7 +151,7 @@ func (l *loop) applyReload(r request) {
 	if slices.ContainsFunc(changed, senses) {
 		// The next sample judges by the new thresholds and sets the
 		// period by the new intervals: take it now, not a period away.
-		l.pace.sampleNow()
+		l.pace.SampleNow()
 	}
 	l.publishSnapshot()
 	r.reply <- response{changed: changed}
@@ -177,9 +177,8 @@ func (l *loop) reladder(old *policy.Policy) {
 	if l.life.plan != nil {
 		planLevel = l.life.plan.level
 	}
-	running := l.life.run.child != nil && !l.life.stop.stopping && l.life.plan == nil
-	r := core.Reladder(old, l.pol, l.level, l.life.wait.target, planLevel, l.sleepView().stoppedAsleep(), running)
-	l.level, l.life.wait.target = r.Level, r.Target
+	r := core.Reladder(old, l.pol, l.life.level, l.life.wait.target, planLevel, l.life.stoppedAsleep(), l.life.running())
+	l.life.level, l.life.wait.target = r.Level, r.Target
 	if l.life.plan != nil {
 		l.life.plan.level = r.PlanLevel
 	}
@@ -191,10 +190,10 @@ func (l *loop) reladder(old *policy.Policy) {
 		l.life.enterWaiting(r.Level, nil)
 	case core.RelevelRestart:
 		l.deps.Logf("profile %s is no longer in the ladder: restarting the child", r.From)
-		l.beginRestart(r.Level, api.ReasonReload, nil)
+		l.life.beginRestart(l.pol, r.Level, api.ReasonReload, nil, false)
 		l.life.plan.from = r.From
 	case core.RelevelRewrite:
-		st, err := l.stateFile.writeAt(l.pol.Profiles[r.Level], r.Level, fmt.Sprintf("reload: profile %s is now level %d of %d", r.From, r.Level, len(l.pol.Profiles)))
+		st, err := l.life.file.writeAt(l.pol.Profiles[r.Level], r.Level, fmt.Sprintf("reload: profile %s is now level %d of %d", r.From, r.Level, len(l.pol.Profiles)))
 		if err != nil {
 			l.deps.Logf("%v", err)
 		}

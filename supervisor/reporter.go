@@ -28,11 +28,11 @@ func newReporter(name string, observers []Observer, n Notifier) reporter {
 	return reporter{name: name, observers: observers, notifier: n}
 }
 
-// emit stamps ev (its time when unset, the instance's name, the profile
+// Emit stamps ev (its time when unset, the instance's name, the profile
 // in force unless ev names its own) and hands it to every observer. A
 // reload's event names the profile it left, which the new ladder may not
 // have at the old level.
-func (r *reporter) emit(ev api.Event) {
+func (r *reporter) Emit(ev api.Event) {
 	if ev.Profile == "" && r.inForce != nil {
 		ev.Profile, ev.Level = r.inForce()
 	}
@@ -66,8 +66,8 @@ func (r *reporter) status(state, profile string, level, levels int, ratio float6
 	}
 }
 
-// logf writes a line to gpuguard's log.
-func (r *reporter) logf(format string, args ...any) {
+// Logf writes a line to gpuguard's log.
+func (r *reporter) Logf(format string, args ...any) {
 	if r.log != nil {
 		r.log(format, args...)
 	}
@@ -78,8 +78,8 @@ func (r *reporter) logf(format string, args ...any) {
 // gpuguard's log. The rooms take this, not the reporter, so that a test
 // can hand them a recorder.
 type journal interface {
-	emit(ev api.Event)
-	logf(format string, args ...any)
+	Emit(ev api.Event)
+	Logf(format string, args ...any)
 }
 
 // publishSnapshot copies the loop's state out for Status and metrics. It
@@ -88,13 +88,16 @@ type journal interface {
 func (l *loop) publishSnapshot() {
 	st := api.Status{
 		Name: l.cfg.Name, PID: l.s.snap.Load().status.PID, State: l.life.state,
-		Profile: l.pol.Profiles[l.level].Name, Level: l.level, Levels: len(l.pol.Profiles),
-		Priority: l.pol.Priority, Watermark: l.latest.ratio, IntervalSeconds: l.pace.period.Seconds(), ETASeconds: l.pace.etaSeconds(),
+		Profile: l.pol.Profiles[l.life.level].Name, Level: l.life.level, Levels: len(l.pol.Profiles),
+		Priority: l.pol.Priority, Watermark: l.latest.ratio, IntervalSeconds: l.pace.Period().Seconds(), ETASeconds: l.pace.ETASeconds(),
 		Restarts: l.life.hist.restarts, Observe: l.cfg.Observe,
 		LastEvent: l.out.last, Fit: l.fit.lastFit, GPUs: []api.GPU{}, SimDir: l.cfg.SimDir,
 	}
 	if l.life.run.child != nil {
 		st.ChildPID = l.life.run.child.PID()
+	}
+	if sv := l.pol.Serve; sv.Enabled() {
+		st.Serve, st.Models = sv.Listen, sv.ModelNames(l.cfg.Name)
 	}
 	if l.latest.haveSample {
 		st.GPUs = statusGPUs(l.latest.lastSample)
@@ -104,11 +107,15 @@ func (l *loop) publishSnapshot() {
 		snap.childStart = l.life.run.childStart
 	}
 	l.s.snap.Store(snap)
-	l.shared.publishTenant(l.peerFacts(time.Time{}), &l.s.adm.tenant, l.s.adm.publishLeases)
-	short := l.core.Rules.StepPending() || l.life.plan != nil || l.latest.haveSample && l.latest.ratio >= l.pol.Watermark.High
-	l.door.sync(l.pol.Profiles[l.level].Name, l.level, len(l.pol.Profiles), short, &l.s.short)
+	info := l.tenantInfo()
+	l.s.adm.tenant.Store(&info)
+	if l.peers != nil {
+		l.peers.Publish(info, l.ledger.Outstanding)
+	}
+	short := l.core.StepPending() || l.life.plan != nil || l.latest.haveSample && l.latest.ratio >= l.pol.Watermark.High
+	l.life.door.sync(l.pol.Profiles[l.life.level].Name, l.life.level, len(l.pol.Profiles), short, &l.s.short)
 	// The service manager's status line, when what it says changed.
-	l.out.status(l.life.state, l.pol.Profiles[l.level].Name, l.level, len(l.pol.Profiles), l.latest.ratio)
+	l.out.status(l.life.state, l.pol.Profiles[l.life.level].Name, l.life.level, len(l.pol.Profiles), l.latest.ratio)
 }
 
 // statusGPUs is the status object's gpus: each device of s with the

@@ -19,8 +19,8 @@ func TestReporterStampsAndKeepsLast(t *testing.T) {
 	var a, b eventList
 	r := newReporter("inst", []Observer{&a, &b}, nil)
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	r.emit(api.Event{Event: api.EventStart, Time: at})
-	r.emit(api.Event{Event: api.EventStop})
+	r.Emit(api.Event{Event: api.EventStart, Time: at})
+	r.Emit(api.Event{Event: api.EventStop})
 	if len(a) != 2 || len(b) != 2 {
 		t.Fatalf("observers got %d and %d events, want 2 each", len(a), len(b))
 	}
@@ -43,10 +43,10 @@ func TestReporterStampsProfileInForce(t *testing.T) {
 	profile, level := "full", 0
 	r.inForce = func() (string, int) { return profile, level }
 	r.log = func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
-	r.emit(api.Event{Event: api.EventStart})
+	r.Emit(api.Event{Event: api.EventStart})
 	profile, level = "small", 1
-	r.emit(api.Event{Event: api.EventStepDown})
-	r.emit(api.Event{Event: api.EventReload, Profile: "old", Level: 3})
+	r.Emit(api.Event{Event: api.EventStepDown})
+	r.Emit(api.Event{Event: api.EventReload, Profile: "old", Level: 3})
 	want := []struct {
 		profile string
 		level   int
@@ -56,13 +56,13 @@ func TestReporterStampsProfileInForce(t *testing.T) {
 			t.Fatalf("event %d in %s (%d), want %s (%d)", i, got[i].Profile, got[i].Level, w.profile, w.level)
 		}
 	}
-	r.logf("a %s", "line")
+	r.Logf("a %s", "line")
 	if len(lines) != 1 || lines[0] != "a line" {
 		t.Fatalf("log lines %q, want [a line]", lines)
 	}
 	quiet := newReporter("inst", nil, nil)
-	quiet.logf("dropped") // must not panic
-	quiet.emit(api.Event{Event: api.EventStart})
+	quiet.Logf("dropped") // must not panic
+	quiet.Emit(api.Event{Event: api.EventStart})
 	if quiet.last.Profile != "" {
 		t.Fatalf("without inForce the event was stamped %q", quiet.last.Profile)
 	}

@@ -277,55 +277,6 @@ func TestNoFalsePredictedStep(t *testing.T) {
 	}
 }
 
-// TestSamplerWokenWhenTheLoopWaits: a sample asked for at once wakes the
-// sampler only when the loop is about to wait (wake), not where it was
-// asked: woken earlier, the sampler would run behind every goroutine the
-// rest of the loop's turn readies (on a restart, the tenant info's and the
-// journal's file writes), and the start waits for that sample.
-func TestSamplerWokenWhenTheLoopWaits(t *testing.T) {
-	p := newPacer(nil, time.Second, time.Second)
-	p.armNow()
-	if n := len(p.smp.kick); n != 0 {
-		t.Fatalf("the sampler was woken where the sample was asked for (%d kicks)", n)
-	}
-	p.wake()
-	if n := len(p.smp.kick); n != 1 {
-		t.Fatalf("%d kicks after wake, want 1", n)
-	}
-	p.wake() // nothing more asked: no second kick, and no block
-	p.armNow()
-	p.wake() // a kick already pending does the same
-	if n := len(p.smp.kick); n != 1 {
-		t.Errorf("%d kicks, want 1", n)
-	}
-}
-
-// TestKickedSampleDoesNotYield: a call on the timer yields first
-// (newTimeSlice); a kicked one, which the loop waits for, does not.
-func TestKickedSampleDoesNotYield(t *testing.T) {
-	s := newSampler(newFakeProbe(16*gib), time.Second, time.Hour)
-	yields := 0
-	s.yield = func() { yields++ }
-	done := make(chan struct{})
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		s.run(context.Background(), done)
-	}()
-	s.kick <- struct{}{}
-	<-s.out
-	if yields != 0 {
-		t.Errorf("a kicked call yielded %d times", yields)
-	}
-	s.next.Reset(0)
-	<-s.out
-	close(done)
-	<-ended
-	if yields != 1 {
-		t.Errorf("a call on the timer yielded %d times, want 1", yields)
-	}
-}
-
 // TestLoopHoldsOneProbeTimeout: the pacer holds the probe timeout (the
 // given one, or the default), and a reload of an interval moves it there;
 // the loop's copy of the Config holds none, so nothing reads a stale one.
@@ -345,8 +296,8 @@ func TestLoopHoldsOneProbeTimeout(t *testing.T) {
 		if l.cfg.ProbeTimeout != 0 {
 			t.Errorf("given %s: the loop's cfg holds a probe timeout (%s) beside the pacer's", given, l.cfg.ProbeTimeout)
 		}
-		if l.pace.timeout != want || time.Duration(l.pace.smp.timeout.Load()) != want {
-			t.Errorf("given %s: pacer %s, sampler %s, want %s", given, l.pace.timeout, time.Duration(l.pace.smp.timeout.Load()), want)
+		if l.pace.Timeout() != want {
+			t.Errorf("given %s: pacer %s, want %s", given, l.pace.Timeout(), want)
 		}
 		next := testPolicy()
 		next.Watch.Interval, next.Watch.MaxInterval = time.Second, time.Second
@@ -356,9 +307,8 @@ func TestLoopHoldsOneProbeTimeout(t *testing.T) {
 		if given == 0 {
 			want = defaultProbeTimeout(next)
 		}
-		if l.cfg.ProbeTimeout != 0 || l.pace.timeout != want || time.Duration(l.pace.smp.timeout.Load()) != want {
-			t.Errorf("given %s, after a reload: cfg %s, pacer %s, sampler %s, want pacer and sampler %s", given,
-				l.cfg.ProbeTimeout, l.pace.timeout, time.Duration(l.pace.smp.timeout.Load()), want)
+		if l.cfg.ProbeTimeout != 0 || l.pace.Timeout() != want {
+			t.Errorf("given %s, after a reload: cfg %s, pacer %s, want %s", given, l.cfg.ProbeTimeout, l.pace.Timeout(), want)
 		}
 	}
 }

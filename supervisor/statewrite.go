@@ -93,6 +93,6 @@ func (f *stateFile) notWritten(j journal, pol *policy.Policy, from int, ratio fl
 		return // journaled once per run of failures; retried every sample
 	}
 	detail := fmt.Sprintf("%s to %s not taken: %v; trying again at the next sample", event, to, err)
-	j.emit(api.Event{Event: EventStateError, Watermark: ratio, From: pol.Profiles[from].Name, To: to, Detail: detail})
-	j.logf("%s", detail)
+	j.Emit(api.Event{Event: EventStateError, Watermark: ratio, From: pol.Profiles[from].Name, To: to, Detail: detail})
+	j.Logf("%s", detail)
 }

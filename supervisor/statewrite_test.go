@@ -16,8 +16,8 @@ import (
 // disk, a read-only state dir), a manual step replies an error naming the
 // reason, into a live profile and into a restart alike, and nothing
 // happens: no signal, nothing published, no stepdown event, the level
-// unchanged. Once writes work, the same step is taken. (Before, it replied
-// ok, and the child got SIGUSR1 and read the old profile.)
+// unchanged: a reply of ok would send the child SIGUSR1 to read the old
+// profile. Once writes work, the same step is taken.
 func TestStepWithoutStateFile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pol := testPolicy()

@@ -65,19 +65,16 @@ type Deps struct {
 	// Faults delivers GPU fault events (Xids) on the watched GPUs; nil
 	// when the backend reports none.
 	Faults <-chan gpu.Fault
-	// Coordinator agrees with the other tenants of the watched GPUs; nil
-	// decides alone.
-	Coordinator Coordinator
+	// Peers deals with the other tenants of the watched GPUs (package
+	// sharing); nil decides alone.
+	Peers Peers
 	// Reloader re-reads the policy for Reload; nil refuses reloads.
 	Reloader Reloader
 	// Door is the front door ([serve]); nil when there is none.
 	Door Door
-	// Tasks is the deferred-task store; nil: reservations with a payload
-	// are answered as without one (tasks.go).
-	Tasks TaskStore
-	// Replayer replays the front door's deferred requests (tasks of tool
-	// http); nil: they wait in the queue.
-	Replayer Replayer
+	// Tasks makes the deferred-task deliverer over the instance's side of
+	// it (internal/deliver's New, wired in cmd); nil: no deliverer.
+	Tasks func(*TaskHost) Deliverer
 	// Actions makes the HTTP calls of server actions (profiles' enter
 	// and leave); nil makes every action fail.
 	Actions Actions
@@ -96,9 +93,10 @@ func IsNoFit(err error) bool { return errors.Is(err, errNoFit) }
 
 // Supervisor supervises one child. Run drives it; the other methods are
 // safe to call from any goroutine (the control socket calls them). Its
-// admission (reservations, leases, the other tenants' requests) and its
-// deferred tasks are types of their own, reached through Admission and
-// Tasks: the control socket serves the three together (cmd wires them).
+// admission (reservations, leases, the other tenants' requests) is a type
+// of its own, reached through Admission, and its deferred tasks a package
+// of their own (internal/deliver, a Deliverer here): the control socket
+// serves the three together (cmd wires them).
 type Supervisor struct {
 	// cfg is the Config as given: its Policy is the one the run started
 	// with. The policy in force is pol, which a reload replaces.
@@ -109,7 +107,7 @@ type Supervisor struct {
 	done chan struct{} // closed when Run returns
 	port loopPort      // reqs and done, for calls to the loop
 	// wanted: a request held at the front door asks for a wake
-	// (wake.go); lastRequest is the newest arrival, unix nanoseconds.
+	// (asleep.go); lastRequest is the newest arrival, unix nanoseconds.
 	wanted      chan struct{}
 	lastRequest atomic.Int64
 	once        sync.Once
@@ -117,8 +115,8 @@ type Supervisor struct {
 	toldOOM     atomic.Pointer[string]
 	started     time.Time
 
-	// adm decides reservations and publishes the leases (shared_api.go);
-	// the loop shares its ledger and its starting flag.
+	// adm decides reservations and publishes the leases (admission.go);
+	// the loop shares its ledger.
 	adm *Admission
 
 	// pol is the policy in force (the loop replaces it on a reload);
@@ -129,12 +127,10 @@ type Supervisor struct {
 	reloadMu  sync.Mutex
 	probeAuto bool
 
-	// tasks delivers deferred tasks; nil without a store. tq is the
-	// deferred-task API over it (tasks.go), there with or without one.
-	tasks *deliverer
-	tq    *Tasks
+	// tasks delivers deferred tasks (noTasks without a deliverer).
+	tasks Deliverer
 	// short is what the loop last told the door: memory is short, so a
-	// deferred request is not replayed.
+	// deferred request is not replayed (TaskHost).
 	short atomic.Bool
 }
 
@@ -167,12 +163,12 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 	s := &Supervisor{cfg: cfg, deps: deps, reqs: make(chan request), done: make(chan struct{}), wanted: make(chan struct{}, 1), started: time.Now(),
 		probeAuto: probeAuto}
 	s.port = loopPort{reqs: s.reqs, done: s.done}
-	s.adm = newAdmission(s.port, deps.Coordinator, deps.Logf, &s.snap)
+	s.adm = newAdmission(s.port, deps.Peers, &s.snap)
 	s.pol.Store(cfg.Policy)
+	s.tasks = noTasks{}
 	if deps.Tasks != nil {
-		s.tasks = newDeliverer(s, deps.Tasks)
+		s.tasks = deps.Tasks(&TaskHost{port: s.port, adm: s.adm, door: deps.Door, short: &s.short, pol: &s.pol})
 	}
-	s.tq = &Tasks{port: s.port, adm: s.adm, d: s.tasks, pol: &s.pol, logf: deps.Logf}
 	st := api.Status{Name: cfg.Name, PID: os.Getpid(), State: api.StateStarting,
 		Profile: cfg.Policy.Profiles[cfg.StartLevel].Name, Level: cfg.StartLevel,
 		Levels: len(cfg.Policy.Profiles), Priority: cfg.Policy.Priority,
@@ -192,12 +188,12 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 // from it).
 func (s *Supervisor) Run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	var tasks sync.WaitGroup
-	defer tasks.Wait() // after done is closed, which ends the deliverer
+	defer tasks.Wait()
+	tctx, endTasks := context.WithCancel(ctx)
+	defer endTasks() // after done is closed: the deliverer ends with Run
 	defer s.once.Do(func() { close(s.done) })
 	defer s.adm.flushLeases() // before done: a release the others have not seen yet
-	if s.tasks != nil {
-		tasks.Go(func() { s.tasks.run(ctx) })
-	}
+	tasks.Go(func() { s.tasks.Run(tctx) })
 	l := newLoop(s)
 	return l.run(ctx, signals)
 }
@@ -214,17 +210,13 @@ func (s *Supervisor) Status() api.Status {
 	// the loop too, so the snapshot's count can lag a reply just sent.
 	st.Leases = s.adm.ledger.Count()
 	s.doorStatus(&st)
-	st.Tasks = s.tq.TaskCounts().Pending()
+	st.Tasks = s.tasks.TaskCounts().Pending()
 	return st
 }
 
 // Admission is the instance's admission: Reserve and Release, and what
 // the other tenants of its GPUs ask of it.
 func (s *Supervisor) Admission() *Admission { return s.adm }
-
-// Tasks is the instance's deferred-task API; without a store it answers
-// as an instance without a queue does.
-func (s *Supervisor) Tasks() *Tasks { return s.tq }
 
 // MarkOOM records that the current child reported an out-of-memory error:
 // its coming exit counts as OOM. It takes effect before it returns, so a

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/deliver"
 	"github.com/gpuguard/gpuguard/internal/tasks"
 	"github.com/gpuguard/gpuguard/internal/tasks/memstore"
 )
@@ -71,8 +72,9 @@ func (c *countingStore) counts() (lease, ack, ackLease int) {
 func countedTaskHarness(t *testing.T) (*harness, *taskHarness, *countingStore) {
 	mem := memstore.New()
 	cs := &countingStore{Store: mem.Open()}
-	h := startHarness(t, taskPolicy(nil), func(_ *Config, d *Deps) { d.Tasks = cs })
-	th := &taskHarness{harness: h, mem: mem, child: h.child()}
+	var q *deliver.Tasks
+	h := startHarness(t, taskPolicy(nil), func(_ *Config, d *Deps) { deliverFrom(&q, d, cs, nil) })
+	th := &taskHarness{harness: h, mem: mem, child: h.child(), tasks: q}
 	sample()
 	h.probe.setUsed(15 * gib)
 	sample()
@@ -99,7 +101,7 @@ func TestTaskDoneLeasesTheNextInItsCommit(t *testing.T) {
 				t.Fatalf("deliveries %+v, want %d, the last %s with its lease and payload", got, i+1, ticket)
 			}
 			peeks := cs.peeks()
-			if err := h.sup.Tasks().TaskDone(context.Background(), s.id, ticket); err != nil {
+			if err := th.tasks.TaskDone(context.Background(), s.id, ticket); err != nil {
 				t.Fatal(err)
 			}
 			// b's done leases c, told due after b by a's: no Peek.
@@ -139,7 +141,7 @@ func TestTaskDoneLeasesTheNextInItsCommit(t *testing.T) {
 
 // A next task that does not fit beside the lease of the one just done
 // (released only once its done is durable) is not leased by the done: it
-// goes once the lease is released, as before.
+// goes once the lease is released, by the deliverer's next pass.
 func TestTaskDoneNextNotFittingGoesAfterTheRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h, th, cs := countedTaskHarness(t)
@@ -148,7 +150,7 @@ func TestTaskDoneNextNotFittingGoesAfterTheRelease(t *testing.T) {
 		s := th.subscribe()
 		h.probe.setUsed(1 * gib)
 		sample()
-		if err := h.sup.Tasks().TaskDone(context.Background(), s.id, a); err != nil {
+		if err := th.tasks.TaskDone(context.Background(), s.id, a); err != nil {
 			t.Fatal(err)
 		}
 		sample()
@@ -181,7 +183,7 @@ func TestTaskDoneLeasingFailsKeepsTheTaskInFlight(t *testing.T) {
 		cs.mu.Lock()
 		cs.failAckLease = memstore.ErrFailing
 		cs.mu.Unlock()
-		if err := h.sup.Tasks().TaskDone(context.Background(), s.id, a); err == nil {
+		if err := th.tasks.TaskDone(context.Background(), s.id, a); err == nil {
 			t.Fatal("a done the store could not record was accepted")
 		}
 		sample()
@@ -200,7 +202,7 @@ func TestTaskDoneLeasingFailsKeepsTheTaskInFlight(t *testing.T) {
 		cs.mu.Lock()
 		cs.failAckLease = nil
 		cs.mu.Unlock()
-		if err := h.sup.Tasks().TaskDone(context.Background(), s.id, a); err != nil {
+		if err := th.tasks.TaskDone(context.Background(), s.id, a); err != nil {
 			t.Fatal(err)
 		}
 		sample()

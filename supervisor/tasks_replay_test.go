@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/deliver"
 	"github.com/gpuguard/gpuguard/internal/tasks/memstore"
 	"github.com/gpuguard/gpuguard/policy"
 )
@@ -37,14 +38,19 @@ func (r *fakeReplayer) Replay(_ context.Context, payload json.RawMessage) ([]byt
 
 func (r *fakeReplayer) calls() int { r.mu.Lock(); defer r.mu.Unlock(); return len(r.payloads) }
 
-func startReplay(t *testing.T, pol *policy.Policy, r *fakeReplayer) (*harness, *memstore.Memory, *fakeDoor) {
+func startReplay(t *testing.T, pol *policy.Policy, r *fakeReplayer) (*taskHarness, *memstore.Memory, *fakeDoor) {
 	t.Helper()
 	mem, door := memstore.New(), newFakeDoor()
 	close(door.drain) // nothing in flight: every drain ends at once
-	h := startHarness(t, pol, func(_ *Config, d *Deps) { d.Tasks, d.Door, d.Replayer = mem.Open(), door, r })
-	h.child().setOnSignal(func(c *fakeChild, sig syscall.Signal) { c.end(Exit{Code: 0}) })
+	var q *deliver.Tasks
+	h := startHarness(t, pol, func(_ *Config, d *Deps) {
+		d.Door = door
+		deliverFrom(&q, d, mem.Open(), r)
+	})
+	c := h.child()
+	c.setOnSignal(func(c *fakeChild, sig syscall.Signal) { c.end(Exit{Code: 0}) })
 	sample()
-	return h, mem, door
+	return &taskHarness{harness: h, mem: mem, child: c, tasks: q}, mem, door
 }
 
 // TestReplayWaitsForMemoryAndChild: a deferred request is replayed only
@@ -56,11 +62,11 @@ func TestReplayWaitsForMemoryAndChild(t *testing.T) {
 		h, mem, door := startReplay(t, taskPolicy(nil), r)
 		h.probe.setUsed(15 * gib) // above high: short
 		sample()
-		ticket, err := h.sup.Tasks().DeferRequest(context.Background(), json.RawMessage(`{"method":"GET"}`))
+		ticket, err := h.tasks.DeferRequest(context.Background(), json.RawMessage(`{"method":"GET"}`))
 		if err != nil || len(ticket) < 32 {
 			t.Fatalf("defer: %q %v", ticket, err)
 		}
-		if evs := h.rec.named(api.EventDeferred); len(evs) != 1 || evs[0].Tool != ToolHTTP || evs[0].Ticket != ticket {
+		if evs := h.rec.named(api.EventDeferred); len(evs) != 1 || evs[0].Tool != deliver.ToolHTTP || evs[0].Ticket != ticket {
 			t.Fatalf("deferred events %+v", evs)
 		}
 		door.mu.Lock()
@@ -111,7 +117,7 @@ func TestReplayDeadAfterMaxAttempts(t *testing.T) {
 		door.mu.Lock()
 		door.ready = true
 		door.mu.Unlock()
-		ticket, err := h.sup.Tasks().DeferRequest(context.Background(), json.RawMessage(`{}`))
+		ticket, err := h.tasks.DeferRequest(context.Background(), json.RawMessage(`{}`))
 		if err != nil {
 			t.Fatal(err)
 		}

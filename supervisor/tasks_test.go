@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/internal/admission"
+	"github.com/gpuguard/gpuguard/internal/deliver"
 	"github.com/gpuguard/gpuguard/internal/tasks/memstore"
 	"github.com/gpuguard/gpuguard/policy"
 )
@@ -27,11 +28,12 @@ func taskPolicy(mod func(*policy.Defer)) *policy.Policy {
 }
 
 // taskHarness runs a supervisor with an in-memory store, its child up
-// and a first sample taken.
+// and a first sample taken; tasks is its deliverer's API.
 type taskHarness struct {
 	*harness
 	mem   *memstore.Memory
 	child *fakeChild
+	tasks *deliver.Tasks
 }
 
 func startTasks(t *testing.T, pol *policy.Policy, mem *memstore.Memory) *taskHarness {
@@ -39,10 +41,20 @@ func startTasks(t *testing.T, pol *policy.Policy, mem *memstore.Memory) *taskHar
 	if mem == nil {
 		mem = memstore.New()
 	}
-	h := startHarness(t, pol, func(_ *Config, d *Deps) { d.Tasks = mem.Open() })
-	th := &taskHarness{harness: h, mem: mem, child: h.child()}
+	var q *deliver.Tasks
+	h := startHarness(t, pol, func(_ *Config, d *Deps) { deliverFrom(&q, d, mem.Open(), nil) })
+	th := &taskHarness{harness: h, mem: mem, child: h.child(), tasks: q}
 	sample()
 	return th
+}
+
+// deliverFrom gives the instance a deliverer over store, with the front
+// door's replayer r (nil: none), as cmd does, and keeps its API in *q.
+func deliverFrom(q **deliver.Tasks, d *Deps, store deliver.Store, r deliver.Replayer) {
+	d.Tasks = func(in *TaskHost) Deliverer {
+		*q = deliver.New(in, deliver.Options{Store: store, Replayer: r, Logf: d.Logf})
+		return *q
+	}
 }
 
 // sample lets a sample or two be taken and acted on.
@@ -63,7 +75,7 @@ type sink struct {
 
 func (h *taskHarness) subscribe() *sink {
 	s := &sink{}
-	s.id, s.cancel = h.sup.Tasks().SubscribeTasks(func(t api.TaskDelivery) bool {
+	s.id, s.cancel = h.tasks.SubscribeTasks(func(t api.TaskDelivery) bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.broken {
@@ -83,7 +95,7 @@ func (s *sink) deliveries() []api.TaskDelivery {
 
 func (h *taskHarness) deferTask(t *testing.T, tool string, bytes uint64) string {
 	t.Helper()
-	d, ticket, err := h.sup.Tasks().DeferTask(context.Background(), admission.Request{Bytes: bytes, Priority: "P2", Tool: tool, TTL: time.Minute},
+	d, ticket, err := h.tasks.DeferTask(context.Background(), admission.Request{Bytes: bytes, Priority: "P2", Tool: tool, TTL: time.Minute},
 		json.RawMessage(`{"tool":"`+tool+`"}`))
 	if err != nil || d.Decision != admission.DecisionDefer || len(ticket) < 32 {
 		t.Fatalf("deferral: %+v ticket %q %v, want defer with a ticket", d, ticket, err)
@@ -139,7 +151,7 @@ func TestTaskDeferredThenDeliveredWhenMemoryFrees(t *testing.T) {
 		if n := len(s.deliveries()); n != 1 {
 			t.Fatalf("%d deliveries with one in flight", n)
 		}
-		if err := h.sup.Tasks().TaskDone(context.Background(), s.id, a); err != nil {
+		if err := h.tasks.TaskDone(context.Background(), s.id, a); err != nil {
 			t.Fatal(err)
 		}
 		if st := h.state(t, a); st.State != api.TaskDone {
@@ -150,7 +162,7 @@ func TestTaskDeferredThenDeliveredWhenMemoryFrees(t *testing.T) {
 		if len(got) != 2 || got[1].Ticket != b {
 			t.Fatalf("after done: deliveries %+v, want %s next", got, b)
 		}
-		if err := h.sup.Tasks().TaskDone(context.Background(), s.id, b); err != nil {
+		if err := h.tasks.TaskDone(context.Background(), s.id, b); err != nil {
 			t.Fatal(err)
 		}
 		if st := h.sup.Status(); st.Leases != 0 || st.Tasks != 0 {
@@ -160,7 +172,7 @@ func TestTaskDeferredThenDeliveredWhenMemoryFrees(t *testing.T) {
 			t.Fatalf("%d task_done events", n)
 		}
 		// A done task is finished for good.
-		if err := h.sup.Tasks().TaskDone(context.Background(), s.id, a); err == nil {
+		if err := h.tasks.TaskDone(context.Background(), s.id, a); err == nil {
 			t.Fatal("a second done was accepted")
 		}
 		h.child.end(Exit{})
@@ -199,7 +211,7 @@ func TestTaskReleasedLeaseLetsTheNextGo(t *testing.T) {
 		}
 		// b holds the slot (its lease is not released): c waits, a's done
 		// included.
-		if err := h.sup.Tasks().TaskDone(ctx, s.id, a); err != nil {
+		if err := h.tasks.TaskDone(ctx, s.id, a); err != nil {
 			t.Fatalf("done for the released task: %v", err)
 		}
 		if st := h.state(t, a); st.State != api.TaskDone || st.Attempts != 0 {
@@ -209,7 +221,7 @@ func TestTaskReleasedLeaseLetsTheNextGo(t *testing.T) {
 		if n := len(s.deliveries()); n != 2 {
 			t.Fatalf("%d deliveries with b in flight", n)
 		}
-		if err := h.sup.Tasks().TaskDone(ctx, s.id, b); err != nil {
+		if err := h.tasks.TaskDone(ctx, s.id, b); err != nil {
 			t.Fatal(err)
 		}
 		sample()
@@ -244,7 +256,7 @@ func TestTaskReleasedStaysDelivered(t *testing.T) {
 		if got := s.deliveries(); len(got) != 2 || got[1].Ticket != b {
 			t.Fatalf("deliveries %+v, want %s after the release", got, b)
 		}
-		if err := h.sup.Tasks().TaskDone(ctx, s.id, b); err != nil {
+		if err := h.tasks.TaskDone(ctx, s.id, b); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(30 * time.Second) // past a's ack_timeout, within its backoff
@@ -301,13 +313,13 @@ func TestTaskDoneAndFailedCheckTheConnection(t *testing.T) {
 		h.probe.setUsed(gib)
 		sample()
 		ctx := context.Background()
-		if err := h.sup.Tasks().TaskDone(ctx, other.id, a); err == nil || !strings.Contains(err.Error(), "not delivered to this connection") {
+		if err := h.tasks.TaskDone(ctx, other.id, a); err == nil || !strings.Contains(err.Error(), "not delivered to this connection") {
 			t.Fatalf("done from another connection: %v", err)
 		}
-		if err := h.sup.Tasks().TaskFailed(ctx, s.id, "t-unknown", "x"); err == nil || !strings.Contains(err.Error(), "not in flight") {
+		if err := h.tasks.TaskFailed(ctx, s.id, "t-unknown", "x"); err == nil || !strings.Contains(err.Error(), "not in flight") {
 			t.Fatalf("failed for an unknown ticket: %v", err)
 		}
-		if err := h.sup.Tasks().TaskDone(ctx, s.id, a); err != nil {
+		if err := h.tasks.TaskDone(ctx, s.id, a); err != nil {
 			t.Fatal(err)
 		}
 		h.child.end(Exit{})
@@ -325,7 +337,7 @@ func TestTaskFailedBacksOffThenDies(t *testing.T) {
 		h.probe.setUsed(gib)
 		sample()
 		ctx := context.Background()
-		if err := h.sup.Tasks().TaskFailed(ctx, s.id, a, "boom"); err != nil {
+		if err := h.tasks.TaskFailed(ctx, s.id, a, "boom"); err != nil {
 			t.Fatal(err)
 		}
 		if st := h.state(t, a); st.State != api.TaskQueued || st.Attempts != 1 || !strings.Contains(st.LastError, "boom") {
@@ -345,7 +357,7 @@ func TestTaskFailedBacksOffThenDies(t *testing.T) {
 		if len(got) != 2 || got[1].Attempt != 2 {
 			t.Fatalf("after the backoff: %+v, want attempt 2", got)
 		}
-		if err := h.sup.Tasks().TaskFailed(ctx, s.id, a, "boom again"); err != nil {
+		if err := h.tasks.TaskFailed(ctx, s.id, a, "boom again"); err != nil {
 			t.Fatal(err)
 		}
 		if st := h.state(t, a); st.State != api.TaskDead || st.Attempts != 2 {
@@ -390,7 +402,7 @@ func TestTaskAckTimeout(t *testing.T) {
 		if len(got) != 2 || got[1].Ticket != a || got[1].Attempt != 2 || got[1].Lease == got[0].Lease {
 			t.Fatalf("after ack_timeout: %+v, want a second delivery with a new lease", got)
 		}
-		if err := h.sup.Tasks().TaskDone(context.Background(), s.id, a); err != nil {
+		if err := h.tasks.TaskDone(context.Background(), s.id, a); err != nil {
 			t.Fatal(err)
 		}
 		h.child.end(Exit{})
@@ -489,7 +501,7 @@ func TestTaskStoreFailureDenies(t *testing.T) {
 		h.probe.setUsed(15 * gib)
 		sample()
 		h.mem.Fail(memstore.ErrFailing)
-		d, ticket, err := h.sup.Tasks().DeferTask(context.Background(), admission.Request{Bytes: gib, Priority: "P2", Tool: "x"}, json.RawMessage(`1`))
+		d, ticket, err := h.tasks.DeferTask(context.Background(), admission.Request{Bytes: gib, Priority: "P2", Tool: "x"}, json.RawMessage(`1`))
 		if err != nil || d.Decision != admission.DecisionDeny || ticket != "" || !strings.Contains(d.Reason, "no space left") {
 			t.Fatalf("with the store failing: %+v ticket %q %v, want deny naming the cause and no ticket", d, ticket, err)
 		}
@@ -504,7 +516,7 @@ func TestTaskStoreFailureDenies(t *testing.T) {
 		full.probe.setUsed(15 * gib)
 		sample()
 		full.deferTask(t, "x", gib)
-		d, ticket, _ = full.sup.Tasks().DeferTask(context.Background(), admission.Request{Bytes: gib, Priority: "P2", Tool: "x"}, json.RawMessage(`1`))
+		d, ticket, _ = full.tasks.DeferTask(context.Background(), admission.Request{Bytes: gib, Priority: "P2", Tool: "x"}, json.RawMessage(`1`))
 		if d.Decision != admission.DecisionDeny || ticket != "" || !strings.Contains(d.Reason, "full") {
 			t.Fatalf("past max_tasks: %+v %q", d, ticket)
 		}
@@ -553,7 +565,7 @@ func TestTaskWindow(t *testing.T) {
 		if got := s.deliveries(); len(got) != 1 || got[0].Ticket != a {
 			t.Fatalf("at the window's start: %+v", got)
 		}
-		if err := h.sup.Tasks().TaskDone(context.Background(), s.id, a); err != nil {
+		if err := h.tasks.TaskDone(context.Background(), s.id, a); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Until(start.Add(2 * time.Hour))) // the end is exclusive
@@ -583,15 +595,16 @@ func TestTaskStoreDownLogsOnce(t *testing.T) {
 		mem := memstore.New()
 		var mu sync.Mutex
 		var logged []string
+		var q *deliver.Tasks
 		h := startHarness(t, taskPolicy(nil), func(_ *Config, d *Deps) {
-			d.Tasks = mem.Open()
 			d.Logf = func(f string, a ...any) {
 				mu.Lock()
 				logged = append(logged, fmt.Sprintf(f, a...))
 				mu.Unlock()
 			}
+			deliverFrom(&q, d, mem.Open(), nil)
 		})
-		th := &taskHarness{harness: h, mem: mem, child: h.child()}
+		th := &taskHarness{harness: h, mem: mem, child: h.child(), tasks: q}
 		sample()
 		th.probe.setUsed(15 * gib)
 		sample()
@@ -637,10 +650,10 @@ func TestTaskStoreDownLogsOnce(t *testing.T) {
 // failed, a note and a deferred request refused.
 func TestTasksWithoutAStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := startHarness(t, taskPolicy(nil), nil)
+		var q *deliver.Tasks
+		h := startHarness(t, taskPolicy(nil), func(_ *Config, d *Deps) { deliverFrom(&q, d, nil, nil) })
 		c := h.child()
 		sample()
-		q := h.sup.Tasks()
 		if q == nil || q.TaskCounts() != (api.TaskCounts{}) || h.sup.Status().Tasks != 0 {
 			t.Fatalf("Tasks %v, counts %+v, status tasks %d: want zero counts", q, q.TaskCounts(), h.sup.Status().Tasks)
 		}

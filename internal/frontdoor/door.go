@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/deliver"
 	"github.com/gpuguard/gpuguard/internal/serve"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor"
@@ -70,7 +71,7 @@ func (f *Door) Dep() supervisor.Door {
 
 // Replayer is the door as the replayer of deferred requests: a nil
 // interface without a front door.
-func (f *Door) Replayer() supervisor.Replayer {
+func (f *Door) Replayer() deliver.Replayer {
 	if f == nil {
 		return nil
 	}

@@ -12,64 +12,87 @@ import (
 )
 
 // Decide is the transition: the state after in, and what the loop must
-// do about it, in order. It does no I/O and reads no clock.
-func Decide(st State, in Input) (State, []Effect) {
+// do about it, in order. g is what the loop holds as in arrives (the
+// policy in force, the level, observe mode). It does no I/O and reads no
+// clock.
+func Decide(st State, g Given, in Input) (State, []Effect) {
 	switch in := in.(type) {
 	case Sample:
-		return st.sample(in)
+		return st.sample(g, in)
 	case Gap:
-		st.Rules.Gap()
+		st.rules.Gap()
 	case Launched:
-		st.Rules.Reset()
-		st.undo = nil
+		return st.launched(g, in)
 	case Peer:
-		return st.step(in.Now, in.Ratio, in.Reason, in.Why)
+		return st.peer(g, in)
+	case Yielded:
+		return st.yielded(in)
 	case NotTaken:
 		if st.undo != nil {
-			st.Rules, st.undo = *st.undo, nil
+			st.rules, st.undo = *st.undo, nil
 		}
 	case ManualStep:
-		return st.manual(in)
+		return st.manual(g, in)
 	case Exited:
-		return st.exited(in)
-	case NoFitEver:
-		return st.noFitEver(in)
+		return st.exited(g, in)
 	case Start:
-		return st.start(in)
+		return st.start(g, in)
+	case ClaimAnswer:
+		effs := st.claim.answer(in, st.wake)
+		return st, effs
+	case Settling:
+		effs := st.claim.settling(in, g.Policy.Watch.Settle)
+		return st, effs
+	case Ready:
+		st.starts.ready = true
+		effs := st.claim.end(in.Why)
+		return st, effs
 	case StopSignal:
-		return st, stop(st.Policy, in)
+		return st, stop(g.Policy, in)
 	case Lost:
-		return st, lost(st.Policy, in)
+		return st, lost(g.Policy, in)
 	case StopWaitOver:
-		effs := []Effect{Log{fmt.Sprintf("child did not exit within %s; killing its process group", st.Policy.Restart.StopTimeout)}}
+		effs := []Effect{Log{fmt.Sprintf("child did not exit within %s; killing its process group", g.Policy.Restart.StopTimeout)}}
 		if in.Running {
 			effs = append(effs, Kill{})
 		}
 		return st, effs
 	case BackoffOver:
 		return st, []Effect{Relaunch{Level: in.Target}}
+	case Begin:
+		return st, begin(g)
+	case Unstartable:
+		return st, unstartable(in)
 	case IdleCheck:
-		return st.idle(in)
+		return st.idle(g, in)
+	case Wake:
+		return st.wakeUp(g, in)
+	case Woke:
+		return st.woke(g, in)
 	case PeerNobody:
-		return st.nobody(in)
+		return st.nobody(g, in)
 	}
 	return st, nil
 }
 
 // sample applies the watermark rules to a running child's reading.
-func (st State) sample(in Sample) (State, []Effect) {
-	pol, wm := st.Policy, st.Policy.Watermark
-	v := st.Rules.Observe(in.Now, in.Ratio, in.Predicted, wm, st.Level, len(pol.Profiles))
+func (st State) sample(g Given, in Sample) (State, []Effect) {
+	pol, wm := g.Policy, g.Policy.Watermark
+	predicted := in.Predicted && in.Ran >= wm.Grace
+	if in.Shared {
+		return st.propose(wm, in, predicted)
+	}
+	v := st.rules.Observe(in.Now, in.Ratio, predicted, wm, g.Level, len(pol.Profiles))
 	switch {
 	case v == Hold:
 		return st, nil
-	case v == StepUp && !pol.Profiles[st.Level].Serving():
+	case v == StepUp && !pol.Profiles[g.Level].Serving():
 		return st, nil // serving = false: only a request, a step up or a reload wakes it, never recover_after
 	case v == CriticalAtLast:
 		return st, []Effect{
 			Journal{api.Event{Event: api.EventCritical, Watermark: in.Ratio,
 				Detail: fmt.Sprintf("watermark %.2f >= critical %.2f at the last profile; nothing lower to step to", in.Ratio, wm.Critical)}},
-			Log{fmt.Sprintf("watermark %.2f above critical at the last profile %s: nothing lower", in.Ratio, pol.Profiles[st.Level].Name)},
+			Log{fmt.Sprintf("watermark %.2f above critical at the last profile %s: nothing lower", in.Ratio, pol.Profiles[g.Level].Name)},
 		}
 	case in.PeerHeld:
 		return st, nil // another tenant stepped for this pressure: a yield, noted
@@ -79,14 +102,14 @@ func (st State) sample(in Sample) (State, []Effect) {
 	// coordinator's decision for this instance would be.
 	r := v.Reason()
 	why := r.Why(in.Ratio, wm, in.ETA)
-	if !st.Observe {
-		return st.step(in.Now, in.Ratio, r, why)
+	if !g.Observe {
+		return st.step(g, in.Now, in.Ratio, r, why)
 	}
-	st.Rules.Stepped(in.Now)
+	st.rules.Stepped(in.Now)
 	if v == StepUp {
 		return st, []Effect{Log{fmt.Sprintf("observe: would %s (%s)", v, why)}}
 	}
-	from, to := pol.Profiles[st.Level].Name, pol.Profiles[st.Level+1].Name
+	from, to := pol.Profiles[g.Level].Name, pol.Profiles[g.Level+1].Name
 	return st, []Effect{
 		Journal{api.Event{Event: api.EventObserve, Reason: api.ReasonObserve, Watermark: in.Ratio,
 			From: from, To: to, Detail: fmt.Sprintf("would %s: %s", v, why)}},
@@ -98,57 +121,68 @@ func (st State) sample(in Sample) (State, []Effect) {
 // the tenants of a shared GPU: the sustain timer and the grace period
 // restart with it. A live step can fail (NotTaken); a critical restart
 // always happens.
-func (st State) step(now time.Time, ratio float64, r Reason, why string) (State, []Effect) {
-	pol := st.Policy
-	last := st.Level >= len(pol.Profiles)-1
+func (st State) step(g Given, now time.Time, ratio float64, r Reason, why string) (State, []Effect) {
+	pol := g.Policy
+	last := g.Level >= len(pol.Profiles)-1
 	switch {
 	case r.Up():
-		if st.Level == 0 {
+		if g.Level == 0 {
 			return st, nil
 		}
 		st.stepped(now)
-		return st, []Effect{Step{Now: now, To: st.Level - 1, Reason: r, Why: why, Event: api.EventStepUp}}
+		return st, []Effect{Step{Now: now, To: g.Level - 1, Reason: r, Why: why, Event: api.EventStepUp}}
 	case last:
-		if !st.Rules.FloorAlarm(now, ratio, pol.Watermark) {
+		if !st.rules.FloorAlarm(now, ratio, pol.Watermark) {
 			return st, nil
 		}
 		detail := fmt.Sprintf("watermark %.2f >= critical %.2f at the last profile; nothing lower to step to", ratio, pol.Watermark.Critical)
 		return st, []Effect{Journal{api.Event{Event: api.EventCritical, Watermark: ratio, Detail: detail}}, Log{detail}}
 	case r == Critical:
-		st.Rules.Stepped(now)
+		st.rules.Stepped(now)
 		st.undo = nil
-		return st, []Effect{Step{Now: now, To: st.Level + 1, Reason: r, Why: why, Event: api.EventStepDown, Restart: true}}
+		return st, []Effect{Step{Now: now, To: g.Level + 1, Reason: r, Why: why, Event: api.EventStepDown, Restart: true}}
 	}
 	st.stepped(now)
-	return st, []Effect{Step{Now: now, To: st.Level + 1, Reason: r, Why: why, Event: api.EventStepDown}}
+	return st, []Effect{Step{Now: now, To: g.Level + 1, Reason: r, Why: why, Event: api.EventStepDown}}
 }
 
 // stepped records a step that may yet be NotTaken.
 func (st *State) stepped(now time.Time) {
-	saved := st.Rules
+	saved := st.rules
 	st.undo = &saved
-	st.Rules.Stepped(now)
+	st.rules.Stepped(now)
 }
 
-// manual is `gpuguard step`: refused at either end of the ladder, while
-// no child runs, and when the profile would not fit (a restart into it
-// would only bring the child back where it was).
-func (st State) manual(in ManualStep) (State, []Effect) {
-	pol := st.Policy
-	to, dir, event := st.Level+1, "down", api.EventStepDown
+// steppedForGood records a step that NotTaken cannot take back (an idle
+// sleep, a wake): the grace after it holds either way.
+func (st *State) steppedForGood(now time.Time) {
+	st.rules.Stepped(now)
+	st.undo = nil
+}
+
+// manual is `gpuguard step`: a step up wakes a stopped sleep; otherwise
+// refused at either end of the ladder, while no child runs, and when the
+// profile would not fit (a restart into it would only bring the child
+// back where it was).
+func (st State) manual(g Given, in ManualStep) (State, []Effect) {
+	pol := g.Policy
+	if in.Stopped && in.Up && g.Level > 0 {
+		return st, []Effect{WakeStopped{To: g.Level - 1, Reason: Manual, Why: "manual step up", Manual: true}}
+	}
+	to, dir, event := g.Level+1, "down", api.EventStepDown
 	if in.Up {
-		to, dir, event = st.Level-1, "up", api.EventStepUp
+		to, dir, event = g.Level-1, "up", api.EventStepUp
 	}
 	refuse := func(err error) (State, []Effect) { return st, []Effect{Reply{err}} }
 	switch {
 	case to < 0:
 		return refuse(fmt.Errorf("already at the first profile %s", pol.Profiles[0].Name))
 	case to >= len(pol.Profiles):
-		return refuse(fmt.Errorf("already at the last profile %s", pol.Profiles[st.Level].Name))
+		return refuse(fmt.Errorf("already at the last profile %s", pol.Profiles[g.Level].Name))
 	case !in.Running:
 		return refuse(fmt.Errorf("instance is %s; try again once it runs", in.State))
 	}
-	if why := StepFit(pol, st.Level, to, in.Reading, in.Tree); why != "" {
+	if why := StepFit(pol, g.Level, to, in.Reading, in.Tree); why != "" {
 		return refuse(errors.New(why))
 	}
 	st.stepped(in.Now)
@@ -160,16 +194,16 @@ func (st State) manual(in ManualStep) (State, []Effect) {
 // lower; a crash restarts in place when on_crash says so; both count
 // against max_restarts within the window, after a growing backoff. A child
 // that never started (Starts) ends the run at once.
-func (st State) failed(in Exited) (State, []Effect) {
-	pol, e := st.Policy, in.Exit
+func (st State) failed(g Given, in Exited) (State, []Effect) {
+	pol, e := g.Policy, in.Exit
 	kind, evidence := ClassifyExit(e, pol.OOM, in.Told)
-	next := st.Level
+	next := g.Level
 	var effs []Effect
 	switch kind {
 	case ExitClean:
 		return st, []Effect{Finish{State: api.StateExited, End: EndOK}}
 	case ExitOOM:
-		next = min(st.Level+1, len(pol.Profiles)-1)
+		next = min(g.Level+1, len(pol.Profiles)-1)
 		effs = append(effs, Journal{api.Event{Event: api.EventOOM, Detail: evidence, Stderr: LastLines(e.Stderr, 20)}})
 	case ExitCrash:
 		if !pol.Restart.OnCrash {
@@ -177,25 +211,25 @@ func (st State) failed(in Exited) (State, []Effect) {
 		}
 	}
 	rp := pol.Restart
-	quick, never := st.Starts.failed(in.Ran, in.Ready, kind, rp)
+	quick, never := st.starts.failed(in.Ran, kind, rp)
 	if never {
-		return st, append(effs, st.Starts.neverStarted(e, in.Ran, rp)...)
+		return st, append(effs, st.starts.neverStarted(e, in.Ran, rp)...)
 	}
-	delay, giveUp := st.Budget.Failure(in.Now, in.Ran, rp)
+	delay, giveUp := st.budget.Failure(in.Now, in.Ran, rp)
 	if giveUp {
 		return st, append(effs,
-			Journal{api.Event{Event: api.EventGiveUp, Status: ptr(e.Status()),
+			Journal{api.Event{Event: api.EventGiveUp, Status: new(e.Status()),
 				Detail: fmt.Sprintf("%d restarts within %s (max_restarts)", rp.MaxRestarts, rp.Window)}},
 			Log{fmt.Sprintf("giving up: %d restarts within %s", rp.MaxRestarts, rp.Window)},
 			Finish{State: api.StateFatal, End: EndStatus, Status: e.Status()})
 	}
-	n, of := st.Budget.InWindow(), rp.MaxRestarts
+	n, of := st.budget.InWindow(), rp.MaxRestarts
 	text := fmt.Sprintf("the child crashed (status %d): restarting (%d of %d) after backoff %s", e.Status(), n, of, delay)
 	if kind == ExitOOM {
 		text = fmt.Sprintf("out of memory (%s): restarting in profile %s (%d of %d) after backoff %s", evidence, pol.Profiles[next].Name, n, of, delay)
 	}
 	if quick {
-		text += st.Starts.quickNote(in.Ran, rp)
+		text += st.starts.quickNote(in.Ran, rp)
 	}
 	return st, append(effs,
 		Restart{Kind: kind, To: next, Evidence: evidence, Status: e.Status()},
@@ -225,48 +259,27 @@ func stop(pol *policy.Policy, in StopSignal) []Effect {
 	}
 }
 
-// noFitEver ends a waiting run whose ladder cannot fit the GPUs even
-// empty: waiting would be for ever, whatever when_full says.
-func (st State) noFitEver(in NoFitEver) (State, []Effect) {
-	why := NeverFits(st.Policy, in.Devices)
-	if why == "" {
-		return st, nil
+// begin is the run's beginning: asleep with no child when the start
+// level serves nothing (a child started there would serve against its
+// profile), else the wait for the first start.
+func begin(g Given) []Effect {
+	if p := g.Policy.Profiles[g.Level]; !p.Serving() {
+		return []Effect{StayAsleep{"start: asleep in profile " + p.Name}}
 	}
-	return st, []Effect{
-		NoteFit{JudgeFit(st.Policy, in.Target, in.Devices), "no profile can ever fit"},
-		Finish{State: api.StateFatal, End: EndNoFit, Err: fmt.Errorf("%w, ever: %s", ErrNoFit, why)},
-	}
+	return []Effect{Relaunch{Level: g.Level}}
 }
 
-// start picks the profile of a waiting start: the first from the target
-// down that fits, else what when_full says (wait, the lowest, or exit).
-func (st State) start(in Start) (State, []Effect) {
-	pol := st.Policy
-	j := JudgeFit(pol, in.Target, in.Devices)
-	if j.OK {
-		return st, []Effect{Launch{j.Level, j, "starting in " + pol.Profiles[j.Level].Name}}
+// unstartable ends a run whose child could not start. The launcher's
+// error names the command; it is what Run returns (the caller prints it
+// once), not logged here.
+func unstartable(in Unstartable) []Effect {
+	if in.Expand {
+		return []Effect{Finish{State: api.StateFatal, End: EndConfig, Err: fmt.Errorf("expanding the command: %w", in.Err)}}
 	}
-	free := FreeText(pol, in.Devices)
-	switch pol.Restart.WhenFull {
-	case policy.WhenFullLowest:
-		return st, []Effect{Launch{len(pol.Profiles) - 1, j, "no profile fits; starting in the last profile (when_full = \"lowest\")"}}
-	case policy.WhenFullExit:
-		return st, []Effect{
-			NoteFit{j, "no profile fits; exiting (when_full = \"exit\")"},
-			Finish{State: api.StateFatal, End: EndNoFit, Err: fmt.Errorf("%w the free GPU memory (when_full = \"exit\"): %s", ErrNoFit, free)},
-		}
+	return []Effect{
+		Journal{api.Event{Event: api.EventGiveUp, Detail: in.Err.Error()}},
+		Finish{State: api.StateFatal, End: EndFailure, Err: in.Err},
 	}
-	return st, []Effect{Wait{j, free}}
-}
-
-// FreeText is the devices' usage against their limits, for people.
-func FreeText(pol *policy.Policy, devs []Device) string {
-	var parts []string
-	for _, d := range devs {
-		parts = append(parts, fmt.Sprintf("GPU %d: %s used of %s", d.Index,
-			policy.FormatSize(d.Used), policy.FormatSize(pol.Limit(d.Total))))
-	}
-	return strings.Join(parts, ", ")
 }
 
 // LastLines returns up to n last non-empty lines of b.

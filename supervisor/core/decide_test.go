@@ -59,8 +59,25 @@ func brief(e Effect) string {
 		return "fell asleep"
 	case StayAsleep:
 		return "stay asleep: " + e.Why
-	case AwaitGPU:
-		return "await gpu"
+	case SampleNow:
+		return "sample now"
+	case Released:
+		return "released"
+	case WakeStopped:
+		s := fmt.Sprintf("wake stopped to %d (%s)", e.To, e.Reason)
+		if e.Manual {
+			s += " manual"
+		}
+		return s
+	case Propose:
+		return fmt.Sprintf("propose %s", e.Reason)
+	case ClaimStart:
+		return fmt.Sprintf("claim %v", e.GPUs)
+	case EndStart:
+		if e.Log != "" {
+			return "end start: " + e.Log
+		}
+		return "end start"
 	}
 	return fmt.Sprintf("%T", e)
 }
@@ -97,17 +114,7 @@ func TestDecide(t *testing.T) {
 		p.Serve.Idle = time.Minute
 		p.Profiles[2].NotServing = true
 	}
-	type in struct {
-		level int
-		in    Input
-		want  string
-	}
-	for _, tc := range []struct {
-		name string
-		pol  func(*policy.Policy)
-		obs  bool
-		ins  []in
-	}{
+	for _, tc := range []row{
 		{"sustain: a step after sustain above high, not before", nil, false, []in{
 			{0, smp(0, 0.93), ""},
 			{0, smp(999*time.Millisecond, 0.93), ""},
@@ -132,8 +139,14 @@ func TestDecide(t *testing.T) {
 			{2, smp(6*time.Second, 0.99), "journal critical; log"},
 		}},
 		{"predicted before high", nil, false, []in{
-			{0, Sample{Now: at(0), Ratio: 0.80, Predicted: true, ETA: 3}, ""},
-			{0, Sample{Now: at(time.Second), Ratio: 0.85, Predicted: true, ETA: 2}, "step stepdown to 1 (predicted)"},
+			{0, Sample{Now: at(0), Ratio: 0.80, Predicted: true, Ran: time.Minute, ETA: 3}, ""},
+			{0, Sample{Now: at(time.Second), Ratio: 0.85, Predicted: true, Ran: time.Minute, ETA: 2}, "step stepdown to 1 (predicted)"},
+		}},
+		{"no predicted step before the child has run for grace: its start-up is not a leak", nil, false, []in{
+			{0, Sample{Now: at(0), Ratio: 0.80, Predicted: true, Ran: 3 * time.Second}, ""},
+			{0, Sample{Now: at(time.Second), Ratio: 0.85, Predicted: true, Ran: 4 * time.Second}, ""},
+			{0, Sample{Now: at(2 * time.Second), Ratio: 0.85, Predicted: true, Ran: 5 * time.Second}, ""},
+			{0, Sample{Now: at(3 * time.Second), Ratio: 0.85, Predicted: true, Ran: 6 * time.Second}, "step stepdown to 1 (predicted)"},
 		}},
 		{"recover_after: a step up", func(p *policy.Policy) { p.Watermark.RecoverAfter = 5 * time.Second }, false, []in{
 			{1, smp(0, 0.5), ""},
@@ -247,7 +260,7 @@ func TestDecide(t *testing.T) {
 			p.Restart.MaxRestarts = 1
 			p.Restart.OnGPUFault = policy.OnGPUFaultRestart
 		}, false, []in{
-			{1, Exited{Now: at(0), Exit: Exit{}, Ran: time.Second, Fault: &Fault{Index: 0, UUID: "a", Meaning: "m"}}, "count gpu_fault to 1; log; await gpu; relaunch 1 after 1s"},
+			{1, Exited{Now: at(0), Exit: Exit{}, Ran: time.Second, Fault: &Fault{Index: 0, UUID: "a", Meaning: "m"}}, "count gpu_fault to 1; log; relaunch 1 after 1s"},
 			{1, Exited{Now: at(time.Second), Exit: Exit{}, Ran: time.Second, Fault: &Fault{Index: 0, UUID: "a", Meaning: "m"}}, "journal giveup; finish fatal 3/0"},
 		}},
 		{"a lost GPU stops the child as gpuguard's stops do, or ends at once with none", nil, false, []in{
@@ -280,10 +293,10 @@ func TestDecide(t *testing.T) {
 				p.Profiles[i].Needs = 20 * gib
 			}
 		}, false, []in{
-			{0, NoFitEver{Devices: free(0), Target: 0}, "fit: no profile can ever fit; finish fatal 2/0"},
+			{0, Start{Devices: free(0), Target: 0}, "fit: no profile can ever fit; finish fatal 2/0"},
 		}},
-		{"a ladder that can fit goes on to the start", nil, false, []in{
-			{0, NoFitEver{Devices: free(15 * gib), Target: 0}, ""},
+		{"a ladder that can fit goes on to the start, and waits", func(p *policy.Policy) { p.Profiles[2].Needs = 4 * gib }, false, []in{
+			{0, Start{Devices: free(15 * gib), Target: 0}, "wait"},
 		}},
 		{"manual steps: at either end, while not running, when it does not fit", nil, false, []in{
 			{0, ManualStep{Now: at(0), Up: true, Running: true}, "reply: already at the first profile fp16"},
@@ -338,22 +351,43 @@ func TestDecide(t *testing.T) {
 			{0, PeerNobody{Now: at(7 * time.Second), Ratio: 0.99, GPU: "a"}, "journal critical; log"},
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			pol := testPolicy()
-			if tc.pol != nil {
-				tc.pol(pol)
-			}
-			st := State{}
-			for i, x := range tc.ins {
-				st.Policy, st.Level, st.Observe = pol, x.level, tc.obs
-				var effs []Effect
-				st, effs = Decide(st, x.in)
-				if got := briefs(effs); got != x.want {
-					t.Fatalf("input %d (%T at level %d):\n got %q\nwant %q", i, x.in, x.level, got, x.want)
-				}
-			}
-		})
+		tc.play(t)
 	}
+}
+
+// in is one input of a row, given at level, and the effects it must ask
+// for (briefs).
+type in struct {
+	level int
+	in    Input
+	want  string
+}
+
+// row is one row of a decision table: a run of inputs from a fresh
+// state, under testPolicy edited by pol, observe mode or not.
+type row struct {
+	name string
+	pol  func(*policy.Policy)
+	obs  bool
+	ins  []in
+}
+
+func (tc row) play(t *testing.T) {
+	t.Helper()
+	t.Run(tc.name, func(t *testing.T) {
+		pol := testPolicy()
+		if tc.pol != nil {
+			tc.pol(pol)
+		}
+		st := State{}
+		for i, x := range tc.ins {
+			var effs []Effect
+			st, effs = Decide(st, Given{Policy: pol, Level: x.level, Observe: tc.obs}, x.in)
+			if got := briefs(effs); got != x.want {
+				t.Fatalf("input %d (%T at level %d):\n got %q\nwant %q", i, x.in, x.level, got, x.want)
+			}
+		}
+	})
 }
 
 // TestDecideTexts: the details and errors the effects carry, which the
@@ -362,18 +396,18 @@ func TestDecideTexts(t *testing.T) {
 	pol := testPolicy()
 	pol.Profiles[2].Needs = 4 * gib
 	pol.Restart.WhenFull = policy.WhenFullExit
-	st := State{Policy: pol}
-	_, effs := Decide(st, Start{Devices: []Device{{Index: 0, Used: 13 * gib, Total: 16 * gib}}})
+	g := Given{Policy: pol}
+	_, effs := Decide(State{}, g, Start{Devices: []Device{{Index: 0, Used: 13 * gib, Total: 16 * gib}}})
 	f := effs[1].(Finish)
 	if !errors.Is(f.Err, ErrNoFit) || !strings.Contains(f.Err.Error(), "GPU 0: 13 GiB used of 16 GiB") {
 		t.Errorf("when_full = exit: %v", f.Err)
 	}
 	pol.Watermark.Sustain = 0
-	_, effs = Decide(st, Sample{Now: time.Unix(0, 0), Ratio: 0.95})
+	_, effs = Decide(State{}, g, Sample{Now: time.Unix(0, 0), Ratio: 0.95})
 	if s := effs[0].(Step); s.Why != "watermark 0.95 > 0.90" {
 		t.Errorf("a watermark step's why: %q", s.Why)
 	}
-	_, effs = Decide(State{Policy: pol}, Exited{Now: time.Unix(0, 0), Exit: Exit{Code: 1, Stderr: []byte("x\nCUDA out of memory\n")}, Ran: time.Second})
+	_, effs = Decide(State{}, g, Exited{Now: time.Unix(0, 0), Exit: Exit{Code: 1, Stderr: []byte("x\nCUDA out of memory\n")}, Ran: time.Second})
 	j := effs[0].(Journal)
 	if j.Event.Event != api.EventOOM || j.Event.Detail == "" || len(j.Event.Stderr) != 2 {
 		t.Errorf("the oom event: %+v", j.Event)
@@ -411,50 +445,6 @@ func TestReasonVocabulary(t *testing.T) {
 	if string(Watermark) != api.ReasonWatermark || string(Critical) != api.ReasonCritical || string(Recovered) != api.ReasonRecovered ||
 		string(Predicted) != api.ReasonPredicted || string(Manual) != api.ReasonManual {
 		t.Error("the reasons are the journal's and the metrics' strings")
-	}
-}
-
-// TestSleepTexts: the details the sleep rules' effects carry.
-func TestSleepTexts(t *testing.T) {
-	pol := testPolicy()
-	pol.Serve.Idle = time.Minute
-	pol.Profiles[2].NotServing = true
-	t0 := time.Unix(1_000_000, 0)
-	_, effs := Decide(State{Policy: pol}, IdleCheck{Now: t0.Add(time.Minute), Since: t0, Ready: true})
-	if s, ok := effs[0].(Step); !ok || s.Why != "no request for 1m0s" || s.Reason != api.ReasonIdle {
-		t.Fatalf("idle step %+v", effs)
-	}
-	st := State{Policy: pol}
-	st, _ = Decide(st, PeerNobody{Now: t0, Ratio: 0.93})
-	_, effs = Decide(st, PeerNobody{Now: t0.Add(time.Second), Ratio: 0.98, GPU: "a", Shared: true})
-	j, ok := effs[0].(Journal)
-	if !ok || j.Event.GPU != "a" || j.Event.Detail != "watermark 0.98 >= critical 0.97 and no tenant of shared GPU a can step lower" {
-		t.Fatalf("shared alarm %+v", effs)
-	}
-	_, effs = Decide(State{Policy: pol}, PeerNobody{Now: t0, Ratio: 0.98})
-	if j, ok := effs[0].(Journal); !ok || j.Event.Detail != "watermark 0.98 >= critical 0.97 at the last profile; nothing lower to step to" {
-		t.Fatalf("own alarm %+v", effs)
-	}
-}
-
-// TestWakeRules: which profile a wake goes to, which sleep stops the
-// child, and where an idle server sleeps.
-func TestWakeRules(t *testing.T) {
-	ps := []policy.Profile{{Name: "full"}, {Name: "half"}, {Name: "nap", NotServing: true, Live: true, Enter: []policy.Action{{Path: "/sleep"}}},
-		{Name: "off", NotServing: true, Live: true}, {Name: "gone", NotServing: true}}
-	for _, tc := range []struct {
-		level, wake int
-		stops       bool
-	}{{0, -1, false}, {1, -1, false}, {2, 1, false}, {3, 1, true}, {4, 1, true}} {
-		if got := WakeTo(ps, tc.level); got != tc.wake {
-			t.Errorf("WakeTo(%d) = %d, want %d", tc.level, got, tc.wake)
-		}
-		if got := StopsToSleep(ps[tc.level]); got != tc.stops {
-			t.Errorf("StopsToSleep(%s) = %v, want %v", ps[tc.level].Name, got, tc.stops)
-		}
-	}
-	if FirstAsleep(ps) != 2 || FirstAsleep(ps[:2]) != -1 || NearestServing(ps[2:], 2) != -1 {
-		t.Fatalf("FirstAsleep %d/%d, NearestServing %d", FirstAsleep(ps), FirstAsleep(ps[:2]), NearestServing(ps[2:], 2))
 	}
 }
 

@@ -1,19 +1,34 @@
-// Package core is the supervisor's decision core: the watermark rules, the
-// step cadence, fit and the restart rules as one pure transition,
+// Package core is the supervisor's decision core: every decision about the
+// child is one pure transition,
 //
-//	Decide(state, input) (state, []Effect)
+//	Decide(state, given, input) (state, []Effect)
 //
 // An input is something that happened (a sample, a child's exit, a
-// request, a peer's verdict); an effect is something the loop must do
-// (launch, change profile, journal, finish, reply, arm a timer). The core
-// does no I/O and reads no clock: time comes in with each input. It
-// imports only policy, api, trend and the standard library, so the
-// compiler keeps it pure, and every policy edge is one row of a table
-// test (decide_test.go).
+// request, a tenant's verdict, the answer to a start claim); an effect is
+// something the loop must do (launch, step, stop, journal, reply, claim
+// the start, propose to the tenants). Given is what the loop holds as the
+// input arrives (the policy in force, the level, observe mode). The
+// state (the watermark rules' timers, the restart budget, the one start
+// at a time, a held request's wish to wake) is the core's alone: its
+// fields are unexported, so the loop changes it only through Decide.
+//
+// The decisions, one file each: the watermark rules and the steps they
+// ask for (decide.go, rules.go), the restart rules for an exit (ends.go,
+// exit.go), a start and what it waits for (start.go) and its turn on a
+// shared GPU (claim.go), sleeping and waking (sleep.go), a manual step and
+// the fit of a profile (fit.go), what the tenants of a shared GPU ask
+// (peer.go), and where a reload's ladder puts the instance (reladder.go).
+//
+// The core does no I/O and reads no clock: time comes in with each input.
+// It imports only values and pure functions of the standard library, api
+// (the journal's and the tenants' words), policy (what it decides by) and
+// internal/exitcode; TestImportsArePure holds it to that list, so every
+// policy edge stays one row of a table test (decide_test.go and its
+// neighbours).
 //
 // The loop (package supervisor) owns the goroutine, the child and the
-// files; it turns what it receives into inputs and performs the effects
-// in order. Where performing an effect can fail in a way the contract
-// says undoes the decision (a live change whose state file cannot be
-// written), the loop feeds NotTaken back and the core forgets the step.
+// files; it turns what it receives into inputs and performs the effects in
+// order, feeding back what came of them: a live change whose state file
+// cannot be written is NotTaken and the core forgets the step; a live
+// wake is Woke; a launch is Launched.
 package core

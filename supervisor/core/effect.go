@@ -25,6 +25,9 @@ type Step struct {
 	// Manual: the reply to the request goes with the step (and a restart
 	// first checks that the state file can be written).
 	Manual bool
+	// Wake: a live wake for a held request; the loop reports how it went
+	// (Woke).
+	Wake bool
 }
 
 // Journal hands an event to the observers (the loop fills in the name
@@ -67,6 +70,7 @@ const (
 	EndNoFit                 // exit 75
 	EndFailure               // exit 1: gpuguard failed (the child could not start, the GPU is lost)
 	EndSignal                // 128 + Status: stopped by signal Status with no child running
+	EndConfig                // exit 78: the command could not be expanded
 )
 
 // Finish ends the run in State (api.StateExited or StateFatal).
@@ -112,6 +116,27 @@ type StopChild struct{ Sig syscall.Signal }
 // Kill kills the child's process group now.
 type Kill struct{}
 
+// SampleNow asks for a sample at once, not a period away.
+type SampleNow struct{}
+
+// Released ends the wait for the dead child's memory: the next start no
+// longer waits for its processes.
+type Released struct{}
+
+// WakeStopped leaves a sleep with the child stopped for To (above the
+// level): into another serving = false profile by the state file alone,
+// else by starting the child again once To fits. Manual: the reply to the
+// request goes with it.
+type WakeStopped struct {
+	To     int
+	Reason Reason
+	Why    string
+	Manual bool
+}
+
+func (SampleNow) effect()    {}
+func (Released) effect()     {}
+func (WakeStopped) effect()  {}
 func (BeginStop) effect()    {}
 func (AnnounceStop) effect() {}
 func (StopChild) effect()    {}

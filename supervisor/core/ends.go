@@ -2,11 +2,33 @@ package core
 
 import (
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/policy"
 )
+
+// Exited is a child's exit, with what gpuguard had under way when it
+// came, which explains it first, in this order: a stop (Stopping; Lost
+// when it was gpuguard's own, for a lost GPU), a plan (a sleep, a restart
+// gpuguard asked for), the instance asleep in a serving = false profile,
+// the notify signal's doing (NotifySig sent at Notified, zero: never) and
+// a GPU fault. An exit none of them explains is OOM, crash or clean, by
+// its status and output.
+type Exited struct {
+	Now  time.Time
+	Exit Exit
+	Ran  time.Duration
+	Told string // an OOM the child reported on the control socket
+
+	Stopping  bool
+	Lost      error
+	Plan      *Plan
+	Notified  time.Time
+	NotifySig syscall.Signal
+	Fault     *Fault
+}
 
 // NotifyDeathWindow is how long after gpuguard sent the notify signal a
 // child's death by that signal is taken to be the notification's doing
@@ -65,21 +87,26 @@ type FellAsleep struct{}
 // file's reason).
 type StayAsleep struct{ Why string }
 
-// AwaitGPU makes the next start wait for the faulted GPU to answer again.
-type AwaitGPU struct{}
-
+func (Exited) input()      {}
 func (Lost) input()        {}
 func (Requested) effect()  {}
 func (FellAsleep) effect() {}
 func (StayAsleep) effect() {}
-func (AwaitGPU) effect()   {}
 
-// exited routes a child's exit: what gpuguard had under way explains it
+// exited ends a start under way on a shared GPU (the exit line says why,
+// not "start complete") and routes the child's exit (route).
+func (st State) exited(g Given, in Exited) (State, []Effect) {
+	end := st.claim.end("")
+	st, effs := st.route(g, in)
+	return st, append(end, effs...)
+}
+
+// route routes a child's exit: what gpuguard had under way explains it
 // first (a stop, a sleep, a restart it asked for), then the instance
 // asleep, the notify signal's doing and a GPU fault; only an exit none of
 // them explains meets the restart rules (failed).
-func (st State) exited(in Exited) (State, []Effect) {
-	pol, e := st.Policy, in.Exit
+func (st State) route(g Given, in Exited) (State, []Effect) {
+	pol, e := g.Policy, in.Exit
 	switch {
 	case in.Stopping && in.Lost != nil:
 		return st, []Effect{Finish{State: api.StateFatal, End: EndFailure, Err: in.Lost}}
@@ -95,8 +122,8 @@ func (st State) exited(in Exited) (State, []Effect) {
 		return st, []Effect{Requested{Level: in.Plan.Level, From: in.Plan.From, Kind: kind, Status: e.Status()}}
 	}
 	notifyDeath := DiedOfNotify(e, in.NotifySig, in.Notified, in.Now, NotifyDeathWindow)
-	name := pol.Profiles[st.Level].Name
-	if kind, _ := ClassifyExit(e, pol.OOM, in.Told); !pol.Profiles[st.Level].Serving() &&
+	name := pol.Profiles[g.Level].Name
+	if kind, _ := ClassifyExit(e, pol.OOM, in.Told); !pol.Profiles[g.Level].Serving() &&
 		(notifyDeath || kind != ExitClean && (kind != ExitCrash || pol.Restart.OnCrash)) {
 		// A live sleep's child (a crash, an OOM, a GPU fault, its death by
 		// the notify signal) would serve against the profile if restarted
@@ -113,13 +140,13 @@ func (st State) exited(in Exited) (State, []Effect) {
 			policy.SignalName(e.Signal), in.Now.Sub(in.Notified).Round(time.Millisecond), name)
 		return st, []Effect{
 			Log{fmt.Sprintf("the child was %s; restarting it in profile %s", detail, name)},
-			Requested{Level: st.Level, From: name, Kind: ExitRequested, Status: e.Status(), Detail: detail},
+			Requested{Level: g.Level, From: name, Kind: ExitRequested, Status: e.Status(), Detail: detail},
 		}
 	}
 	if in.Fault != nil {
-		return st.faulted(in)
+		return st.faulted(g, in)
 	}
-	return st.failed(in)
+	return st.failed(g, in)
 }
 
 // faulted is a child's exit caused by a GPU fault: never an OOM, a crash
@@ -128,28 +155,28 @@ func (st State) exited(in Exited) (State, []Effect) {
 // exiting 0 would tell the service manager that all is well.
 // on_gpu_fault = "stop" ends gpuguard with exit 1 (restarting onto a
 // broken GPU would loop); "restart" restarts in the same profile, with
-// backoff, once the GPU answers again.
-func (st State) faulted(in Exited) (State, []Effect) {
-	pol, e, f := st.Policy, in.Exit, in.Fault
+// backoff, once the GPU answers again (the next start waits: start).
+func (st State) faulted(g Given, in Exited) (State, []Effect) {
+	pol, e, f := g.Policy, in.Exit, in.Fault
 	detail := fmt.Sprintf("the child exited with status %d after a GPU fault on GPU %d (%s): %s", e.Status(), f.Index, f.UUID, f.Meaning)
 	giveUp := func(detail string) []Effect {
 		return []Effect{
-			Journal{api.Event{Event: api.EventGiveUp, Reason: api.ReasonGPUFault, Status: ptr(e.Status()), Detail: detail}},
+			Journal{api.Event{Event: api.EventGiveUp, Reason: api.ReasonGPUFault, Status: new(e.Status()), Detail: detail}},
 			Finish{State: api.StateFatal, End: EndFailure, Err: fmt.Errorf("giving up: %s", detail)},
 		}
 	}
 	if pol.Restart.OnGPUFault != policy.OnGPUFaultRestart {
 		return st, giveUp(detail + "; on_gpu_fault = \"stop\"")
 	}
-	delay, over := st.Budget.Failure(in.Now, in.Ran, pol.Restart)
+	delay, over := st.budget.Failure(in.Now, in.Ran, pol.Restart)
 	if over {
 		return st, giveUp(fmt.Sprintf("%s; %d restarts within %s (max_restarts)", detail, pol.Restart.MaxRestarts, pol.Restart.Window))
 	}
+	st.faultWait, st.faultNoted = true, false
 	return st, []Effect{
-		Restart{Kind: ExitGPUFault, To: st.Level, Evidence: detail, Status: e.Status()},
-		Log{fmt.Sprintf("%s: restarting in profile %s once the GPU answers again", detail, pol.Profiles[st.Level].Name)},
-		AwaitGPU{},
-		Relaunch{Delay: delay, Level: st.Level},
+		Restart{Kind: ExitGPUFault, To: g.Level, Evidence: detail, Status: e.Status()},
+		Log{fmt.Sprintf("%s: restarting in profile %s once the GPU answers again", detail, pol.Profiles[g.Level].Name)},
+		Relaunch{Delay: delay, Level: g.Level},
 	}
 }
 

@@ -92,8 +92,8 @@ func (j Fit) Event(pol *policy.Policy, reason, outcome string) api.Event {
 		ev.Profile, ev.Level, ev.To = pol.Profiles[j.Level].Name, j.Level, pol.Profiles[j.Level].Name
 	}
 	if j.Known {
-		ev.FreeBytes, ev.LimitBytes = ptr(j.Free()), j.Limit
-		ev.GPU, ev.GPUIndex = j.Worst.UUID, ptr(j.Worst.Index)
+		ev.FreeBytes, ev.LimitBytes = new(j.Free()), j.Limit
+		ev.GPU, ev.GPUIndex = j.Worst.UUID, new(j.Worst.Index)
 	}
 	return ev
 }
@@ -163,5 +163,3 @@ func WakeFit(pol *policy.Policy, level, to int, r *Reading, tree map[int]bool, s
 	p.Profiles[to].Needs = served
 	return StepFit(&p, level, to, r, tree)
 }
-
-func ptr[T any](v T) *T { return &v }

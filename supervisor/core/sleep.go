@@ -9,9 +9,8 @@ import (
 )
 
 // The sleep and wake rules: which serving = false profile an idle server
-// sleeps in, which profile a held request wakes it into, and whether a
-// sleep stops the child. The loop's sleeper (supervisor/sleep.go) asks
-// them and performs what they say.
+// sleeps in, when a held request wakes it and into which profile, and
+// whether a sleep stops the child. The loop performs what they say.
 
 // Why a step into or out of a serving = false profile happened, beside
 // the watermark rules' reasons.
@@ -29,52 +28,114 @@ type IdleCheck struct {
 	Ready      bool
 }
 
-// PeerNobody is the tenants' answer that nobody can step lower while the
-// watermark is high: on shared GPU GPU, or (Shared false) on a GPU of
-// this instance's own, where it cannot either.
-type PeerNobody struct {
-	Now    time.Time
-	Ratio  float64
-	GPU    string
-	Shared bool
+// Wake is a chance to wake a sleeping server for a held request: the
+// request itself (Request; Stopping: a stop is under way or the run is
+// over, and nothing wakes), or a sample while a wake is wanted
+// (Claim.Due set). Stopped: asleep with the child stopped; Live: asleep
+// with the child running and nothing else under way; Waiting: a start
+// waits. Reading (nil: none, or the probe is down), Tree and Served
+// judge a live wake's fit (WakeFit).
+type Wake struct {
+	Now                    time.Time
+	Request, Stopping      bool
+	Stopped, Live, Waiting bool
+	Reading                *Reading
+	Tree                   map[int]bool
+	Served                 uint64
+	Claim                  Claim
 }
 
-func (IdleCheck) input()  {}
-func (PeerNobody) input() {}
+// Woke is how a live wake's change went (Taken false: its state file
+// could not be written): the start it claimed lasts until the woken
+// server's memory settles, from Used (as Launched).
+type Woke struct {
+	Now   time.Time
+	Taken bool
+	Used  uint64
+}
+
+func (IdleCheck) input() {}
+func (Wake) input()      {}
+func (Woke) input()      {}
 
 // idle steps a server that has had no request for [serve] idle down to
 // the first serving = false profile. The count starts when it became
 // ready, never at its launch: a server still loading its weights has not
 // been idle, it has not been able to answer. The step cannot be taken
-// back by NotTaken (the grace after it holds either way, as it did when
-// the loop decided it).
-func (st State) idle(in IdleCheck) (State, []Effect) {
-	pol := st.Policy
+// back by NotTaken (the grace after it holds either way).
+func (st State) idle(g Given, in IdleCheck) (State, []Effect) {
+	pol := g.Policy
 	idle := pol.Serve.Idle
-	if idle <= 0 || !in.Ready || !pol.Profiles[st.Level].Serving() {
+	if idle <= 0 || !in.Ready || !pol.Profiles[g.Level].Serving() {
 		return st, nil
 	}
 	to := FirstAsleep(pol.Profiles)
 	if to < 0 || in.Now.Sub(in.Since) < idle {
 		return st, nil
 	}
-	st.Rules.Stepped(in.Now)
-	st.undo = nil
+	st.steppedForGood(in.Now)
 	return st, []Effect{Step{Now: in.Now, To: to, Reason: IdleSleep, Why: fmt.Sprintf("no request for %s", idle), Event: api.EventStepDown}}
 }
 
-// nobody is the rate-limited `critical` alarm when the watermark is at or
-// above critical and no tenant can step lower.
-func (st State) nobody(in PeerNobody) (State, []Effect) {
-	wm := st.Policy.Watermark
-	if !st.Rules.FloorAlarm(in.Now, in.Ratio, wm) {
+// wakeUp steps up to the nearest serving profile (WakeTo) for a held
+// request ([serve] wake), as soon as it can: a stopped child is started
+// again (the start waits for that profile to fit, in the shared-GPU start
+// order); a sleeping one is woken live once the profile fits (WakeFit)
+// and, on a shared GPU, once it holds the one-start-at-a-time claim: a
+// server that wakes takes back the memory it freed, as a start takes
+// memory. Until then every sample tries again, and the request waits, up
+// to hold.
+func (st State) wakeUp(g Given, in Wake) (State, []Effect) {
+	pol := g.Policy
+	if in.Request {
+		if !pol.Serve.Wake || pol.Profiles[g.Level].Serving() || in.Stopping {
+			return st, nil
+		}
+		st.wake = true
+	}
+	if !st.wake {
 		return st, nil
 	}
-	detail := fmt.Sprintf("watermark %.2f >= critical %.2f at the last profile; nothing lower to step to", in.Ratio, wm.Critical)
-	if in.Shared {
-		detail = fmt.Sprintf("watermark %.2f >= critical %.2f and no tenant of shared GPU %s can step lower", in.Ratio, wm.Critical, in.GPU)
+	to := WakeTo(pol.Profiles, g.Level)
+	if to < 0 {
+		st.wake = false
+		var effs []Effect
+		if !in.Waiting {
+			effs = st.claim.endGranted() // a wake's claim, no longer needed
+		}
+		return st, effs
 	}
-	return st, []Effect{Journal{api.Event{Event: api.EventCritical, Watermark: in.Ratio, GPU: in.GPU, Detail: detail}}, Log{detail}}
+	const why = "a request arrived while asleep"
+	switch {
+	case in.Stopped:
+		st.wake = false
+		return st, []Effect{WakeStopped{To: to, Reason: RequestWake, Why: why}}
+	case in.Live:
+		if WakeFit(pol, g.Level, to, in.Reading, in.Tree, in.Served) != "" {
+			effs := st.claim.endGranted() // the claim's fresh sample says it does not fit
+			return st, effs
+		}
+		effs, ok := st.claim.gate(in.Claim, true, pol.Watch.Settle)
+		if !ok {
+			return st, effs
+		}
+		st.wake = false
+		st.steppedForGood(in.Now)
+		return st, append(effs, Step{Now: in.Now, To: to, Reason: RequestWake, Why: why, Event: api.EventStepUp, Wake: true})
+	}
+	return st, nil
+}
+
+// woke follows a live wake: taken, its claim lasts until the woken
+// server's memory settles; not taken, the claim ends.
+func (st State) woke(g Given, in Woke) (State, []Effect) {
+	var effs []Effect
+	if in.Taken {
+		effs = st.claim.began(in.Now, in.Used, g.Policy.Watch.Settle)
+	} else {
+		effs = st.claim.endGranted()
+	}
+	return st, effs
 }
 
 // StopsToSleep reports whether entering profile p means stopping the

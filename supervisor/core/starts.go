@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/policy"
@@ -19,13 +18,16 @@ import (
 // is no such exit: it walks the ladder as always.
 type Starts struct {
 	quick int // failed exits in a row before start_secs and ready
+	// ready: the child running, or the one that just exited, said it was
+	// ready or answered the front door's health check (Ready, since its
+	// Launched).
+	ready bool
 }
 
-// failed counts the failed exit of a child that ran for ran (ready: it
-// said so, or the front door saw it answer) and reports whether it was a
-// quick exit and whether the run gives up.
-func (s *Starts) failed(ran time.Duration, ready bool, kind ExitKind, r policy.Restart) (quick, giveUp bool) {
-	if kind == ExitOOM || ready || r.StartSecs <= 0 || ran >= r.StartSecs {
+// failed counts the failed exit of a child that ran for ran and reports
+// whether it was a quick exit and whether the run gives up.
+func (s *Starts) failed(ran time.Duration, kind ExitKind, r policy.Restart) (quick, giveUp bool) {
+	if kind == ExitOOM || s.ready || r.StartSecs <= 0 || ran >= r.StartSecs {
 		s.quick = 0
 		return false, false
 	}
@@ -50,7 +52,7 @@ func (s *Starts) neverStarted(e Exit, ran time.Duration, r policy.Restart) []Eff
 		detail += fmt.Sprintf("; its last stderr line: %q", line)
 	}
 	return []Effect{
-		Journal{api.Event{Event: api.EventGiveUp, Status: ptr(e.Status()), Detail: detail, Stderr: LastLines(e.Stderr, 20)}},
+		Journal{api.Event{Event: api.EventGiveUp, Status: new(e.Status()), Detail: detail, Stderr: LastLines(e.Stderr, 20)}},
 		Log{"giving up: " + detail},
 		Finish{State: api.StateFatal, End: EndStatus, Status: e.Status()},
 	}
@@ -62,11 +64,7 @@ func lastLine(b []byte) string {
 	for i := len(lines) - 1; i >= 0; i-- {
 		if l := strings.TrimSpace(lines[i]); l != "" {
 			if len(l) > 200 {
-				n := 200
-				for !utf8.RuneStart(l[n]) {
-					n--
-				}
-				l = l[:n] + "..."
+				l = strings.ToValidUTF8(l[:200], "") + "..." // no half character
 			}
 			return l
 		}

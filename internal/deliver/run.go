@@ -1,0 +1,207 @@
+package deliver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/admission"
+)
+
+// run delivers tasks until ctx ends (the supervisor stops). A task in
+// flight then stays leased in the store: the next start's Recover puts it
+// back.
+func (d *deliverer) run(ctx context.Context) {
+	d.recoverTasks(ctx)
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	defer t.Stop()
+	for {
+		if wake := d.pass(ctx, time.Now()); !wake.IsZero() {
+			t.Reset(time.Until(wake))
+		}
+		select {
+		case <-d.kick:
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		t.Stop()
+	}
+}
+
+// recoverTasks puts back what was in flight when gpuguard last stopped
+// (killed included): each counts an attempt.
+func (d *deliverer) recoverTasks(ctx context.Context) {
+	sctx, cancel := storeContext(ctx)
+	defer cancel()
+	back, err := d.store.Recover(sctx, time.Now(), d.in.Defer().MaxAttempts)
+	if err != nil {
+		d.logf("deferred tasks: %v", err)
+	}
+	for _, t := range back {
+		d.journalAttempt(sctx, t)
+	}
+	d.refreshCounts(sctx)
+}
+
+// pass does what is due at now and returns when to look again (zero:
+// at the next poke, such as the next GPU sample).
+func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
+	pol := d.in.Defer()
+	var wake time.Time
+	soonest := func(t time.Time) {
+		if !t.IsZero() && (wake.IsZero() || t.Before(wake)) {
+			wake = t
+		}
+	}
+	sctx, cancel := storeContext(ctx)
+	defer cancel()
+	d.sendReady(sctx, now)
+
+	d.mu.Lock()
+	back := d.take(func(f *taskFlight) bool { return f.exited || !now.Before(f.deadline) })
+	d.mu.Unlock()
+	for _, f := range back {
+		reason := fmt.Sprintf("not finished within %s (ack_timeout)", pol.AckTimeout)
+		if f.exited {
+			reason = "the child exited while it ran"
+		}
+		d.requeue(sctx, f, reason)
+	}
+	d.mu.Lock()
+	busy := d.busy()
+	for _, f := range d.flights { // released ones too: their ack_timeout
+		soonest(f.deadline)
+	}
+	var sub taskSub
+	if len(d.subs) > 0 {
+		sub = d.subs[0]
+	}
+	d.mu.Unlock()
+
+	if busy := d.housekeep(sctx, now, pol.AckTimeout, pol.MaxAttempts, pol.KeepResults); busy {
+		soonest(d.housekept.Add(taskHousekeeping))
+	}
+	switch {
+	case busy:
+		return wake
+	case sub.deliver == nil && !d.replayable():
+		return wake
+	case !pol.Window.Open(now):
+		soonest(pol.Window.NextOpen(now))
+		return wake
+	}
+	if now.Before(d.retryAt) { // the store failed: not at every sample
+		soonest(d.retryAt)
+		return wake
+	}
+	t, ok, due, err := d.store.Peek(sctx, now)
+	if d.storeErr(err, now) {
+		soonest(d.retryAt)
+		return wake
+	}
+	if !ok {
+		soonest(due)
+		return wake
+	}
+	// A deferred request waits for memory and the child (the next sample
+	// or health answer pokes); any other task for a subscriber.
+	replay := t.Tool == ToolHTTP
+	if replay && !d.replayable() || !replay && sub.deliver == nil {
+		return wake
+	}
+	// A deferred request takes no lease: it has no bytes to reserve, and
+	// its condition is the door's (memory not short, the child ready).
+	var dec admission.Decision
+	if !replay {
+		var err error
+		dec, err = d.in.Reserve(ctx, admission.Request{Bytes: t.Bytes, Priority: t.Priority, Tool: t.Tool, TTL: pol.AckTimeout}, true)
+		if err != nil || dec.Decision != admission.DecisionGPU {
+			return wake // the next sample looks again
+		}
+	}
+	leased, err := d.store.Lease(sctx, t.Ticket, now)
+	if err != nil { // dropped or taken by another host meanwhile, or the store failed
+		_ = d.in.Release(sctx, dec.Lease)
+		soonest(now.Add(taskRetry))
+		return wake
+	}
+	f := d.leased(leased, dec.Lease, sub.id, now.Add(pol.AckTimeout))
+	if replay {
+		f.sub = replaySub
+		d.mu.Lock()
+		d.flights = append(d.flights, f)
+		d.mu.Unlock()
+		d.emit(sctx, api.Event{Event: api.EventTask, Ticket: leased.Ticket, Tool: leased.Tool, Priority: leased.Priority,
+			Lease: dec.Lease, Attempt: f.attempt, WaitSeconds: now.Sub(leased.Enqueued).Seconds()})
+		d.replay(ctx, f)
+		soonest(f.deadline)
+		return wake
+	}
+	d.mu.Lock()
+	boarded := d.boardLocked(f, sub)
+	d.mu.Unlock()
+	if !boarded {
+		d.requeue(sctx, f, "the subscriber's connection closed")
+		soonest(now)
+		return wake
+	}
+	if !d.send(sctx, f, sub, now) {
+		soonest(now)
+	}
+	soonest(f.deadline)
+	return wake
+}
+
+func payloadOrNull(p []byte) []byte {
+	if len(p) == 0 {
+		return []byte("null")
+	}
+	return p
+}
+
+// housekeep takes back expired leases (another host's, on a shared
+// store), removes done tasks past keep_results and re-reads the counts,
+// at most every taskHousekeeping. busy says the queue holds anything, so
+// that it runs again.
+func (d *deliverer) housekeep(ctx context.Context, now time.Time, ack time.Duration, maxAttempts int, keep time.Duration) (busy bool) {
+	c := *d.counts.Load()
+	busy = c != (api.TaskCounts{})
+	if now.Sub(d.housekept) < taskHousekeeping {
+		return busy
+	}
+	d.housekept = now
+	back, err := d.store.Expire(ctx, now, ack, maxAttempts)
+	d.storeErr(err, now)
+	for _, t := range back {
+		d.journalAttempt(ctx, t)
+	}
+	if _, err := d.store.Purge(ctx, now.Add(-keep)); err != nil {
+		d.storeErr(err, now)
+	}
+	d.refreshCounts(ctx)
+	return *d.counts.Load() != (api.TaskCounts{})
+}
+
+// storeErr notes the outcome of a store call that the deliverer makes on
+// its own: a failure is logged when it differs from the last one (a Redis
+// that is down fails every call the same way), and delivery waits
+// taskRetry before it asks again; a success after failures is logged once.
+// It reports whether err is a failure.
+func (d *deliverer) storeErr(err error, now time.Time) bool {
+	if err == nil {
+		if d.lastErr != "" {
+			d.logf("deferred tasks: the store answers again")
+			d.lastErr = ""
+		}
+		return false
+	}
+	if msg := err.Error(); msg != d.lastErr {
+		d.logf("deferred tasks: %s (retrying every %s)", msg, taskRetry)
+		d.lastErr = msg
+	}
+	d.retryAt = now.Add(taskRetry)
+	return true
+}

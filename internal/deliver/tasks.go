@@ -1,0 +1,459 @@
+package deliver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/admission"
+)
+
+// Store is the deferred-task queue as the deliverer uses it (tasks.Store
+// satisfies it; see that package for each method's contract). The
+// deliverer decides when a task runs (memory, the window, a subscriber);
+// the store decides what is durable.
+type Store interface {
+	Enqueue(ctx context.Context, t api.Task, maxTasks int) error
+	Peek(ctx context.Context, now time.Time) (t api.Task, ok bool, wake time.Time, err error)
+	Lease(ctx context.Context, ticket string, now time.Time) (api.Task, error)
+	Ack(ctx context.Context, ticket string, result []byte, now time.Time) error
+	AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (t api.Task, leased bool, after api.Task, err error)
+	Fail(ctx context.Context, ticket, reason string, retryAt time.Time, maxAttempts int) (api.Task, error)
+	Expire(ctx context.Context, now time.Time, visibility time.Duration, maxAttempts int) ([]api.Task, error)
+	Recover(ctx context.Context, now time.Time, maxAttempts int) ([]api.Task, error)
+	Counts(ctx context.Context) (api.TaskCounts, error)
+	Purge(ctx context.Context, before time.Time) (int, error)
+}
+
+// Housekeeping: how often expired leases are taken back (another host's,
+// or a task of this store's left by a `gpuguard tasks` race), done tasks
+// past keep_results removed, and the counts re-read (`gpuguard tasks` may
+// drop or retry). Only while the queue holds anything.
+const taskHousekeeping = 5 * time.Second
+
+// storeTimeout bounds one store call: an unreachable Redis answers deny
+// rather than holding a deferral.
+const storeTimeout = 10 * time.Second
+
+// taskRetry is when delivery is tried again after the store failed.
+const taskRetry = time.Second
+
+// deliverer delivers deferred tasks, one at a time, to the subscribers
+// that asked for them. It runs on a goroutine of its own: store calls
+// (an fsync, a Redis round trip) never hold the supervisor's loop, which
+// it asks for reservations and journal lines like any client (in).
+type deliverer struct {
+	in    Instance
+	logf  func(format string, args ...any)
+	store Store
+	// replayer replays deferred requests (tool http); nil without a door.
+	replayer Replayer
+	kick     chan struct{}
+
+	mu      sync.Mutex
+	subs    []taskSub // in the order they subscribed
+	lastSub int64
+	// flights are the tasks delivered and not finished, oldest first. At
+	// most one holds the one-at-a-time slot: the others' leases were
+	// released early, and they stay delivered to their connections.
+	flights []*taskFlight
+	// finishing: a done is leasing the next task with its own commit
+	// (AckLease), which holds the slot; ready are the tasks dones leased,
+	// in flight already, for the deliverer to send.
+	finishing bool
+	ready     []readyTask
+	// after is the task the store told due after the last task a done
+	// leased (AckLease): the next done leases it with no Peek (the store
+	// leases it only if it is still the oldest due). Empty: peek.
+	after api.Task
+
+	counts   atomic.Pointer[api.TaskCounts]
+	countsMu sync.Mutex // serialises the changes of counts
+	// housekept is when the last housekeeping ran; retryAt is when to ask
+	// a failing store again, lastErr its last failure (deliverer goroutine).
+	housekept time.Time
+	retryAt   time.Time
+	lastErr   string
+}
+
+type taskSub struct {
+	id      int64
+	deliver func(api.TaskDelivery) bool
+}
+
+// taskFlight is the task delivered now: its lease, and the subscription
+// (connection) it went to.
+type taskFlight struct {
+	task     api.Task
+	attempt  int
+	lease    string
+	sub      int64
+	deadline time.Time
+	// exited: the child exited while the task ran; it goes back.
+	exited bool
+	// released: its subscriber released the lease before finishing it,
+	// which lets the next task go (contract, "Delivering").
+	released bool
+}
+
+// busy says a task in flight holds the one-at-a-time slot (d.mu held).
+func (d *deliverer) busy() bool {
+	return d.finishing || slices.ContainsFunc(d.flights, func(f *taskFlight) bool { return !f.released })
+}
+
+// take takes the flights that match out of flight (d.mu held).
+func (d *deliverer) take(match func(*taskFlight) bool) []*taskFlight {
+	var out []*taskFlight
+	d.flights = slices.DeleteFunc(d.flights, func(f *taskFlight) bool {
+		if match(f) {
+			out = append(out, f)
+			return true
+		}
+		return false
+	})
+	return out
+}
+
+// takeFlight takes f out of flight, reporting whether it was still there
+// (whoever takes a flight first finishes it).
+func (d *deliverer) takeFlight(f *taskFlight) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.take(func(g *taskFlight) bool { return g == f })) > 0
+}
+
+// leaseReleased marks the flight holding lease as released, which frees
+// the slot for the next task (called on the loop, once the ledger let the
+// lease go).
+func (d *deliverer) leaseReleased(lease string) {
+	if d == nil || lease == "" {
+		return
+	}
+	d.mu.Lock()
+	for _, f := range d.flights {
+		if f.lease == lease {
+			f.released = true
+		}
+	}
+	d.mu.Unlock()
+	d.poke()
+}
+
+func newDeliverer(in Instance, o Options) *deliverer {
+	d := &deliverer{in: in, logf: o.Logf, store: o.Store, replayer: o.Replayer, kick: make(chan struct{}, 1)}
+	d.counts.Store(&api.TaskCounts{})
+	return d
+}
+
+// poke asks the deliverer to look again (memory may have freed, a
+// subscriber or a task came, a task finished). It never blocks.
+func (d *deliverer) poke() {
+	if d == nil {
+		return
+	}
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// childExited marks the task in flight, if any, to go back to the queue:
+// its lease ended with the child (called on the loop).
+func (d *deliverer) childExited() {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	for _, f := range d.flights {
+		f.exited = true
+	}
+	d.mu.Unlock()
+	d.poke()
+}
+
+// Tasks is the deferred-task API of the control socket (control.Tasks)
+// and the front door (frontdoor.Deferrer): storing a deferred task,
+// subscribing to deliveries, finishing them. The deliverer does the
+// delivering on its goroutine; Tasks is there with or without a store
+// (d nil), and then answers as an instance without a queue. The
+// supervisor drives it (supervisor.Deliverer: Run, Poke, LeaseReleased,
+// ChildExited, TaskCounts; deliverer.go).
+type Tasks struct {
+	in   Instance   // a task's reservation and its lease, journal lines, the [defer] in force
+	d    *deliverer // nil without a store
+	logf func(format string, args ...any)
+}
+
+// New returns the deferred-task API of the instance in, delivering from
+// o.Store (nil: an instance without a queue).
+func New(in Instance, o Options) *Tasks {
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	q := &Tasks{in: in, logf: o.Logf}
+	if o.Store != nil {
+		q.d = newDeliverer(in, o)
+	}
+	return q
+}
+
+// TaskCounts are the deferred tasks by state, as last read from the store.
+func (q *Tasks) TaskCounts() api.TaskCounts {
+	if q.d == nil {
+		return api.TaskCounts{}
+	}
+	return *q.d.counts.Load()
+}
+
+// DeferTask is a reservation with a payload: decided as Reserve does, and,
+// when the decision is defer, stored as a task before it returns the
+// ticket. A task that cannot be stored is answered deny, with the reason,
+// and no ticket. Without a store the reservation is answered as before.
+func (q *Tasks) DeferTask(ctx context.Context, req admission.Request, payload json.RawMessage) (admission.Decision, string, error) {
+	dec, err := q.in.Reserve(ctx, req, false)
+	if err != nil || dec.Decision != admission.DecisionDefer || q.d == nil {
+		return dec, "", err
+	}
+	d := q.d
+	now := time.Now()
+	if req.Priority == "" {
+		req.Priority = admission.P1
+	}
+	t := api.Task{Ticket: newTicket(), Tool: req.Tool, Priority: req.Priority, Bytes: req.Bytes, Payload: payload, Enqueued: now}
+	sctx, cancel := storeContext(ctx)
+	defer cancel()
+	if err := d.store.Enqueue(sctx, t, q.in.Defer().MaxTasks); err != nil {
+		dec = admission.Decision{Decision: admission.DecisionDeny, Reason: "the deferred task could not be stored: " + err.Error()}
+		q.logf("%s", dec.Reason)
+		err = q.in.Journal(ctx, api.Event{Event: api.EventAdmission, Decision: dec.Decision,
+			Bytes: req.Bytes, Priority: req.Priority, Tool: req.Tool, Reason: dec.Reason})
+		return dec, "", err
+	}
+	d.emit(ctx, api.Event{Event: api.EventDeferred, Ticket: t.Ticket, Tool: t.Tool, Priority: t.Priority, Bytes: t.Bytes})
+	d.adjust(func(c *api.TaskCounts) { c.Queued++ })
+	d.poke()
+	return dec, t.Ticket, nil
+}
+
+// storeContext outlives the client's connection (a write that began is
+// finished, and its outcome journaled) but not storeTimeout.
+func storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+}
+
+// SubscribeTasks registers deliver for task deliveries (a connection's
+// `subscribe` with `tasks`). It returns the subscription's id, which done
+// and failed name, and cancel, which ends it (the connection closed): a
+// task in flight to it goes back to the queue, with an attempt counted.
+func (q *Tasks) SubscribeTasks(deliver func(api.TaskDelivery) bool) (int64, func()) {
+	d := q.d
+	if d == nil {
+		return 0, func() {}
+	}
+	d.mu.Lock()
+	d.lastSub++
+	id := d.lastSub
+	d.subs = append(d.subs, taskSub{id: id, deliver: deliver})
+	d.mu.Unlock()
+	d.poke()
+	var once sync.Once
+	return id, func() {
+		once.Do(func() {
+			d.mu.Lock()
+			d.subs = slices.DeleteFunc(d.subs, func(t taskSub) bool { return t.id == id })
+			back := d.take(func(f *taskFlight) bool { return f.sub == id })
+			d.mu.Unlock()
+			for _, f := range back {
+				d.requeue(context.Background(), f, "the subscriber's connection closed")
+			}
+			d.poke()
+		})
+	}
+}
+
+// TaskDone finishes the task delivered on subscription sub: done, and its
+// lease released. It returns once the store has recorded it; until then
+// (an error) the task is still in flight, and done may be sent again.
+func (q *Tasks) TaskDone(ctx context.Context, sub int64, ticket string) error {
+	return q.finishTask(ctx, sub, ticket, "", false)
+}
+
+// TaskFailed puts the task delivered on sub back with backoff, counting
+// an attempt (dead after max_attempts).
+func (q *Tasks) TaskFailed(ctx context.Context, sub int64, ticket, reason string) error {
+	return q.finishTask(ctx, sub, ticket, reason, true)
+}
+
+func (q *Tasks) finishTask(ctx context.Context, sub int64, ticket, reason string, failed bool) error {
+	d := q.d
+	if d == nil {
+		return errors.New("this instance has no deferred-task queue")
+	}
+	d.mu.Lock()
+	i := slices.IndexFunc(d.flights, func(f *taskFlight) bool { return f.task.Ticket == ticket })
+	switch {
+	case i < 0:
+		d.mu.Unlock()
+		return fmt.Errorf("task %q is not in flight on this instance (unknown, finished, or put back after a timeout)", ticket)
+	case d.flights[i].sub != sub:
+		d.mu.Unlock()
+		return fmt.Errorf("task %q was not delivered to this connection", ticket)
+	}
+	f := d.flights[i]
+	d.flights = slices.Delete(d.flights, i, i+1)
+	var nextSub taskSub
+	var told api.Task
+	merge := false
+	if !failed {
+		nextSub, told, merge = d.claimNext(f)
+	}
+	d.mu.Unlock()
+	if failed {
+		d.requeue(ctx, f, "failed: "+reason)
+		d.poke()
+		return nil
+	}
+	sctx, cancel := storeContext(ctx)
+	defer cancel()
+	now := time.Now()
+	// The next task, if one can go now, is leased in the done's commit.
+	var next *nextTask
+	if merge {
+		next = d.prepareNext(sctx, nextSub, told, now)
+	}
+	var leased, after api.Task
+	var ok bool
+	var err error
+	if next != nil {
+		leased, ok, after, err = d.store.AckLease(sctx, ticket, nil, next.task.Ticket, now)
+	} else {
+		err = d.store.Ack(sctx, ticket, nil, now)
+	}
+	if err != nil {
+		d.mu.Lock()
+		d.flights = append(d.flights, f) // still in flight: done may be sent again
+		d.mu.Unlock()
+		if merge {
+			d.finishNext(sctx, next, api.Task{}, false, api.Task{}, now)
+		}
+		return fmt.Errorf("task %q: the store could not record it done: %w", ticket, err)
+	}
+	_ = q.in.Release(sctx, f.lease)
+	d.emit(sctx, api.Event{Event: api.EventTaskDone, Ticket: ticket, Tool: f.task.Tool, Attempt: f.attempt})
+	d.adjust(func(c *api.TaskCounts) { c.Running--; c.Done++ })
+	if merge {
+		d.finishNext(sctx, next, leased, ok, after, now)
+	}
+	d.poke()
+	return nil
+}
+
+// requeue counts a failed attempt of f (taken out of flight), releases its
+// lease and journals it (and its death after max_attempts).
+func (d *deliverer) requeue(ctx context.Context, f *taskFlight, reason string) {
+	sctx, cancel := storeContext(ctx)
+	defer cancel()
+	if f.lease != "" { // a replayed request has none
+		_ = d.in.Release(sctx, f.lease) // gone already when the child exited
+	}
+	pol := d.in.Defer()
+	retryAt := time.Now().Add(taskBackoff(f.task.Attempts + 1))
+	t, err := d.store.Fail(sctx, f.task.Ticket, reason, retryAt, pol.MaxAttempts)
+	if err != nil {
+		// It stays running in the store: housekeeping (Expire) or the next
+		// start (Recover) puts it back.
+		d.logf("deferred task %s: %v", f.task.Ticket, err)
+		return
+	}
+	d.journalAttempt(sctx, t)
+}
+
+// journalAttempt journals a task that an attempt was counted for.
+func (d *deliverer) journalAttempt(ctx context.Context, t api.Task) {
+	d.emit(ctx, api.Event{Event: api.EventTaskFailed, Ticket: t.Ticket, Tool: t.Tool, Attempt: t.Attempts, Detail: t.LastError})
+	if t.State == api.TaskDead {
+		d.logf("deferred task %s (%s) is dead after %d attempts: %s", t.Ticket, t.Tool, t.Attempts, t.LastError)
+		d.emit(ctx, api.Event{Event: api.EventTaskDead, Ticket: t.Ticket, Tool: t.Tool, Attempt: t.Attempts, Detail: t.LastError})
+	}
+	d.adjust(func(c *api.TaskCounts) {
+		c.Running--
+		if t.State == api.TaskDead {
+			c.Dead++
+		} else {
+			c.Queued++
+		}
+	})
+}
+
+// taskBackoff is 1 s after the first failure, doubling, at most 10 min
+// (the same rule as tasks.Backoff).
+func taskBackoff(attempts int) time.Duration {
+	b := time.Second
+	for i := 1; i < attempts && b < 10*time.Minute; i++ {
+		b *= 2
+	}
+	return min(b, 10*time.Minute)
+}
+
+func (d *deliverer) emit(ctx context.Context, ev api.Event) {
+	_ = d.in.Journal(ctx, ev)
+}
+
+// adjust applies a transition the deliverer made to the counts: re-reading
+// them from the store at every transition would cost a query per task
+// (housekeeping re-reads them, for changes made elsewhere).
+func (d *deliverer) adjust(f func(*api.TaskCounts)) {
+	d.countsMu.Lock()
+	defer d.countsMu.Unlock()
+	c := *d.counts.Load()
+	f(&c)
+	c.Queued, c.Running = max(c.Queued, 0), max(c.Running, 0)
+	d.counts.Store(&c)
+}
+
+func (d *deliverer) refreshCounts(ctx context.Context) {
+	d.countsMu.Lock()
+	defer d.countsMu.Unlock()
+	c, err := d.store.Counts(ctx)
+	if err == nil {
+		d.counts.Store(&c)
+	}
+}
+
+func newTicket() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand does not fail on Linux
+	return "t-" + hex.EncodeToString(b[:])
+}
+
+// NoteTask learns of a change `gpuguard tasks` made in the store: a drop
+// is journaled (ev), and a task it dropped while in flight here is let go
+// with its lease.
+func (q *Tasks) NoteTask(ctx context.Context, ev api.Event) error {
+	d := q.d
+	if d == nil {
+		return errors.New("this instance has no deferred-task queue")
+	}
+	if ev.Event == api.EventTaskDropped {
+		d.mu.Lock()
+		gone := d.take(func(f *taskFlight) bool { return f.task.Ticket == ev.Ticket })
+		d.mu.Unlock()
+		for _, f := range gone {
+			if !f.released {
+				_ = q.in.Release(ctx, f.lease)
+			}
+		}
+		d.emit(ctx, api.Event{Event: api.EventTaskDropped, Ticket: ev.Ticket, Tool: ev.Tool, Detail: ev.Detail})
+	}
+	d.refreshCounts(ctx)
+	d.poke()
+	return nil
+}

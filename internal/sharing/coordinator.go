@@ -1,0 +1,31 @@
+package sharing
+
+import (
+	"context"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+)
+
+// Coordinator is how an instance agrees with the other tenants of its
+// GPUs (package tenants implements it). Its words are api's, so this
+// package imports nothing of the one that implements it. Decide,
+// ClaimStart, Admit, Void and Announce may wait on files and on other
+// tenants' sockets: they are called off the supervisor's loop and their
+// outcome comes back on a channel, so a hung peer never stalls it.
+// Confirm only creates one local file and is called on the loop, as the
+// state file is written there.
+type Coordinator interface {
+	Decide(ctx context.Context, p api.Proposal) api.Outcome
+	Confirm(gpu string, seq int64, grace time.Duration) (api.TenantDecision, error)
+	Void(gpu string, seq int64)
+	Announce(d api.TenantDecision, sockets []string)
+	ClaimStart(ctx context.Context, gpus []string, settle time.Duration) api.StartOutcome
+	Admit(ctx context.Context, gpus []string) (*api.Admission, error)
+	// SetLeases publishes this instance's outstanding leases to the other
+	// tenants of gpus; calls are serialised, each with the current figure.
+	SetLeases(gpus []string, bytes uint64) error
+	// Publish tells the other tenants what this instance is (its ranking
+	// facts). It must return at once: it is called after each event.
+	Publish(info api.TenantInfo)
+}
