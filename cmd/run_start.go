@@ -25,6 +25,7 @@ import (
 	"github.com/gpuguard/gpuguard/internal/paths"
 	"github.com/gpuguard/gpuguard/internal/proc"
 	"github.com/gpuguard/gpuguard/internal/report"
+	"github.com/gpuguard/gpuguard/internal/safetext"
 	"github.com/gpuguard/gpuguard/internal/sdnotify"
 	"github.com/gpuguard/gpuguard/internal/serve"
 	"github.com/gpuguard/gpuguard/internal/sharing"
@@ -68,7 +69,8 @@ func runRun(o *RunOptions) error {
 		return err
 	}
 	logf := func(format string, args ...any) {
-		fmt.Fprintf(o.IO.ErrOut, "gpuguard[%s]: %s\n", r.name, fmt.Sprintf(format, args...))
+		// A log line may quote a child, a client or a file: escaped, one line.
+		fmt.Fprintf(o.IO.ErrOut, "gpuguard[%s]: %s\n", r.name, safetext.Escape(fmt.Sprintf(format, args...)))
 	}
 	schedulerForIdle(o.IO.Getenv)
 	var g lifetime.Group

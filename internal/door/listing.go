@@ -66,7 +66,7 @@ func (d *Door) list(w http.ResponseWriter, r *http.Request, t *Table) string {
 		for _, name := range t.Names() {
 			m := doorModel{Name: name, Instances: []api.Status{}}
 			for _, b := range t.Replicas(name) {
-				m.Instances = append(m.Instances, redact(b.Status))
+				m.Instances = append(m.Instances, b.Status.Public())
 			}
 			out.Models = append(out.Models, m)
 		}
@@ -145,14 +145,4 @@ type doorList struct {
 type doorModel struct {
 	Name      string       `json:"name"`
 	Instances []api.Status `json:"instances"`
-}
-
-// redact is a status object fit for anyone who can reach the door: its
-// last event keeps only time, event, profile, level and reason (never a
-// ticket, a request or child output).
-func redact(st api.Status) api.Status {
-	if ev := st.LastEvent; ev != nil {
-		st.LastEvent = &api.Event{Time: ev.Time, Event: ev.Event, Profile: ev.Profile, Level: ev.Level, Reason: ev.Reason}
-	}
-	return st
 }

@@ -3,6 +3,7 @@ package frontdoor
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -92,8 +93,9 @@ func TestAddressInUse(t *testing.T) {
 
 type deferrer struct{ got []string }
 
-func (d *deferrer) DeferRequest(_ context.Context, payload json.RawMessage) (string, error) {
-	d.got = append(d.got, string(payload))
+func (d *deferrer) DeferRequest(_ context.Context, payload json.RawMessage, body io.Reader) (string, error) {
+	b, _ := io.ReadAll(body)
+	d.got = append(d.got, string(payload)+" "+string(b))
 	return "t-1", nil
 }
 
@@ -107,7 +109,7 @@ func TestQueue(t *testing.T) {
 	}
 	defer store.Close()
 	q := &Queue{Sup: sup, Store: store}
-	if ticket, err := q.Defer(context.Background(), []byte(`{"a":1}`)); ticket != "t-1" || err != nil || len(sup.got) != 1 {
+	if ticket, err := q.Defer(context.Background(), []byte(`{"a":1}`), strings.NewReader("body")); ticket != "t-1" || err != nil || len(sup.got) != 1 || sup.got[0] != `{"a":1} body` {
 		t.Errorf("Defer = %q %v (%q), want the supervisor's ticket", ticket, err, sup.got)
 	}
 	if _, _, ok, err := q.Lookup(context.Background(), "nope"); ok || err != nil {

@@ -48,7 +48,7 @@ type Meter interface {
 	ServeHold(d time.Duration)
 	ServeRetry()
 	// ServeRejected counts a 503 of the door's own: reason "hold" (the
-	// wait ran out) or "full" (max_held were waiting).
+	// wait ran out) or "full" (max_held were held: waiting or being deferred).
 	ServeRejected(reason string)
 }
 

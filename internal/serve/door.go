@@ -167,7 +167,8 @@ func (d *Door) Short(short bool) { d.short.Store(short) }
 // check and no drain or exit has closed it since.
 func (d *Door) Ready() bool { return d.up.ready.Load() }
 
-// Held is how many requests wait now.
+// Held is how many requests the door holds now: waiting for a ready
+// child, or being deferred (their bodies written to the store).
 func (d *Door) Held() int { return d.gate.held() }
 
 func (d *Door) logf(format string, args ...any) { d.opts.Logf(format, args...) }

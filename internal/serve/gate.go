@@ -23,8 +23,11 @@ type gate struct {
 	open     bool
 	shut     bool // for good: gpuguard is ending
 	inflight int
-	waiters  list.List       // *waiter, oldest first
-	idle     []chan struct{} // closed when inflight falls to 0
+	// deferring counts the requests whose bodies are being written to
+	// the deferred-task store: they count toward maxHeld, as waiters do.
+	deferring int
+	waiters   list.List       // *waiter, oldest first
+	idle      []chan struct{} // closed when inflight falls to 0
 }
 
 type waiter struct {
@@ -49,7 +52,7 @@ func (g *gate) enter(ctx context.Context, hold time.Duration, maxHeld int) (wait
 		g.inflight++
 		g.mu.Unlock()
 		return 0, nil
-	case g.waiters.Len() >= maxHeld:
+	case g.waiters.Len()+g.deferring >= maxHeld:
 		g.mu.Unlock()
 		return 0, errFull
 	case hold <= 0:
@@ -80,6 +83,28 @@ func (g *gate) enter(ctx context.Context, hold time.Duration, maxHeld int) (wait
 	}
 	g.waiters.Remove(w.elem)
 	return time.Since(start), err
+}
+
+// enterDefer counts a request being deferred toward maxHeld, until
+// leaveDefer: errFull when maxHeld are held already, errShutdown once
+// gpuguard is ending.
+func (g *gate) enterDefer(maxHeld int) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.shut:
+		return errShutdown
+	case g.waiters.Len()+g.deferring >= maxHeld:
+		return errFull
+	}
+	g.deferring++
+	return nil
+}
+
+func (g *gate) leaveDefer() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.deferring--
 }
 
 // leave ends a request's time in flight.
@@ -141,9 +166,10 @@ func (g *gate) shutdown() {
 	}
 }
 
-// held is how many requests wait now.
+// held is how many requests the door holds now: waiting, or being
+// deferred.
 func (g *gate) held() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.waiters.Len()
+	return g.waiters.Len() + g.deferring
 }

@@ -238,16 +238,8 @@ func (d *Door) own(w http.ResponseWriter, r *http.Request) {
 		d.answer(w, http.StatusNotFound, "not_found", "no such gpuguard path: "+r.URL.Path, 0)
 		return
 	}
-	st := d.opts.Status()
+	st := d.opts.Status().Public() // the door may listen beyond this host
 	st.Ready, st.Held = d.Ready(), d.Held()
-	if ev := st.LastEvent; ev != nil && len(ev.Stderr) > 0 {
-		// The door may listen beyond this host; a dead child's stderr
-		// (tokens, paths, prompts) is for the local socket and the
-		// journal, which only the instance's user can read.
-		quiet := *ev
-		quiet.Stderr = nil
-		st.LastEvent = &quiet
-	}
 	code := http.StatusOK
 	if !st.Ready {
 		code = http.StatusServiceUnavailable

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"io"
 	"sync"
 	"time"
 
@@ -58,6 +59,38 @@ func (l *Lazy) Enqueue(ctx context.Context, t api.Task, maxTasks int) error {
 		return err
 	}
 	return s.Enqueue(ctx, t, maxTasks)
+}
+
+func (l *Lazy) EnqueueBody(ctx context.Context, t api.Task, body io.Reader, maxTasks int) error {
+	s, err := l.get(true)
+	if err != nil {
+		return err
+	}
+	return s.EnqueueBody(ctx, t, body, maxTasks)
+}
+
+func (l *Lazy) AckBody(ctx context.Context, ticket string, result []byte, body io.Reader, now time.Time) error {
+	s, err := l.get(false)
+	if s == nil {
+		return orErr(err, ErrNotRunning)
+	}
+	return s.AckBody(ctx, ticket, result, body, now)
+}
+
+func (l *Lazy) RequestBody(ctx context.Context, ticket string) (io.ReadCloser, int64, error) {
+	s, err := l.get(false)
+	if s == nil {
+		return nil, 0, orErr(err, ErrUnknown)
+	}
+	return s.RequestBody(ctx, ticket)
+}
+
+func (l *Lazy) ResultBody(ctx context.Context, ticket string) (io.ReadCloser, int64, error) {
+	s, err := l.get(false)
+	if s == nil {
+		return nil, 0, orErr(err, ErrUnknown)
+	}
+	return s.ResultBody(ctx, ticket)
 }
 
 func (l *Lazy) Peek(ctx context.Context, now time.Time) (api.Task, bool, time.Time, error) {
