@@ -8,6 +8,7 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // history is what the loop remembers of the children so far: how many it
@@ -20,21 +21,19 @@ type history struct {
 	lastExit string // none | oom | crash | watermark | reload | gpu_fault
 }
 
-// startReason is why the coming start happens: "start" for the first,
-// else what ended the last child (oom, crash, watermark, ...).
-func (h history) startReason() string {
-	if h.starts == 0 && h.lastExit == "none" {
+// launchWhat names the coming launch, made for why, for people: "start"
+// for the run's first, else "restart after " its reason (the exit it
+// follows, or the step gpuguard took: crash, manual, request, ...), or
+// "start after request" for a first launch made for a step (a run that
+// began asleep).
+func (h history) launchWhat(why core.Reason) string {
+	switch {
+	case why == core.FirstStart:
 		return "start"
+	case h.starts == 0:
+		return "start after " + string(why)
 	}
-	return h.lastExit
-}
-
-// startWhat names the coming start for people.
-func (h history) startWhat() string {
-	if r := h.startReason(); r != "start" {
-		return "restart after " + r
-	}
-	return "start"
+	return "restart after " + string(why)
 }
 
 // childRun is the child that runs now (child nil: none).

@@ -19,6 +19,8 @@ import http.server, json, os, signal, sys, threading, time, urllib.parse
 
 port, load = int(sys.argv[1]), float(sys.argv[2])
 awake_bytes, released_bytes = int(sys.argv[3]), int(sys.argv[4])
+if os.environ.get("FAKE_RELEASED_BYTES_SAME"):
+    released_bytes = awake_bytes
 sim = os.path.join(os.environ["GPUGUARD_SIM_DIR"], "0")
 signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
 signal.signal(signal.SIGUSR1, lambda *a: None)
