@@ -62,7 +62,7 @@ func TestLiveActionThatFreesNothingLeadsOn(t *testing.T) {
 				if st := h.sup.Status(); st.State != api.StateAsleep || st.Profile != "asleep" {
 					t.Fatalf("after the first step: %s %s, want asleep asleep", st.State, st.Profile)
 				}
-				released := h.rec.named(api.EventAction)[0].Time // the actions end at once
+				released := h.rec.named(api.EventAction)[0].Time              // the actions end at once
 				time.Sleep(time.Until(released.Add(4900 * time.Millisecond))) // within grace of the release
 				synctest.Wait()
 				if sigs := c.gotSignals(); slices.Contains(sigs, syscall.SIGTERM) {
