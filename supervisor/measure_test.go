@@ -90,6 +90,36 @@ func TestLiveActionThatFreesNothingLeadsOn(t *testing.T) {
 	}
 }
 
+// TestCriticalAfterLiveSleepStops: still at or above critical grace
+// after a live sleep that freed nothing, the next step is by its
+// non-live form: into a serving = false profile that is stopping the
+// child, never a child started there.
+func TestCriticalAfterLiveSleepStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startHarness(t, napPolicy(), func(c *Config, d *Deps) { c.StartLevel = 1; d.Actions = &fakeActions{} })
+		c := h.child()
+		c.setHandler(true)
+		c.setOnSignal(func(c *fakeChild, sig syscall.Signal) {
+			if sig == syscall.SIGTERM {
+				c.end(Exit{})
+			}
+		})
+		h.probe.setUsed(15*gib + 800<<20) // 0.99 >= critical 0.97
+		time.Sleep(7 * time.Second)
+		synctest.Wait()
+		st := h.sup.Status()
+		if st.State != api.StateAsleep || st.Profile != "off" || st.ChildPID != 0 {
+			t.Fatalf("%s %s pid %d, want asleep off 0", st.State, st.Profile, st.ChildPID)
+		}
+		if downs := h.rec.named(api.EventStepDown); len(downs) != 2 || downs[1].Reason != api.ReasonCritical {
+			t.Fatalf("stepdowns %+v, want the second critical", downs)
+		}
+		h.noLaunch()
+		h.cancel()
+		h.wait()
+	})
+}
+
 // TestHeldRequestDuringSleepStepWakes: a request held while a step into
 // a serving = false profile is under way (the door drains) wakes the
 // instance as soon as the step is done, at that very moment, not a sample
