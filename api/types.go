@@ -79,6 +79,11 @@ type Status struct {
 	// Fit is the newest fit event: why the child runs in its profile (or
 	// why none runs). Nil (JSON null) before the first fit was judged.
 	Fit *Event `json:"fit"`
+	// Serve is the front door's listen address ([serve] listen), and
+	// Models the names the instance answers to at `gpuguard door` (the
+	// first is the one its server knows); both absent without a door.
+	Serve  string   `json:"serve,omitempty"`
+	Models []string `json:"models,omitempty"`
 	// SimDir is the sim dir of an instance on the sim backend ("" on any
 	// other): `gpuguard sim set` finds a running instance's GPUs by it.
 	SimDir string `json:"sim_dir,omitempty"`

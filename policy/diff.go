@@ -109,6 +109,7 @@ var diffKeys = []keyDiff{
 	{"serve.priority", eq(func(p *Policy) string { return p.Serve.Priority })},
 	{"serve.wake", eq(func(p *Policy) bool { return p.Serve.Wake })},
 	{"serve.idle", eq(func(p *Policy) time.Duration { return p.Serve.Idle })},
+	{"serve.models", eqSlice(func(p *Policy) []string { return p.Serve.Models })},
 	{"defer.store", eq(func(p *Policy) string { return p.Defer.Store })},
 	{"defer.window", eq(func(p *Policy) Window { return p.Defer.Window })},
 	{"defer.ack_timeout", eq(func(p *Policy) time.Duration { return p.Defer.AckTimeout })},

@@ -26,10 +26,18 @@ type ActionCall struct {
 	Method, URL, Body, ContentType string
 	Headers                        map[string]string
 	Timeout                        time.Duration
+	Accept                         []int // statuses counted as success besides any 2xx
+	// Until, when its URL is set, is polled with GET after the call
+	// succeeded until the answer's status is in UntilStatus and its body
+	// contains UntilBody, for up to UntilTimeout.
+	UntilURL, UntilBody string
+	UntilStatus         []int
+	UntilTimeout        time.Duration
 }
 
-// ActionResult is how a call went: Err is nil exactly for a 2xx; Status
-// is 0 when no answer came back.
+// ActionResult is how a call went: Err is nil exactly for a 2xx or an
+// accepted status, with the until met; Status is 0 when no answer came
+// back.
 type ActionResult struct {
 	Status int
 	Err    error
@@ -140,10 +148,15 @@ func (a *actionState) done(d actionDone) *actionRun {
 func actionSteps(prof policy.Profile, acts []policy.Action, upstream string) []actionStep {
 	steps := make([]actionStep, 0, len(acts))
 	for _, a := range acts {
-		steps = append(steps, actionStep{profile: prof.Name, path: a.Path, call: ActionCall{
+		call := ActionCall{
 			Method: a.Method, URL: upstream + a.Path, Body: a.Body,
-			ContentType: a.ContentType(), Headers: a.Headers, Timeout: a.Timeout,
-		}})
+			ContentType: a.ContentType(), Headers: a.Headers, Timeout: a.Timeout, Accept: a.Accept,
+		}
+		if a.Until.Set() {
+			call.UntilURL, call.UntilBody = upstream+a.Until.Path, a.Until.Body
+			call.UntilStatus, call.UntilTimeout = a.Until.Status, a.Until.Timeout
+		}
+		steps = append(steps, actionStep{profile: prof.Name, path: a.Path, call: call})
 	}
 	return steps
 }

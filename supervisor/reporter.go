@@ -96,6 +96,9 @@ func (l *loop) publishSnapshot() {
 	if l.life.run.child != nil {
 		st.ChildPID = l.life.run.child.PID()
 	}
+	if sv := l.pol.Serve; sv.Enabled() {
+		st.Serve, st.Models = sv.Listen, sv.ModelNames(l.cfg.Name)
+	}
 	if l.latest.haveSample {
 		st.GPUs = statusGPUs(l.latest.lastSample)
 	}
