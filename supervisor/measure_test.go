@@ -23,6 +23,15 @@ func napPolicy() *policy.Policy {
 	return pol
 }
 
+// endOnTerm makes c end (status 0) at stop_signal, as a server does.
+func endOnTerm(c *fakeChild) {
+	c.setOnSignal(func(c *fakeChild, sig syscall.Signal) {
+		if sig == syscall.SIGTERM {
+			c.end(Exit{})
+		}
+	})
+}
+
 // rankLikeTenants is a coordinator's answer as the tenants rank: only a
 // tenant whose child runs and serves (running, starting) can be chosen;
 // this one alone, else nobody.
@@ -51,11 +60,7 @@ func TestLiveActionThatFreesNothingLeadsOn(t *testing.T) {
 				h := startHarness(t, napPolicy(), mod)
 				c := h.child()
 				c.setHandler(true)
-				c.setOnSignal(func(c *fakeChild, sig syscall.Signal) {
-					if sig == syscall.SIGTERM {
-						c.end(Exit{})
-					}
-				})
+				endOnTerm(c)
 				h.probe.setUsed(15 * gib) // 0.94 > high 0.90, and the release changes nothing
 				time.Sleep(1100 * time.Millisecond)
 				synctest.Wait()
@@ -99,11 +104,7 @@ func TestCriticalAfterLiveSleepStops(t *testing.T) {
 		h := startHarness(t, napPolicy(), func(c *Config, d *Deps) { c.StartLevel = 1; d.Actions = &fakeActions{} })
 		c := h.child()
 		c.setHandler(true)
-		c.setOnSignal(func(c *fakeChild, sig syscall.Signal) {
-			if sig == syscall.SIGTERM {
-				c.end(Exit{})
-			}
-		})
+		endOnTerm(c)
 		h.probe.setUsed(15*gib + 800<<20) // 0.99 >= critical 0.97
 		time.Sleep(7 * time.Second)
 		synctest.Wait()
@@ -138,11 +139,7 @@ func TestHeldRequestDuringSleepStepWakes(t *testing.T) {
 				h := startHarness(t, pol, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts })
 				c := h.child()
 				c.setHandler(true)
-				c.setOnSignal(func(c *fakeChild, sig syscall.Signal) {
-					if sig == syscall.SIGTERM {
-						c.end(Exit{})
-					}
-				})
+				endOnTerm(c)
 				var wg sync.WaitGroup
 				wg.Go(func() {
 					if _, err := h.sup.Step(context.Background(), "down"); err != nil {
@@ -225,11 +222,7 @@ func TestLaunchLinesNameTheirReason(t *testing.T) {
 		})
 		stopOnTerm := func(c *fakeChild) *fakeChild {
 			c.setHandler(true)
-			c.setOnSignal(func(c *fakeChild, sig syscall.Signal) {
-				if sig == syscall.SIGTERM {
-					c.end(Exit{})
-				}
-			})
+			endOnTerm(c)
 			return c
 		}
 		c := stopOnTerm(h.child()) // the start, in int8
