@@ -27,6 +27,9 @@ type history struct {
 // "start after request" for a first launch made for a step (a run that
 // began asleep).
 func (h history) launchWhat(why core.Reason) string {
+	if why == "" { // a launch whose decision gave no reason: the last exit's
+		why = core.Reason(h.lastExit)
+	}
 	switch {
 	case why == core.FirstStart:
 		return "start"
