@@ -213,7 +213,7 @@ while :; do sleep 0.05; done`
 	p.signal(syscall.SIGTERM)
 	p.wait()
 	// The restart's line names its real reason, the manual step.
-	if want := "fit for the restart after manual: starting in fp16"; !strings.Contains(p.stderr.String(), want) {
+	if want := "fit for the restart after manual step: starting in fp16"; !strings.Contains(p.stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, p.stderr.String())
 	}
 }

@@ -23,20 +23,24 @@ type history struct {
 
 // launchWhat names the coming launch, made for why, for people: "start"
 // for the run's first, else "restart after " its reason (the exit it
-// follows, or the step gpuguard took: crash, manual, request, ...), or
-// "start after request" for a first launch made for a step (a run that
-// began asleep).
+// follows, or the step gpuguard took: crash, request, ...; a `gpuguard
+// step` is "manual step"), or "start after request" for a first launch
+// made for a step (a run that began asleep).
 func (h history) launchWhat(why core.Reason) string {
 	if why == "" { // a launch whose decision gave no reason: the last exit's
 		why = core.Reason(h.lastExit)
+	}
+	word := string(why)
+	if why == core.Manual {
+		word = "manual step"
 	}
 	switch {
 	case why == core.FirstStart:
 		return "start"
 	case h.starts == 0:
-		return "start after " + string(why)
+		return "start after " + word
 	}
-	return "restart after " + string(why)
+	return "restart after " + word
 }
 
 // childRun is the child that runs now (child nil: none).

@@ -46,7 +46,7 @@ func (f *fitTeller) describe(what string, r sense.Result) {
 // note journals (through out) and prints a fit judgement dated at
 // (zero: now), for the start h is about to make for why, and keeps the
 // event as out stamped it, for status. The line names why: "fit for the
-// restart after manual: ...".
+// restart after manual step: ...".
 func (f *fitTeller) note(out *reporter, pol *policy.Policy, h history, at time.Time, fit core.Fit, outcome string, why core.Reason) {
 	f.sayStartup(out.Logf)
 	ev := fit.Event(pol, string(why), outcome)

@@ -242,7 +242,7 @@ func TestLaunchLinesNameTheirReason(t *testing.T) {
 		h.sup.Requested(true)
 		c = h.child()
 		synctest.Wait() // its fit is told once it runs
-		want := []string{"start", "restart after crash", "restart after manual", "restart after manual", "restart after request"}
+		want := []string{"start", "restart after crash", "restart after manual step", "restart after manual step", "restart after request"}
 		var got []string
 		mu.Lock()
 		for _, l := range lines {
