@@ -108,9 +108,13 @@ func runRun(o *RunOptions) error {
 		meter = m
 	}
 	queue := &frontdoor.Queue{} // bound to the supervisor and the store below, before the door serves
+	bodies, err := frontdoor.BodyTimeoutsFromEnv(o.IO.Getenv)
+	if err != nil {
+		return g.Abort(&ExitError{Code: ExitConfig, Err: err})
+	}
 	door, err := frontdoor.Open(r.pol.Serve, frontdoor.Options{Status: func() api.Status { return sup.Status() },
 		Healthy: func(gen int) { sup.Healthy(gen) }, Requested: func(held bool) { sup.Requested(held) },
-		Meter: meter, Queue: queue, Logf: logf})
+		Meter: meter, Queue: queue, Logf: logf, Bodies: bodies})
 	if err != nil {
 		return g.Abort(listenFailed(err, r.pol.Serve.Listen, "[serve] listen", ExitFailure))
 	}
@@ -158,7 +162,6 @@ func runRun(o *RunOptions) error {
 	g.Hold(launch.Close)
 
 	ckpt := r.pol.Checkpoint.Resolve(r.stateDir)
-	notifier := sdnotify.New(o.IO.Getenv)
 	cfg := supervisor.Config{
 		Name: r.name, Policy: r.pol, Command: r.command, Observe: o.Observe, StartLevel: r.startLevel,
 		CheckpointPath: ckpt, StatePath: filepath.Join(r.stateDir, paths.StateFile),
@@ -192,7 +195,7 @@ func runRun(o *RunOptions) error {
 	sup, err = supervisor.New(cfg, supervisor.Deps{
 		Probe: probe, Launcher: launch, Owned: proc.Descendants,
 		WriteState: new(statefile.Writer).Write, RotateCheckpoint: checkpoint.Rotate,
-		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
+		Observers: []supervisor.Observer{jr, m}, Notifier: serviceManager(o.IO.Getenv), Publisher: srv, Meter: m, Logf: logf,
 		Faults: faults, Peers: sharing.New(coord, logf), Door: door.Dep(), Tasks: deliverer,
 		Actions:  newActionCaller(),
 		Reloader: newReloader(o, r, endpoint, jr, door),
@@ -226,6 +229,16 @@ func runRun(o *RunOptions) error {
 		}
 		return nil
 	}, func(error) { cancel() })
+}
+
+// serviceManager is systemd's notify socket when NOTIFY_SOCKET names one,
+// else nil: without a service manager the supervisor then builds no
+// status line after every sample to tell nobody.
+func serviceManager(getenv func(string) string) supervisor.Notifier {
+	if n := sdnotify.New(getenv); n.Enabled() {
+		return n
+	}
+	return nil
 }
 
 // runSimDir is the sim backend's directory of usage files: --sim-dir,

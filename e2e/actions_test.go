@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -76,6 +77,7 @@ type sleepRun struct {
 	p           *proc
 	door, child string
 	metricsAt   string
+	name        string // the instance's name; "" is sleepPolicy's "sleepy"
 }
 
 func startSleepRun(t *testing.T, script, actions string, env ...string) *sleepRun {
@@ -139,7 +141,7 @@ func (s *sleepRun) neighbour(t *testing.T, n uint64) {
 // status is the instance's status object.
 func (s *sleepRun) status(t *testing.T) map[string]any {
 	t.Helper()
-	code, out, stderr := s.e.run([]string{"status", "sleepy", "--json", "--runtime-dir", s.e.runDir})
+	code, out, stderr := s.e.run([]string{"status", cmp.Or(s.name, "sleepy"), "--json", "--runtime-dir", s.e.runDir})
 	if code != 0 {
 		t.Fatalf("status: exit %d %s", code, stderr)
 	}

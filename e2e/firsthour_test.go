@@ -150,7 +150,8 @@ while :; do sleep 0.05; done`
 // TestFirstHourStepThatDoesNotFit (point 2): `step up` into a restart
 // profile that does not fit is refused before anything is stopped, on the
 // CLI (exit 1, needs against free) and on the socket (ok:false); the child
-// keeps running. Once memory is freed, the same step goes through.
+// keeps running. Once memory is freed, the same step goes through, and
+// the restart's line says it was for the manual step.
 func TestFirstHourStepThatDoesNotFit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -213,6 +214,10 @@ while :; do sleep 0.05; done`
 	p.expect("up fp16")
 	p.signal(syscall.SIGTERM)
 	p.wait()
+	// The restart's line names its real reason, the manual step.
+	if want := "fit for the restart after manual step: starting in fp16"; !strings.Contains(p.stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, p.stderr.String())
+	}
 }
 
 // TestFirstHourNeverFits (point 3): the vLLM example on the default 16 GiB

@@ -60,6 +60,7 @@ type env struct {
 	dir      string
 	stateDir string
 	runDir   string
+	bin      string // the binary start runs: bin unless set
 }
 
 func newEnv(t *testing.T) *env {
@@ -114,7 +115,11 @@ func (e *env) start(args []string, extraEnv ...string) *proc {
 	} else if len(args) > 0 && args[0] == "run" {
 		args = append([]string{"run", "--state-dir", e.stateDir, "--runtime-dir", e.runDir}, args[1:]...)
 	}
-	cmd := exec.Command(bin, args...)
+	binary := bin
+	if e.bin != "" {
+		binary = e.bin
+	}
+	cmd := exec.Command(binary, args...)
 	cmd.Dir = e.dir
 	cmd.Env = append(os.Environ(), "OUT="+e.path("out"), "GORACE=atexit_sleep_ms=0")
 	cmd.Env = append(cmd.Env, extraEnv...)

@@ -94,10 +94,12 @@ func TestDoorReloadDropsProfile(t *testing.T) {
 
 // TestDoorOOM: the child dies of an OOM with requests in flight that had
 // no answer yet; they are sent again to the restarted child, and no
-// request fails.
+// request fails. The requests carry an Idempotency-Key: a POST the child
+// may have read whole is sent again only with one (TestDoorRetryRule has
+// one without).
 func TestDoorOOM(t *testing.T) {
 	t.Parallel()
-	d := startDoorRun(t, "")
+	d := startDoorRunLoad(t, "", true)
 	d.waitReady(t, 1)
 	d.moreRequests(t, 20)
 	c := &http.Client{Timeout: 5 * time.Second}

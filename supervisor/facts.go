@@ -38,7 +38,7 @@ func (r *latest) claim(peers bool, due time.Time) core.Claim {
 func (c *lifecycle) startFacts(now time.Time, r sense.Result, faulted bool, turn core.Claim) core.Start {
 	w := &c.wait
 	in := core.Start{Now: now, Target: w.target, Err: r.Err, Release: len(w.release) > 0,
-		Waited: now.Sub(w.waitSince), Faulted: faulted, Claim: turn}
+		Waited: now.Sub(w.waitSince), Faulted: faulted, Claim: turn, Why: w.why}
 	if r.Err == nil {
 		in.Devices = devices(r.Sample.Devices)
 		in.Alive = anyAlive(r.Sample, w.release)
@@ -52,7 +52,7 @@ func (c *lifecycle) startFacts(now time.Time, r sense.Result, faulted bool, turn
 func (c *lifecycle) wakeFacts(now time.Time, request bool, read *core.Reading, served uint64, turn core.Claim) core.Wake {
 	return core.Wake{Now: now, Request: request, Stopping: c.stop.stopping || c.end.finished,
 		Stopped: c.stoppedAsleep(), Live: c.steady() && c.state == api.StateAsleep, Waiting: c.state == api.StateWaiting,
-		Reading: read, Tree: c.run.childTree, Served: served, Claim: turn}
+		Sleeping: c.fallingAsleep(), Reading: read, Tree: c.run.childTree, Served: served, Claim: turn}
 }
 
 // idleFacts are [serve] idle's facts at now: whether the server can

@@ -28,8 +28,12 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 		switch how {
 		case core.ByActions:
 			l.life.state = api.StateStepping
-			l.life.acts.change(l.ctx, l.deps.Actions, l.deps.Door, steps, l.pol.Restart.StopTimeout,
-				&actionRun{to: to.Name, reason: reason, why: why, reply: reply}, l.s.done, l.deps.Logf)
+			run := &actionRun{to: to.Name, reason: reason, why: why, reply: reply, sleeping: !to.Serving()}
+			if s, ok := l.latest.good(l.health.Down()); ok {
+				run.before, _, _ = startUsage(s, l.life.run.childTree)
+				run.known = true
+			}
+			l.life.acts.change(l.ctx, l.deps.Actions, l.deps.Door, steps, l.pol.Restart.StopTimeout, run, l.s.done, l.deps.Logf)
 		default:
 			l.life.beginRestart(l.pol, level, reason, reply, how == core.BySleep)
 		}

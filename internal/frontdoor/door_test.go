@@ -116,3 +116,29 @@ func TestQueue(t *testing.T) {
 		t.Errorf("Lookup(unknown) = %v %v, want not found", ok, err)
 	}
 }
+
+// TestBodyTimeoutsFromEnv: the tests' variable shortens the body bounds;
+// unset leaves the contract's; a bad value is an error naming it.
+func TestBodyTimeoutsFromEnv(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		want BodyTimeouts
+		bad  bool
+	}{
+		{"", BodyTimeouts{}, false},
+		{"2s,8s", BodyTimeouts{Idle: 2 * time.Second, Total: 8 * time.Second}, false},
+		{"2s", BodyTimeouts{}, true},
+		{"2s,x", BodyTimeouts{}, true},
+		{"0s,8s", BodyTimeouts{}, true},
+	} {
+		got, err := BodyTimeoutsFromEnv(func(k string) string {
+			if k == BodyTimeoutsVar {
+				return c.v
+			}
+			return ""
+		})
+		if got != c.want || (err != nil) != c.bad || c.bad && !strings.Contains(err.Error(), BodyTimeoutsVar) {
+			t.Errorf("%q: %+v %v, want %+v, error %v", c.v, got, err, c.want, c.bad)
+		}
+	}
+}

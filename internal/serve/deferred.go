@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -130,6 +131,9 @@ func (d *Door) deferRequest(w http.ResponseWriter, r *http.Request) bool {
 	switch {
 	case body.tooLarge:
 		d.answer(w, http.StatusRequestEntityTooLarge, "invalid_request_error", errTooLarge.Error(), 0)
+		return true
+	case errors.Is(body.err, errBodyTimeout):
+		d.bodyTimeout(w)
 		return true
 	case body.err != nil:
 		d.answer(w, http.StatusBadRequest, "invalid_request_error", "reading the request body: "+body.err.Error(), 0)

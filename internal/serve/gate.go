@@ -5,14 +5,16 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // Why a held request was not let through.
 var (
-	errHold     = errors.New("the child was not ready within hold")
-	errFull     = errors.New("too many requests are waiting for the child")
-	errShutdown = errors.New("gpuguard is shutting down")
+	errHold       = errors.New("the child was not ready within hold")
+	errFull       = errors.New("too many requests are waiting for the child")
+	errShutdown   = errors.New("gpuguard is shutting down")
+	errClientGone = errors.New("the client closed its connection")
 )
 
 // gate lets requests through to the child while it is open, holds them in
@@ -35,6 +37,29 @@ type waiter struct {
 	elem     *list.Element
 	admitted bool
 	err      error // set with ch closed and admitted false: shutdown
+
+	watch watcher     // nil: the waiter waits on ch
+	stop  atomic.Bool // set before watch is woken: the wait is over
+}
+
+// release ends w's wait (admitted or shut out, as set under g.mu).
+func (w *waiter) release() {
+	close(w.ch)
+	if w.watch != nil {
+		w.stop.Store(true)
+		w.watch.wake()
+	}
+}
+
+// watcher waits for a held request's client to leave, in the request's
+// own goroutine, on its connection (clientConn, on Linux): nothing reads
+// a held request's body, so net/http cannot see its client leave.
+type watcher interface {
+	// wait blocks until the client has left (true), or until passes, or
+	// wake was called with stop set (false).
+	wait(until time.Time, stop *atomic.Bool) (gone bool)
+	// wake ends a wait whose stop is set.
+	wake()
 }
 
 // enter returns once the request may go to the child (nil: it is counted
@@ -43,6 +68,13 @@ type waiter struct {
 // client went away (its place is freed). waited says how long it was held
 // (0 when it went straight through).
 func (g *gate) enter(ctx context.Context, hold time.Duration, maxHeld int) (waited time.Duration, err error) {
+	return g.wait(ctx, hold, maxHeld, nil)
+}
+
+// wait is enter with watch, when not nil, watching the client while the
+// request is held: it left, and the request gets errClientGone, its place
+// freed at once.
+func (g *gate) wait(ctx context.Context, hold time.Duration, maxHeld int, watch watcher) (waited time.Duration, err error) {
 	g.mu.Lock()
 	switch {
 	case g.shut:
@@ -59,19 +91,23 @@ func (g *gate) enter(ctx context.Context, hold time.Duration, maxHeld int) (wait
 		g.mu.Unlock()
 		return 0, errHold
 	}
-	w := &waiter{ch: make(chan struct{})}
+	w := &waiter{ch: make(chan struct{}), watch: watch}
 	w.elem = g.waiters.PushBack(w)
 	g.mu.Unlock()
 
 	start := time.Now()
-	t := time.NewTimer(hold)
-	defer t.Stop()
-	select {
-	case <-w.ch:
-	case <-t.C:
-		err = errHold
-	case <-ctx.Done():
-		err = ctx.Err()
+	if watch != nil {
+		err = w.watchClient(ctx, start.Add(hold))
+	} else {
+		t := time.NewTimer(hold)
+		defer t.Stop()
+		select {
+		case <-w.ch:
+		case <-t.C:
+			err = errHold
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -83,6 +119,26 @@ func (g *gate) enter(ctx context.Context, hold time.Duration, maxHeld int) (wait
 	}
 	g.waiters.Remove(w.elem)
 	return time.Since(start), err
+}
+
+// watchClient waits on the client's connection until the client leaves,
+// the waiter is released, ctx ends or until passes; a release is read
+// under the gate's lock after it.
+func (w *waiter) watchClient(ctx context.Context, until time.Time) error {
+	stop := context.AfterFunc(ctx, func() {
+		w.stop.Store(true)
+		w.watch.wake()
+	})
+	defer stop()
+	switch {
+	case w.watch.wait(until, &w.stop):
+		return errClientGone
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case w.stop.Load():
+		return nil
+	}
+	return errHold
 }
 
 // enterDefer counts a request being deferred toward maxHeld, until
@@ -136,7 +192,7 @@ func (g *gate) setOpen(open bool) {
 		w := g.waiters.Remove(e).(*waiter)
 		w.admitted = true
 		g.inflight++
-		close(w.ch)
+		w.release()
 	}
 }
 
@@ -162,7 +218,7 @@ func (g *gate) shutdown() {
 	for e := g.waiters.Front(); e != nil; e = g.waiters.Front() {
 		w := g.waiters.Remove(e).(*waiter)
 		w.err = errShutdown
-		close(w.ch)
+		w.release()
 	}
 }
 

@@ -14,13 +14,16 @@ import (
 // cannot be created) never stops an instance, its deferrals are denied
 // until it opens. Until a task is enqueued, an embedded store that does
 // not exist yet is not created: the calls that only read answer an empty
-// queue.
+// queue. Whether it exists is asked once: only an Enqueue through this
+// Lazy creates it (an instance's state dir is its own), so an instance
+// that never defers anything makes no system call for its queue.
 type Lazy struct {
 	open   func() (Store, error)
 	exists func() bool
 
-	mu sync.Mutex
-	s  Store
+	mu     sync.Mutex
+	s      Store
+	absent bool // exists said no: nothing to read until Enqueue creates it
 }
 
 // NewLazy is a Lazy over open; exists says whether the store has ever
@@ -42,7 +45,8 @@ func (l *Lazy) get(create bool) (Store, error) {
 	if l.s != nil {
 		return l.s, nil
 	}
-	if !create && !l.exists() {
+	if !create && (l.absent || !l.exists()) {
+		l.absent = true
 		return nil, nil
 	}
 	s, err := l.open()

@@ -58,7 +58,7 @@ func Decide(st State, g Given, in Input) (State, []Effect) {
 		}
 		return st, effs
 	case BackoffOver:
-		return st, []Effect{Relaunch{Level: in.Target}}
+		return st, []Effect{Relaunch{Level: in.Target, Why: in.Why}}
 	case Begin:
 		return st, begin(g)
 	case Unstartable:
@@ -71,6 +71,10 @@ func Decide(st State, g Given, in Input) (State, []Effect) {
 		return st.woke(g, in)
 	case PeerNobody:
 		return st.nobody(g, in)
+	case ActionsDone:
+		return st.actionsDone(g, in)
+	case Measured:
+		return st.measured(g, in)
 	}
 	return st, nil
 }
@@ -234,7 +238,7 @@ func (st State) failed(g Given, in Exited) (State, []Effect) {
 	return st, append(effs,
 		Restart{Kind: kind, To: next, Evidence: evidence, Status: e.Status()},
 		Log{text},
-		Relaunch{Delay: delay, Level: next})
+		Relaunch{Delay: delay, Level: next, Why: Reason(kind)})
 }
 
 // stop is an operator's stop: forwarded once, a second one kills; with no
@@ -266,7 +270,7 @@ func begin(g Given) []Effect {
 	if p := g.Policy.Profiles[g.Level]; !p.Serving() {
 		return []Effect{StayAsleep{"start: asleep in profile " + p.Name}}
 	}
-	return []Effect{Relaunch{Level: g.Level}}
+	return []Effect{Relaunch{Level: g.Level, Why: FirstStart}}
 }
 
 // unstartable ends a run whose child could not start. The launcher's
