@@ -23,6 +23,7 @@ serving = false
 // the server. With the memory saver the release frees the memory: the
 // relieved event says how much, and the server stays released.
 func TestReleaseThatFreesNothingLeadsOn(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name     string
 		env      []string
@@ -75,6 +76,7 @@ func TestReleaseThatFreesNothingLeadsOn(t *testing.T) {
 // and wakes the instance as soon as the sleep is done: it is answered 200
 // well under hold (60 s), where it used to wait out hold and get 503.
 func TestHeldDuringSleepStepWakes(t *testing.T) {
+	t.Parallel()
 	s := startSleepRun(t, "vllm_fake.py", vllmActions("60s"), "VLLM_SERVER_DEV_MODE=1", "FAKE_SLEEP_DELAY=3")
 	stepped := make(chan string, 1)
 	go func() {

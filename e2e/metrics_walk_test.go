@@ -224,6 +224,7 @@ leave = [{ path = "/wake_up" }]
 // and the exposition lacks fails the test, and so does a pending one
 // that has appeared or whose feature has been built.
 func TestMetricsContractWalk(t *testing.T) {
+	t.Parallel()
 	fake := fakeServer(t, "vllm_fake.py")
 	e := newEnv(t)
 	door, child, metricsAt := freeLoopbackAddr(t), freeLoopbackAddr(t), freeLoopbackAddr(t)
@@ -409,6 +410,7 @@ func section(t *testing.T, doc, title string) string {
 // (CONTRACT.md), its sections name exactly the listed contract series,
 // pending ones included.
 func TestMetricListMatchesDocs(t *testing.T) {
+	t.Parallel()
 	var built, contract []string
 	for _, s := range contractSeries {
 		if s.pending == "" {

@@ -78,6 +78,8 @@ var diffKeys = []keyDiff{
 	{"restart.reset_after", eq(func(p *Policy) time.Duration { return p.Restart.ResetAfter })},
 	{"restart.max_restarts", eq(func(p *Policy) int { return p.Restart.MaxRestarts })},
 	{"restart.window", eq(func(p *Policy) time.Duration { return p.Restart.Window })},
+	{"restart.start_secs", eq(func(p *Policy) time.Duration { return p.Restart.StartSecs })},
+	{"restart.start_retries", eq(func(p *Policy) int { return p.Restart.StartRetries })},
 	{"restart.stop_signal", eq(func(p *Policy) syscall.Signal { return p.Restart.StopSignal })},
 	{"restart.stop_timeout", eq(func(p *Policy) time.Duration { return p.Restart.StopTimeout })},
 	{"restart.release_timeout", eq(func(p *Policy) time.Duration { return p.Restart.ReleaseTimeout })},

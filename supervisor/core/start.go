@@ -135,6 +135,7 @@ func (st State) pick(g Given, in Start) (State, []Effect) {
 func (st State) launched(g Given, in Launched) (State, []Effect) {
 	st.rules.Reset()
 	st.undo, st.measure = nil, nil
+	st.starts.ready = false
 	effs := st.claim.began(in.Now, in.Used, g.Policy.Watch.Settle)
 	return st, effs
 }

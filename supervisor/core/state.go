@@ -20,6 +20,7 @@ var ErrNoFit = errors.New("no profile fits")
 type State struct {
 	rules  Rules
 	budget Budget
+	starts Starts
 	// undo is the rules before the step last decided, until the loop
 	// reports it NotTaken (a live change whose state file failed).
 	undo  *Rules
