@@ -87,6 +87,11 @@ type Status struct {
 	// Fit is the newest fit event: why the child runs in its profile (or
 	// why none runs). Nil (JSON null) before the first fit was judged.
 	Fit *Event `json:"fit"`
+	// Serve is the front door's listen address ([serve] listen), and
+	// Models the names the instance answers to at `gpuguard door` (the
+	// first is the one its server knows); both absent without a door.
+	Serve  string   `json:"serve,omitempty"`
+	Models []string `json:"models,omitempty"`
 	// SimDir is the sim dir of an instance on the sim backend ("" on any
 	// other): `gpuguard sim set` finds a running instance's GPUs by it.
 	SimDir string `json:"sim_dir,omitempty"`
@@ -151,6 +156,12 @@ const (
 	// EventActionFailed one that did not (non-2xx, timeout, refused).
 	EventAction       = "action"
 	EventActionFailed = "action_failed"
+	// EventRelieved is what a live change through server actions down the
+	// ladder relieved, measured `grace` after its actions ended
+	// (RelievedBytes; From and To the profiles): a 2xx is not trusted
+	// blindly, and a change that left the watermark above high is followed
+	// by the next step.
+	EventRelieved = "relieved"
 	// EventTotals is a cumulative record the journal writes (Totals): as
 	// the first line of a run, of every file after a rotation, and every
 	// few minutes, so a report need not read a run's first lines.
@@ -219,6 +230,10 @@ type Event struct {
 	Path    string  `json:"path,omitempty"`
 	Seconds float64 `json:"seconds,omitempty"`
 	Error   string  `json:"error,omitempty"`
+	// RelievedBytes is the memory a live change freed (relieved): what
+	// the child held before it less what it holds `grace` after, 0 when
+	// it holds as much or more; absent when either reading is missing.
+	RelievedBytes *uint64 `json:"relieved_bytes,omitempty"`
 	// Changed lists the policy keys a reload changed (reload).
 	// Non-nil on every applied reload: "changed":[] says nothing changed.
 	Changed []string `json:"changed,omitzero"`

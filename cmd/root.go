@@ -45,6 +45,11 @@ func Execute(stdio *IO, args []string) int {
 	if !asExit(err, &ee) || ee.Err != nil {
 		fmt.Fprintf(stdio.ErrOut, "gpuguard: %v\n", err)
 	}
+	if ee != nil {
+		for _, l := range ee.More {
+			fmt.Fprintf(stdio.ErrOut, "gpuguard: %s\n", l)
+		}
+	}
 	return exitCode(err)
 }
 
@@ -86,6 +91,7 @@ policy.toml, keeping its checkpoint.`,
 		NewCmdReload(stdio, nil),
 		NewCmdReport(stdio, nil),
 		NewCmdTasks(stdio, nil),
+		NewCmdDoor(stdio, nil),
 		NewCmdPolicy(stdio),
 		NewCmdSim(stdio),
 		NewCmdVersion(stdio, nil),

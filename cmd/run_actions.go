@@ -15,6 +15,7 @@ func newActionCaller() supervisor.Actions { return actionCaller{c: actions.New()
 
 func (a actionCaller) Call(ctx context.Context, c supervisor.ActionCall) supervisor.ActionResult {
 	o := a.c.Do(ctx, actions.Request{Method: c.Method, URL: c.URL, Body: c.Body, ContentType: c.ContentType,
-		Header: c.Headers, Timeout: c.Timeout})
+		Header: c.Headers, Timeout: c.Timeout, Accept: c.Accept,
+		Until: actions.Until{URL: c.UntilURL, Status: c.UntilStatus, Body: c.UntilBody, Timeout: c.UntilTimeout}})
 	return supervisor.ActionResult{Status: o.Status, Err: o.Err, Took: o.Took}
 }

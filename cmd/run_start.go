@@ -25,6 +25,7 @@ import (
 	"github.com/gpuguard/gpuguard/internal/paths"
 	"github.com/gpuguard/gpuguard/internal/proc"
 	"github.com/gpuguard/gpuguard/internal/report"
+	"github.com/gpuguard/gpuguard/internal/safetext"
 	"github.com/gpuguard/gpuguard/internal/sdnotify"
 	"github.com/gpuguard/gpuguard/internal/serve"
 	"github.com/gpuguard/gpuguard/internal/sharing"
@@ -68,7 +69,8 @@ func runRun(o *RunOptions) error {
 		return err
 	}
 	logf := func(format string, args ...any) {
-		fmt.Fprintf(o.IO.ErrOut, "gpuguard[%s]: %s\n", r.name, fmt.Sprintf(format, args...))
+		// A log line may quote a child, a client or a file: escaped, one line.
+		fmt.Fprintf(o.IO.ErrOut, "gpuguard[%s]: %s\n", r.name, safetext.Escape(fmt.Sprintf(format, args...)))
 	}
 	schedulerForIdle(o.IO.Getenv)
 	var g lifetime.Group
@@ -84,14 +86,19 @@ func runRun(o *RunOptions) error {
 	g.Hold(func() { _ = srv.Close() }) // the socket goes last
 
 	// The metrics address is bound before anything else starts, so a port
-	// in use is a configuration error; a reload may move it (Endpoint).
+	// in use stops the run before a child holds GPU memory (exit 1, naming
+	// the address and what set it); a reload may move it (Endpoint).
 	var sup *supervisor.Supervisor
 	m := metrics.New(r.name, func() api.Status { return sup.Status() })
 	endpoint := metrics.NewEndpoint(m.Handler())
 	g.Hold(endpoint.Close)
 	move, err := endpoint.Prepare(r.pol.Metrics.Listen)
 	if err != nil {
-		return g.Abort(&ExitError{Code: ExitConfig, Err: fmt.Errorf("metrics listen address %q: %w", r.pol.Metrics.Listen, err)})
+		setting := "[metrics] listen"
+		if o.MetricsAddr != nil {
+			setting = "--metrics-addr"
+		}
+		return g.Abort(listenFailed(err, r.pol.Metrics.Listen, setting, ExitConfig))
 	}
 	g.Hold(move.Abort) // unless committed
 	// So is the front door's ([serve] listen): in use, exit 1 naming it.
@@ -101,11 +108,15 @@ func runRun(o *RunOptions) error {
 		meter = m
 	}
 	queue := &frontdoor.Queue{} // bound to the supervisor and the store below, before the door serves
+	bodies, err := frontdoor.BodyTimeoutsFromEnv(o.IO.Getenv)
+	if err != nil {
+		return g.Abort(&ExitError{Code: ExitConfig, Err: err})
+	}
 	door, err := frontdoor.Open(r.pol.Serve, frontdoor.Options{Status: func() api.Status { return sup.Status() },
 		Healthy: func(gen int) { sup.Healthy(gen) }, Requested: func(held bool) { sup.Requested(held) },
-		Meter: meter, Queue: queue, Logf: logf})
+		Meter: meter, Queue: queue, Logf: logf, Bodies: bodies})
 	if err != nil {
-		return g.Abort(&ExitError{Code: ExitFailure, Err: err})
+		return g.Abort(listenFailed(err, r.pol.Serve.Listen, "[serve] listen", ExitFailure))
 	}
 	if door != nil {
 		g.Add(door.Serve, func(error) { door.Close() })
@@ -151,7 +162,6 @@ func runRun(o *RunOptions) error {
 	g.Hold(launch.Close)
 
 	ckpt := r.pol.Checkpoint.Resolve(r.stateDir)
-	notifier := sdnotify.New(o.IO.Getenv)
 	cfg := supervisor.Config{
 		Name: r.name, Policy: r.pol, Command: r.command, Observe: o.Observe, StartLevel: r.startLevel,
 		CheckpointPath: ckpt, StatePath: filepath.Join(r.stateDir, paths.StateFile),
@@ -185,7 +195,7 @@ func runRun(o *RunOptions) error {
 	sup, err = supervisor.New(cfg, supervisor.Deps{
 		Probe: probe, Launcher: launch, Owned: proc.Descendants,
 		WriteState: new(statefile.Writer).Write, RotateCheckpoint: checkpoint.Rotate,
-		Observers: []supervisor.Observer{jr, m}, Notifier: notifier, Publisher: srv, Meter: m, Logf: logf,
+		Observers: []supervisor.Observer{jr, m}, Notifier: serviceManager(o.IO.Getenv), Publisher: srv, Meter: m, Logf: logf,
 		Faults: faults, Peers: sharing.New(coord, logf), Door: door.Dep(), Tasks: deliverer,
 		Actions:  newActionCaller(),
 		Reloader: newReloader(o, r, endpoint, jr, door),
@@ -219,6 +229,16 @@ func runRun(o *RunOptions) error {
 		}
 		return nil
 	}, func(error) { cancel() })
+}
+
+// serviceManager is systemd's notify socket when NOTIFY_SOCKET names one,
+// else nil: without a service manager the supervisor then builds no
+// status line after every sample to tell nobody.
+func serviceManager(getenv func(string) string) supervisor.Notifier {
+	if n := sdnotify.New(getenv); n.Enabled() {
+		return n
+	}
+	return nil
 }
 
 // runSimDir is the sim backend's directory of usage files: --sim-dir,

@@ -11,8 +11,10 @@ import (
 // had no request for that long steps down to its serving = false profile
 // (reason idle) through the server's own API; recover_after, however
 // short and however empty the GPU, never wakes it; the next request does
-// (reason request), and is answered by the same process.
+// (reason request, counted in gpuguard_stepups_total), and is answered by
+// the same process.
 func TestIdleSleepAndWakeOnRequest(t *testing.T) {
+	t.Parallel()
 	s := startSleepRunEdited(t, "vllm_fake.py", vllmActions("60s"), func(p string) string {
 		p = strings.Replace(p, `recover_after = "0s"`, `recover_after = "200ms"`, 1)
 		return strings.Replace(p, "retry    = false", "retry    = false\nidle     = \"1s\"", 1)
@@ -42,6 +44,9 @@ func TestIdleSleepAndWakeOnRequest(t *testing.T) {
 		t.Fatalf("after 30 samples below low: state %v, stepups %v; want asleep and none (recover_after never wakes)",
 			st["state"], events(s.e, "stepup"))
 	}
+	if n := pfMetric(t, s.metricsAt, `gpuguard_stepups_total{name="sleepy",reason="recovered"}`); n != 0 {
+		t.Errorf(`gpuguard_stepups_total{reason="recovered"} = %d asleep, want 0`, n)
+	}
 	resp, err := (&http.Client{Timeout: 60 * time.Second}).Get("http://" + s.door + "/v1/models")
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +58,9 @@ func TestIdleSleepAndWakeOnRequest(t *testing.T) {
 	ups := events(s.e, "stepup")
 	if len(ups) != 1 || !strings.Contains(ups[0], `"reason":"request"`) {
 		t.Errorf("stepup events %v, want one with reason request", ups)
+	}
+	if n := pfMetric(t, s.metricsAt, `gpuguard_stepups_total{name="sleepy",reason="request"}`); n != 1 {
+		t.Errorf(`gpuguard_stepups_total{reason="request"} = %d after the wake, want 1`, n)
 	}
 	if got := int(s.status(t)["child_pid"].(float64)); got != pid {
 		t.Errorf("child pid %d after the wake, want the same %d: a sleep and a wake restart nothing", got, pid)
@@ -70,6 +78,7 @@ func TestIdleSleepAndWakeOnRequest(t *testing.T) {
 // wakes the instance and is answered. The profile's needs are stated, or
 // (without needs) what the server used while it served: 4 GiB either way.
 func TestWakeWaitsForRoomThen503(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ name, needs string }{{"stated", "\nneeds = \"4GiB\""}, {"measured", ""}} {
 		t.Run(tt.name, func(t *testing.T) { testWakeWaitsForRoom(t, tt.needs) })
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -76,6 +77,7 @@ type sleepRun struct {
 	p           *proc
 	door, child string
 	metricsAt   string
+	name        string // the instance's name; "" is sleepPolicy's "sleepy"
 }
 
 func startSleepRun(t *testing.T, script, actions string, env ...string) *sleepRun {
@@ -139,7 +141,7 @@ func (s *sleepRun) neighbour(t *testing.T, n uint64) {
 // status is the instance's status object.
 func (s *sleepRun) status(t *testing.T) map[string]any {
 	t.Helper()
-	code, out, stderr := s.e.run([]string{"status", "sleepy", "--json", "--runtime-dir", s.e.runDir})
+	code, out, stderr := s.e.run([]string{"status", cmp.Or(s.name, "sleepy"), "--json", "--runtime-dir", s.e.runDir})
 	if code != 0 {
 		t.Fatalf("status: exit %d %s", code, stderr)
 	}
@@ -199,6 +201,7 @@ func (s *sleepRun) childMemory(t *testing.T, pid int) uint64 {
 // it through POST /wake_up. No request of the client load fails across
 // both: the door drained before the sleep and held requests until the wake.
 func TestActionsSleepAndWakeUnderLoad(t *testing.T) {
+	t.Parallel()
 	s := startSleepRun(t, "vllm_fake.py", vllmActions("60s"), "VLLM_SERVER_DEV_MODE=1")
 	pid := int(s.status(t)["child_pid"].(float64))
 	load := startLoad(t, "http://"+s.door, 4)
@@ -241,6 +244,7 @@ func TestActionsSleepAndWakeUnderLoad(t *testing.T) {
 // fallback to a restart into a serving profile is
 // supervisor.TestActionsFailureFallsBack.)
 func TestActionsFailedFallsBack(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name, timeout string
 		env           []string
@@ -300,6 +304,7 @@ serving = false
 // asleep, its memory gone from the sim GPU); a request through the door
 // starts it again, and is answered.
 func TestStopAndStartOnRequest(t *testing.T) {
+	t.Parallel()
 	fake := fakeServer(t, "vllm_fake.py")
 	e := newEnv(t)
 	s := &sleepRun{e: e, door: freeLoopbackAddr(t), child: freeLoopbackAddr(t)}
@@ -358,6 +363,7 @@ func TestStopAndStartOnRequest(t *testing.T) {
 // release, the poller kept off /health while released, and the resume ran
 // only after a release.
 func TestSGLangSleepUnderLoad(t *testing.T) {
+	t.Parallel()
 	s := startSleepRun(t, "sglang_fake.py", sglangActions)
 	pid := int(s.status(t)["child_pid"].(float64))
 	load := startLoad(t, "http://"+s.door, 4)
@@ -385,6 +391,7 @@ func TestSGLangSleepUnderLoad(t *testing.T) {
 // seen to go afterwards, and the step back (no leave: Ollama reloads by
 // itself) opens the door again; no request fails.
 func TestOllamaUnloadUnderLoad(t *testing.T) {
+	t.Parallel()
 	s := startSleepRun(t, "ollama_fake.py", ollamaActions)
 	pid := int(s.status(t)["child_pid"].(float64))
 	load := startLoad(t, "http://"+s.door, 4)

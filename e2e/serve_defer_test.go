@@ -3,36 +3,13 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
-
-// deferPolicy is one profile behind a front door, with the deferred-task
-// queue in the state dir (the default store).
-const deferPolicy = `
-name = "dq"
-command = ["/usr/bin/python3", %q, %q, "0"]
-[watch]
-backend  = "sim"
-interval = "50ms"
-[restart]
-backoff      = "100ms"
-stop_timeout = "2s"
-[serve]
-listen   = "%s"
-upstream = "http://%s"
-hold     = "30s"
-[defer]
-ack_timeout = "1m"
-`
 
 // httpDo sends one request and answers its status, headers and body.
 func httpDo(t *testing.T, method, url string, body []byte, hdr ...string) (int, http.Header, []byte) {
@@ -57,30 +34,9 @@ func httpDo(t *testing.T, method, url string, body []byte, hdr ...string) (int, 
 // still queued; once memory frees gpuguard replays it to the child, and
 // its status URL answers the child's response.
 func TestDoorDeferredRequest(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		t.Skip("python3 is not installed")
-	}
-	e := newEnv(t)
-	door, child := freeLoopbackAddr(t), freeLoopbackAddr(t)
-	script := e.path("slow_server.py")
-	if err := os.WriteFile(script, []byte(slowServer), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(child)
-	pol := e.policy(fmt.Sprintf(deferPolicy, script, port, door, child))
-	simDir := filepath.Join(e.stateDir, "sim")
-	setSim(t, simDir, "other", "16106127360") // above high: memory is short
-	base := "http://" + door
-	start := func() *proc {
-		p := e.start([]string{"run", "--policy", pol})
-		p.expect("listening")
-		waitFor(t, "the door to let requests through", 30*time.Second, func() bool {
-			code, _, _ := httpDo(t, http.MethodGet, base+"/gpuguard/v1/status", nil)
-			return code == http.StatusOK
-		})
-		return p
-	}
-	p := start()
+	t.Parallel()
+	d := startDeferDoor(t, deferDoorOptions{})
+	e, p, base := d.e, d.p, d.base
 
 	// Once a sample has seen the full GPU, P2 is deferred.
 	var code int
@@ -112,19 +68,15 @@ func TestDoorDeferredRequest(t *testing.T) {
 	if tk := taskByTicket(e.tasksJSON("dq"), reply.Ticket); tk == nil || tk["state"] != "queued" || tk["tool"] != "http" {
 		t.Fatalf("after SIGKILL: task %v, want it queued, tool http", tk)
 	}
-	p = start()
+	d.start(t)
+	p = d.p
 	if code, _, body := httpDo(t, http.MethodGet, base+reply.StatusURL, nil); code != http.StatusAccepted ||
 		!strings.Contains(string(body), `"state":"queued"`) {
 		t.Fatalf("status URL after the restart, still short: %d %s", code, body)
 	}
 
 	// Memory frees: gpuguard replays it, and keeps the child's answer.
-	setSim(t, simDir, "other", "0")
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("stderr:\n%s\njournal:\n%s", p.stderr.String(), e.read(filepath.Join(e.stateDir, "events.jsonl")))
-		}
-	})
+	d.memoryFree(t)
 	waitFor(t, "the deferred request's result", 30*time.Second, func() bool {
 		code, hdr, body = httpDo(t, http.MethodGet, base+reply.StatusURL, nil)
 		return code != http.StatusAccepted

@@ -102,6 +102,14 @@ type doorRun struct {
 
 func startDoorRun(t *testing.T, extra string, env ...string) *doorRun {
 	t.Helper()
+	return startDoorRunLoad(t, extra, false, env...)
+}
+
+// startDoorRunLoad is startDoorRun whose load's requests carry an
+// Idempotency-Key when keyed: the door may send them again after the
+// child read them and died.
+func startDoorRunLoad(t *testing.T, extra string, keyed bool, env ...string) *doorRun {
+	t.Helper()
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("python3 is not installed")
 	}
@@ -124,7 +132,7 @@ func startDoorRun(t *testing.T, extra string, env ...string) *doorRun {
 		}
 		return err == nil
 	})
-	d.load = startLoad(t, "http://"+d.door, 4)
+	d.load = newLoad(t, "http://"+d.door, 4, keyed)
 	return d
 }
 
@@ -173,6 +181,12 @@ type loadResult struct {
 }
 
 func startLoad(t *testing.T, base string, workers int) *clientLoad {
+	return newLoad(t, base, workers, false)
+}
+
+// newLoad is startLoad whose requests carry an Idempotency-Key of their
+// own when keyed.
+func newLoad(t *testing.T, base string, workers int, keyed bool) *clientLoad {
 	l := &clientLoad{stopc: make(chan struct{}), res: loadResult{profiles: map[string]int{}}}
 	tr := &http.Transport{MaxIdleConnsPerHost: workers}
 	t.Cleanup(tr.CloseIdleConnections)
@@ -187,8 +201,13 @@ func startLoad(t *testing.T, base string, workers int) *clientLoad {
 					return
 				default:
 				}
-				resp, err := client.Post(fmt.Sprintf("%s/v1/completions?w=%d&i=%d", base, w, i), "application/json",
+				req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/v1/completions?w=%d&i=%d", base, w, i),
 					strings.NewReader(`{"model":"m","prompt":"hello","max_tokens":8}`))
+				req.Header.Set("Content-Type", "application/json")
+				if keyed {
+					req.Header.Set("Idempotency-Key", fmt.Sprintf("w%d-%d", w, i))
+				}
+				resp, err := client.Do(req)
 				if err != nil {
 					l.fail(err.Error())
 					continue

@@ -166,23 +166,20 @@ func (s *Sim) Faults() <-chan Fault { return s.faults.out }
 // fault events are delivered before a lost device fails the sample.
 func (s *Sim) Sample(ctx context.Context) (Sample, error) {
 	now := time.Now()
-	var lost error
-	for _, i := range s.devices {
-		if err := s.faults.poll(i, now); err != nil && lost == nil {
-			lost = err
-		}
-	}
-	if lost != nil {
-		return Sample{}, lost
-	}
 	smp := Sample{Time: now, ProcessesAt: now, Devices: make([]Device, 0, len(s.devices))}
+	var lost error
 	for _, i := range s.devices {
 		if err := ctx.Err(); err != nil {
 			return Sample{}, fmt.Errorf("sim: sampling GPU %d: %w", i, err)
 		}
-		used, procs, err := readSimDevice(simDeviceDir(s.dir, i), i)
+		used, procs, faults, err := readSimDevice(simDeviceDir(s.dir, i), i)
 		if err != nil {
 			return Sample{}, fmt.Errorf("sim: reading GPU %d: %w", i, err)
+		}
+		// The listing says whether the fault file is there: a calm sample
+		// looks for it with no call of its own.
+		if err := s.faults.poll(i, now, faults); err != nil && lost == nil {
+			lost = err
 		}
 		smp.Devices = append(smp.Devices, Device{
 			Index: i,
@@ -192,6 +189,9 @@ func (s *Sim) Sample(ctx context.Context) (Sample, error) {
 			Total: s.total,
 		})
 		smp.Processes = append(smp.Processes, procs...)
+	}
+	if lost != nil {
+		return Sample{}, lost
 	}
 	return smp, nil
 }

@@ -19,20 +19,20 @@ import (
 // surrounding whitespace fits easily, anything longer is not a number.
 const maxSimFile = 64
 
-// readSimDevice sums the usage files in dir (device index dev). A missing
-// dir counts as an idle device.
-func readSimDevice(dir string, dev int) (uint64, []Process, error) {
+// readSimDevice sums the usage files in dir (device index dev), and says
+// whether the fault event file (SimXidFile) is there. A missing dir counts
+// as an idle device.
+func readSimDevice(dir string, dev int) (used uint64, procs []Process, faults bool, err error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil, nil
+		return 0, nil, false, nil
 	}
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, false, err
 	}
-	var used uint64
-	var procs []Process
 	for _, e := range entries {
 		name := e.Name()
+		faults = faults || name == SimXidFile
 		if strings.HasPrefix(name, ".") || e.IsDir() {
 			continue
 		}
@@ -47,7 +47,7 @@ func readSimDevice(dir string, dev int) (uint64, []Process, error) {
 		}
 	}
 	slices.SortFunc(procs, func(a, b Process) int { return a.PID - b.PID })
-	return used, procs, nil
+	return used, procs, faults, nil
 }
 
 // simPID reports whether name is a process ID: a positive decimal without

@@ -92,13 +92,14 @@ type simFaults struct {
 	path      map[int]string // each watched device's event file
 	offset    map[int]int64
 	lostUntil map[int]time.Time
+	stat      func(string) (os.FileInfo, error) // os.Stat; a test counts the looks
 }
 
 // newSimFaults starts reading each watched device's event file (uuids maps
 // their indices to their UUIDs) at its current end: faults from before the
 // instance started are not its own.
 func newSimFaults(dir string, uuids map[int]string) *simFaults {
-	f := &simFaults{out: make(chan Fault, 64), uuid: uuids, path: map[int]string{}, offset: map[int]int64{}, lostUntil: map[int]time.Time{}}
+	f := &simFaults{out: make(chan Fault, 64), uuid: uuids, path: map[int]string{}, offset: map[int]int64{}, lostUntil: map[int]time.Time{}, stat: os.Stat}
 	for i := range uuids {
 		f.path[i] = filepath.Join(simDeviceDir(dir, i), SimXidFile)
 		if st, err := os.Stat(f.path[i]); err == nil {
@@ -108,13 +109,19 @@ func newSimFaults(dir string, uuids map[int]string) *simFaults {
 	return f
 }
 
-// poll reads device i's new events, delivers them, and reports whether
-// the device is lost at now. A fault that finds the channel full (the
-// reader stopped reading) is dropped rather than blocking the sample.
-func (f *simFaults) poll(i int, now time.Time) error {
-	events, err := f.read(f.path[i], i)
-	if err != nil {
-		return err
+// poll reads device i's new events (present: the device's listing shows
+// the event file), delivers them, and reports whether the device is lost
+// at now. A fault that finds the channel full (the reader stopped
+// reading) is dropped rather than blocking the sample.
+func (f *simFaults) poll(i int, now time.Time, present bool) error {
+	var events []simXidEvent
+	if present {
+		var err error
+		if events, err = f.read(f.path[i], i); err != nil {
+			return err
+		}
+	} else {
+		f.offset[i] = 0 // gone: one made later is read from its start
 	}
 	for _, ev := range events {
 		if ClassifyXid(ev.xid) == XidCritical {
@@ -135,7 +142,7 @@ func (f *simFaults) poll(i int, now time.Time) error {
 
 // read returns the complete events appended to path since the last read.
 func (f *simFaults) read(path string, i int) ([]simXidEvent, error) {
-	st, err := os.Stat(path)
+	st, err := f.stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		f.offset[i] = 0
 		return nil, nil

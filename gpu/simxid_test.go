@@ -179,3 +179,45 @@ func TestSimXidBadGPU(t *testing.T) {
 		t.Error("GPU -1 accepted")
 	}
 }
+
+// TestSimCalmSampleDoesNotLookForFaults: the device's listing tells
+// whether its event file exists, so a sample of a device without one makes
+// no call of its own for it (a failing stat on every sample, before); one
+// that appears is read, and one that goes and comes back is read from its
+// start.
+func TestSimCalmSampleDoesNotLookForFaults(t *testing.T) {
+	dir := t.TempDir()
+	s, err := NewSim(SimOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := SimSet(dir, 0, "tenant", 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	looks := 0
+	s.faults.stat = func(p string) (os.FileInfo, error) { looks++; return os.Stat(p) }
+	for range 3 {
+		if _, err := s.Sample(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if looks != 0 {
+		t.Fatalf("3 samples without an event file looked for it %d times", looks)
+	}
+	if err := SimXid(dir, 0, 13, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	s.Sample(context.Background())
+	if got := drain(s.Faults()); looks != 1 || len(got) != 1 || got[0].Xid != 13 {
+		t.Fatalf("after an Xid: %d looks, faults %+v; want 1 and Xid 13", looks, got)
+	}
+	os.Remove(filepath.Join(dir, "0", SimXidFile))
+	s.Sample(context.Background())
+	if err := SimXid(dir, 0, 31, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	s.Sample(context.Background())
+	if got := drain(s.Faults()); len(got) != 1 || got[0].Xid != 31 {
+		t.Fatalf("an event file made again: faults %+v, want Xid 31", got)
+	}
+}

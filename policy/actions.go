@@ -19,6 +19,8 @@ type Action struct {
 	Body    string            // "" = none
 	Headers map[string]string // extra request headers
 	Timeout time.Duration     // default DefaultActionTimeout
+	Accept  []int             // statuses counted as success besides any 2xx
+	Until   Until             // the server's own word that the work is done; zero: none
 }
 
 // DefaultActionTimeout is an action's timeout when the file gives none: a
@@ -87,6 +89,8 @@ func (d *decoder) actionFields(a *Action) []field {
 		{"body", set(&a.Body, d.val.str)},
 		{"headers", func(p path, v any) { d.headers(a, p, v) }},
 		{"timeout", set(&a.Timeout, func(p path, v any) (time.Duration, bool) { return d.val.duration(p, v, time.Millisecond) })},
+		{"accept", set(&a.Accept, d.val.statusList)},
+		{"until", set(&a.Until, d.until)},
 	}
 }
 
@@ -192,7 +196,8 @@ func (c crossKeys) validateActions(pol *Policy, raw map[string]any) {
 // sameActions compares two action lists.
 func sameActions(a, b []Action) bool {
 	return slices.EqualFunc(a, b, func(x, y Action) bool {
-		return x.Method == y.Method && x.Path == y.Path && x.Body == y.Body && x.Timeout == y.Timeout && maps.Equal(x.Headers, y.Headers)
+		return x.Method == y.Method && x.Path == y.Path && x.Body == y.Body && x.Timeout == y.Timeout && maps.Equal(x.Headers, y.Headers) &&
+			slices.Equal(x.Accept, y.Accept) && x.Until.equal(y.Until)
 	})
 }
 

@@ -139,7 +139,7 @@ func TestActionsLadder(t *testing.T) {
 // each has a serving = false profile, with actions where the server has
 // an admin API (all but TGI, which is stopped and started on demand).
 func TestShippedServerActionExamples(t *testing.T) {
-	for name, wantActions := range map[string]bool{"vllm-sleep": true, "sglang": true, "ollama": true, "llama-server": true, "tgi": false} {
+	for name, wantActions := range map[string]bool{"vllm-sleep": true, "sglang": true, "ollama": true, "llama-server": true, "llama-server-single": false, "tgi": false} {
 		p, err := Load("../examples/policies/" + name + ".toml")
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

@@ -3,8 +3,10 @@ package policy
 import (
 	"fmt"
 	"net/url"
+	"reflect"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Serve is the [serve] section: the front door that listens for the
@@ -26,7 +28,31 @@ type Serve struct {
 	// KeepAwake: this instance is not put to sleep for a peer within this
 	// long of its last answer or wake.
 	KeepAwake time.Duration
+	// Models are the names this instance answers to at `gpuguard door`,
+	// the first being the one its server knows; empty: the instance's
+	// name (ModelNames).
+	Models []string
 }
+
+// ModelNames are the names the instance answers to at `gpuguard door`:
+// [serve] models, else the instance's own name.
+func (s Serve) ModelNames(instance string) []string {
+	if len(s.Models) > 0 {
+		return s.Models
+	}
+	return []string{instance}
+}
+
+// Equal reports whether s and o are the same settings (Models makes
+// Serve incomparable with ==).
+func (s Serve) Equal(o Serve) bool { return reflect.DeepEqual(s, o) }
+
+// MaxModels and MaxModelName bound [serve] models: every name is a row of
+// the door's listings and a value its metrics may carry.
+const (
+	MaxModels    = 64
+	MaxModelName = 256
+)
 
 // Enabled reports whether the front door runs.
 func (s Serve) Enabled() bool { return s.Listen != "" }
@@ -78,7 +104,37 @@ func (d *decoder) serveFields(s *Serve) []field {
 		{"idle", set(&s.Idle, nonNeg)},
 		{"make_room", set(&s.MakeRoom, d.val.boolean)},
 		{"keep_awake", set(&s.KeepAwake, nonNeg)},
+		{"models", set(&s.Models, d.val.modelNames)},
 	}
+}
+
+// modelNames reads [serve] models: distinct, printable names with no
+// surrounding space, as clients send them in a request's "model".
+func (r reader) modelNames(p path, v any) ([]string, bool) {
+	names, ok := r.stringList(p, v)
+	if !ok || len(names) == 0 {
+		return nil, ok
+	}
+	if len(names) > MaxModels {
+		r.out.errorf(p, "%d names; at most %d are allowed", len(names), MaxModels)
+		return nil, false
+	}
+	seen := make(map[string]bool, len(names))
+	for i, n := range names {
+		switch {
+		case n == "" || len(n) > MaxModelName:
+			r.out.errorf(p.index(i), "must be 1 to %d bytes long, got %d", MaxModelName, len(n))
+		case strings.TrimSpace(n) != n || strings.ContainsFunc(n, func(c rune) bool { return !unicode.IsPrint(c) }):
+			r.out.errorf(p.index(i), "%q: a model name has no control characters and no space around it", n)
+		case seen[n]:
+			r.out.errorf(p.index(i), "%q is listed twice", n)
+		default:
+			seen[n] = true
+			continue
+		}
+		return nil, false
+	}
+	return names, true
 }
 
 // httpURL reads "" or an http:// base URL with a host and no query or
@@ -143,6 +199,10 @@ func describeServe(s Serve) string {
 	if fb == "" {
 		fb = "none"
 	}
-	return fmt.Sprintf("listen=%s upstream=%s health=%s hold=%s max_held=%d retry=%v fallback=%s priority=%s",
-		s.Listen, s.Upstream, s.Health, fmtDuration(s.Hold), s.MaxHeld, s.Retry, fb, s.Priority)
+	models := "(the instance's name)"
+	if len(s.Models) > 0 {
+		models = strings.Join(s.Models, ",")
+	}
+	return fmt.Sprintf("listen=%s upstream=%s health=%s hold=%s max_held=%d retry=%v fallback=%s priority=%s models=%s",
+		s.Listen, s.Upstream, s.Health, fmtDuration(s.Hold), s.MaxHeld, s.Retry, fb, s.Priority, models)
 }

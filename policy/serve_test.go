@@ -35,6 +35,12 @@ func TestServeErrors(t *testing.T) {
 		{"keep_awake negative", "[serve]\nwake = true\nkeep_awake = \"-1s\"", 3, "serve.keep_awake", "must not be negative"},
 		{"keep_awake number", "[serve]\nkeep_awake = 60", 2, "serve.keep_awake", "duration string"},
 		{"keep_awake too long", "[serve]\nkeep_awake = \"31d\"", 2, "serve.keep_awake", "must be at most"},
+		{"models not a list", "[serve]\nmodels = \"qwen\"", 2, "serve.models", "must be an array"},
+		{"models empty name", "[serve]\nmodels = [\"qwen\", \"\"]", 2, "serve.models[1]", "1 to 256 bytes"},
+		{"models twice", "[serve]\nmodels = [\"qwen\",\n  \"qwen\"]", 3, "serve.models[1]", "listed twice"},
+		{"models space", "[serve]\nmodels = [\" qwen\"]", 2, "serve.models[0]", "no space around it"},
+		{"models control", "[serve]\nmodels = [\"q\\u001bwen\"]", 2, "serve.models[0]", "no control characters"},
+		{"models number", "[serve]\nmodels = [7]", 2, "serve.models[0]", "must be a string"},
 		{"unknown key", "[serve]\nupstreem = \"http://x:1\"", 2, "serve.upstreem", `did you mean "upstream"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,6 +67,16 @@ func TestServeAccepts(t *testing.T) {
 	s := p.Serve
 	if !s.Enabled() || s.Upstream != "http://127.0.0.1:8001" || s.Hold != 0 || s.MaxHeld != 0 || s.Health != "/health" || s.Priority != PriorityP0 {
 		t.Fatalf("serve = %+v", s)
+	}
+	if got := s.ModelNames("llm"); len(got) != 1 || got[0] != "llm" {
+		t.Fatalf("default model names = %q, want the instance's name", got)
+	}
+	p, err = Parse([]byte("[serve]\nmodels = [\"Qwen/Qwen2.5-7B-Instruct\", \"qwen:7b\", \"qwen chat\"]\n"), "p.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Serve.ModelNames("llm"); strings.Join(got, "|") != "Qwen/Qwen2.5-7B-Instruct|qwen:7b|qwen chat" {
+		t.Fatalf("model names = %q", got)
 	}
 	// Upstream alone (for server actions) is no front door.
 	p, err = Parse([]byte("[serve]\nupstream = \"http://127.0.0.1:8001\"\n"), "p.toml")

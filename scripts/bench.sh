@@ -47,6 +47,8 @@ run "journal, a million events" ./journal -run '^$' -bench '^BenchmarkMillionEve
 run "front door (in process, against a direct connection in the same run)" ./serve -run '^$' -benchtime 2000x -bench '^Benchmark(DoorLatency|DoorFirstByte)$'
 run "front door throughput, 64 clients" ./serve -run '^$' -benchtime 1x -bench '^BenchmarkDoorThroughput$'
 run "front door (real binary)" ./bench -run '^$' -benchtime 1x -timeout 10m -bench '^BenchmarkDoor(Held|Restart)$'
+run "gpuguard door (real binary; llama-swap beside it with GPUGUARD_BENCH_LLAMA_SWAP)" ./bench -run '^$' -benchtime 1x -timeout 10m -bench '^BenchmarkModelDoor'
+run "gpuguard door, its own work per request" ./internal/door -run '^$' -benchtime 20000x -bench '^BenchmarkServeHTTP$'
 run "journal, admissions summarised or one line each" ./journal -run '^$' -bench '^BenchmarkAdmissions$' -benchtime 200000x
 
 echo
@@ -121,4 +123,15 @@ row "  RSS added per held request" "$(metric BenchmarkDoorHeld KiB/held)" KiB 16
 row "  RSS with 1,000 held" "$(metric BenchmarkDoorHeld rss-MiB)" MiB 64
 row "  planned restart, 200 req/s: failed through the door" "$(metric BenchmarkDoorRestart door-failed-%)" "%" 0
 row "  the same, straight to the child" "$(metric BenchmarkDoorRestart direct-failed-%)" "%" ""
+B=BenchmarkModelDoorLatency/upstream=frontdoor
+row "10 gpuguard door, added latency vs the front door: median" "$(metric $B door-added-median-µs)" us 100
+row "  llama-swap, the same" "$(metric $B swap-added-median-µs)" us ""
+B=BenchmarkModelDoorThroughput/upstream=server/instant
+row "  instant upstream, bare server: door/direct" "$(metric $B door-ratio)" x ""
+row "  the same: door/llama-swap (goal >= 3)" "$(metric $B door-x-swap)" x ""
+row "  50ms upstream, front door: door/direct (goal >= 0.95)" "$(metric BenchmarkModelDoorThroughput/upstream=frontdoor/50ms door-ratio)" x ""
+row "  CPU per request, instant, bare server: door" "$(metric $B door-cpu-µs/req)" us ""
+row "  the same, llama-swap" "$(metric $B swap-cpu-µs/req)" us ""
+row "  idle CPU: door" "$(metric BenchmarkModelDoorIdle door-idle-cpu-%)" "%" ""
+row "  idle RSS: door" "$(metric BenchmarkModelDoorIdle door-rss-MiB)" MiB ""
 echo "load1 at the start of each end-to-end benchmark: $(grep -o '[0-9.]* load1' "$raw" | cut -d' ' -f1 | tr '\n' ' ')"

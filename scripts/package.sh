@@ -114,13 +114,16 @@ sed -e '/^[[:space:]]*#/!s|/usr/local/bin/gpuguard|/usr/bin/gpuguard|g' \
   scripts/systemd/gpuguard@.service >"$root/usr/lib/systemd/system/gpuguard@.service"
 grep -q '^ExecStart=/usr/bin/gpuguard run ' "$root/usr/lib/systemd/system/gpuguard@.service" ||
   die "scripts/systemd/gpuguard@.service: no ExecStart=/usr/local/bin/gpuguard run ... to point at /usr/bin"
-# The weekly review page: a oneshot service and its timer, neither enabled.
-for unit in gpuguard-review@.service gpuguard-review@.timer; do
+# The weekly review page (a oneshot service and its timer) and the door
+# (one endpoint for every instance's models), none enabled.
+for unit in gpuguard-review@.service gpuguard-review@.timer gpuguard-door.service; do
   sed -e '/^[[:space:]]*#/!s|/usr/local/bin/gpuguard|/usr/bin/gpuguard|g' \
     "scripts/systemd/$unit" >"$root/usr/lib/systemd/system/$unit"
 done
 grep -q '^ExecStart=/usr/bin/gpuguard report %i --html ' "$root/usr/lib/systemd/system/gpuguard-review@.service" ||
   die "scripts/systemd/gpuguard-review@.service: no ExecStart=/usr/local/bin/gpuguard report ... to point at /usr/bin"
+grep -q '^ExecStart=/usr/bin/gpuguard door' "$root/usr/lib/systemd/system/gpuguard-door.service" ||
+  die "scripts/systemd/gpuguard-door.service: no ExecStart=/usr/local/bin/gpuguard door to point at /usr/bin"
 
 install -m 0644 examples/policies/vllm.toml "$root/etc/gpuguard/example.toml"
 echo /etc/gpuguard/example.toml >"$root/DEBIAN/conffiles"
@@ -174,7 +177,9 @@ Description: supervisor that keeps GPU inference servers out of OOM
  .
  One systemd unit instance runs per policy: gpuguard@NAME.service reads
  /etc/gpuguard/NAME.toml; gpuguard-review@NAME.timer writes its weekly
- review page. An example policy for vLLM is installed as
+ review page; gpuguard-door.service serves every instance's models on one
+ endpoint, routed by the model a request names. An example policy for vLLM
+ is installed as
  /etc/gpuguard/example.toml. NVML comes with the NVIDIA driver
  (libnvidia-ml.so.1), which gpuguard loads at run time.
 EOF

@@ -38,7 +38,7 @@ func (r *latest) claim(peers bool, due time.Time) core.Claim {
 func (c *lifecycle) startFacts(now time.Time, r sense.Result, faulted bool, turn core.Claim) core.Start {
 	w := &c.wait
 	in := core.Start{Now: now, Target: w.target, Err: r.Err, Release: len(w.release) > 0,
-		Waited: now.Sub(w.waitSince), Faulted: faulted, Claim: turn, First: c.hist.starts == 0}
+		Waited: now.Sub(w.waitSince), Faulted: faulted, Claim: turn, First: c.hist.starts == 0, Why: w.why}
 	if r.Err == nil {
 		in.Devices = devices(r.Sample.Devices)
 		in.Alive = anyAlive(r.Sample, w.release)
@@ -54,7 +54,7 @@ func (l *loop) wakeFacts(now time.Time, request bool, due time.Time) core.Wake {
 	c := &l.life
 	return core.Wake{Now: now, Request: request, Stopping: c.stop.stopping || c.end.finished,
 		Stopped: c.stoppedAsleep(), Live: c.steady() && c.state == api.StateAsleep, Waiting: c.state == api.StateWaiting,
-		Held:    l.deps.Door != nil && l.deps.Door.Held() > 0,
+		Sleeping: c.fallingAsleep(), Held: l.deps.Door != nil && l.deps.Door.Held() > 0,
 		Reading: l.latest.reading(l.health.Down()), Tree: c.run.childTree, Served: l.latest.served,
 		Claim: l.latest.claim(l.peers != nil, due)}
 }

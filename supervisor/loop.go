@@ -130,7 +130,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 			l.onExit()
 		case <-l.life.wait.backoff.C:
 			l.life.wait.backoff.stop()
-			l.feed(core.BackoffOver{Target: l.life.wait.target}, nil)
+			l.feed(core.BackoffOver{Target: l.life.wait.target, Why: l.life.wait.why}, nil)
 		case <-l.life.stop.stopWait.C:
 			l.life.stop.stopWait.stop()
 			l.feed(core.StopWaitOver{Running: l.life.run.child != nil}, nil)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/internal/room"
+	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
@@ -55,7 +56,7 @@ func (l *loop) roomInfo() *api.TenantRoom {
 		return nil
 	}
 	r := &api.TenantRoom{CanSleep: true, Serving: l.life.serving() && l.life.door.healthy && pol.Profiles[l.life.level].Serving(),
-		KeepAwakeSeconds: pol.Serve.KeepAwake.Seconds(), SleepBytes: pol.Profiles[asleep].Needs, For: l.sleepsForName()}
+		KeepAwakeSeconds: pol.Serve.KeepAwake.Seconds(), SleepBytes: pol.Profiles[asleep].Needs, For: l.life.sleepsForName(pol)}
 	// What it uses where the backend does not tell processes apart: what
 	// it used while it served, else its profile's needs.
 	r.UsedBytes = l.latest.served
@@ -80,8 +81,8 @@ func (s *Supervisor) liveRoom(r *api.TenantRoom) {
 
 // sleepsFor is the status object's room_for: the peer this instance
 // sleeps for, nil when it does not.
-func (l *loop) sleepsFor() *string {
-	if n := l.sleepsForName(); n != "" {
+func (c *lifecycle) sleepsFor(pol *policy.Policy) *string {
+	if n := c.sleepsForName(pol); n != "" {
 		return &n
 	}
 	return nil
@@ -90,18 +91,18 @@ func (l *loop) sleepsFor() *string {
 // sleepsForName is the peer this instance sleeps for ("": none): the
 // last step down was taken for it, and the instance has not left its
 // serving = false profile since.
-func (l *loop) sleepsForName() string {
-	if l.pol.Profiles[l.life.level].Serving() {
+func (c *lifecycle) sleepsForName(pol *policy.Policy) string {
+	if pol.Profiles[c.level].Serving() {
 		return ""
 	}
-	return l.life.roomFor
+	return c.roomFor
 }
 
 // forRoom adds to a step event the peer a step with reason room is taken
 // for.
-func (l *loop) forRoom(ev api.Event) api.Event {
+func (c *lifecycle) forRoom(ev api.Event) api.Event {
 	if ev.Reason == api.ReasonRoom {
-		ev.For = l.life.roomFor
+		ev.For = c.roomFor
 	}
 	return ev
 }

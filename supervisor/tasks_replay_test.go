@@ -1,9 +1,14 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -22,18 +27,26 @@ type fakeReplayer struct {
 	mu       sync.Mutex
 	errs     []error
 	payloads []string
+	bodies   []string
 }
 
-func (r *fakeReplayer) Replay(_ context.Context, payload json.RawMessage) ([]byte, error) {
+// Replay answers the request's body, reversed, as the answer's body.
+func (r *fakeReplayer) Replay(_ context.Context, payload json.RawMessage, body io.Reader, size int64) ([]byte, io.ReadCloser, error) {
+	b, err := io.ReadAll(body)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err != nil || int64(len(b)) != size {
+		return nil, nil, fmt.Errorf("reading the body: %d bytes of %d, %v", len(b), size, err)
+	}
 	r.payloads = append(r.payloads, string(payload))
+	r.bodies = append(r.bodies, string(b))
 	if len(r.errs) > 0 {
 		err := r.errs[0]
 		r.errs = r.errs[1:]
-		return nil, err
+		return nil, nil, err
 	}
-	return []byte(`{"status":200}`), nil
+	slices.Reverse(b)
+	return []byte(`{"status":200}`), io.NopCloser(bytes.NewReader(b)), nil
 }
 
 func (r *fakeReplayer) calls() int { r.mu.Lock(); defer r.mu.Unlock(); return len(r.payloads) }
@@ -62,7 +75,7 @@ func TestReplayWaitsForMemoryAndChild(t *testing.T) {
 		h, mem, door := startReplay(t, taskPolicy(nil), r)
 		h.probe.setUsed(15 * gib) // above high: short
 		sample()
-		ticket, err := h.tasks.DeferRequest(context.Background(), json.RawMessage(`{"method":"GET"}`))
+		ticket, err := h.tasks.DeferRequest(context.Background(), json.RawMessage(`{"method":"GET"}`), strings.NewReader("hello"))
 		if err != nil || len(ticket) < 32 {
 			t.Fatalf("defer: %q %v", ticket, err)
 		}
@@ -98,6 +111,13 @@ func TestReplayWaitsForMemoryAndChild(t *testing.T) {
 		if r.calls() != 2 || tk.State != api.TaskDone || string(result) != `{"status":200}` {
 			t.Fatalf("after the backoff: %d calls, task %+v result %s, want done with the result", r.calls(), tk, result)
 		}
+		if r.bodies[0] != "hello" || r.bodies[1] != "hello" {
+			t.Fatalf("replayed bodies %q, want the stored one each time", r.bodies)
+		}
+		answer, n, err := mem.Open().ResultBody(context.Background(), ticket)
+		if b, _ := io.ReadAll(answer); err != nil || n != 5 || string(b) != "olleh" {
+			t.Fatalf("the stored answer: %q (%d) %v, want the replay's", b, n, err)
+		}
 		if evs := h.rec.named(api.EventTaskDone); len(evs) != 1 || evs[0].Attempt != 2 {
 			t.Fatalf("task_done events %+v", evs)
 		}
@@ -117,7 +137,7 @@ func TestReplayDeadAfterMaxAttempts(t *testing.T) {
 		door.mu.Lock()
 		door.ready = true
 		door.mu.Unlock()
-		ticket, err := h.tasks.DeferRequest(context.Background(), json.RawMessage(`{}`))
+		ticket, err := h.tasks.DeferRequest(context.Background(), json.RawMessage(`{}`), strings.NewReader(""))
 		if err != nil {
 			t.Fatal(err)
 		}

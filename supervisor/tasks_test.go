@@ -678,7 +678,7 @@ func TestTasksWithoutAStore(t *testing.T) {
 				t.Errorf("%s without a store: %v", name, err)
 			}
 		}
-		if ticket, err := q.DeferRequest(ctx, json.RawMessage(`{}`)); err == nil || ticket != "" {
+		if ticket, err := q.DeferRequest(ctx, json.RawMessage(`{}`), strings.NewReader("")); err == nil || ticket != "" {
 			t.Errorf("DeferRequest without a store: %q, %v", ticket, err)
 		}
 		c.end(Exit{})

@@ -10,6 +10,10 @@
 //	                              notify signal), which would kill sleep(1)
 //	benchchild tick INTERVAL      wake up every INTERVAL and do nothing: the
 //	                              floor cost of any Go program polling that often
+//	benchchild probe DIR INTERVAL list DIR every INTERVAL and do nothing
+//	                              else: the floor cost of a Go program whose
+//	                              every wake-up makes a calm sim sample's
+//	                              system calls
 //	benchchild sigwait N          N times: wait for SIGUSR1, print "signal <ns>"
 //	benchchild restart N          print "start <restarts> <ns>"; then exit 0 once
 //	                              GPUGUARD_RESTARTS reaches N, else print
@@ -66,6 +70,10 @@ func main() {
 		}
 	case "tick":
 		for range time.Tick(duration(arg(2))) {
+		}
+	case "probe":
+		for range time.Tick(duration(arg(3))) {
+			_, _ = os.ReadDir(arg(2))
 		}
 	case "sigwait":
 		sig := make(chan os.Signal, 1)

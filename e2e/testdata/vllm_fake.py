@@ -4,7 +4,8 @@ It follows the shapes in shared/FIELD-NOTES.md (vllm/entrypoints/serve,
 docs/features/sleep_mode.md):
 - nothing listens while it "loads" (argv[2] seconds);
 - POST /sleep?level=1|2&mode=abort|wait|keep reads the query only (a body is
-  ignored); POST /wake_up; GET /is_sleeping -> {"is_sleeping": bool};
+  ignored); POST /wake_up; GET /is_sleeping -> {"is_sleeping":bool}, written
+  as FastAPI writes it (no spaces);
 - the sleep routes exist only with VLLM_SERVER_DEV_MODE=1, else they answer
   404 {"detail":"Not Found"};
 - GET /health answers 200 with an empty body, asleep or not;
@@ -121,7 +122,8 @@ class H(http.server.BaseHTTPRequestHandler):
         if path == "/is_sleeping":
             if not dev_mode:
                 return self.reply(404, b'{"detail":"Not Found"}')
-            return self.reply(200, json.dumps({"is_sleeping": sleeping}).encode())
+            # FastAPI's JSONResponse: no spaces, {"is_sleeping":true}
+            return self.reply(200, json.dumps({"is_sleeping": sleeping}, separators=(",", ":")).encode())
         self.work()
 
     def do_POST(self):

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -19,16 +20,18 @@ type Request struct {
 	ContentType string // "" = no Content-Type header
 	Header      map[string]string
 	Timeout     time.Duration // > 0: the whole call, connection to answer
+	Accept      []int         // statuses that count as success besides any 2xx
+	Until       Until         // what to wait for once the call succeeded; zero: nothing
 }
 
 // Outcome is how a call went.
 type Outcome struct {
-	Status int           // the HTTP status; 0 when none came back
-	Err    error         // nil exactly when Status is 2xx
-	Took   time.Duration // from sending to the answer's status line or the failure
+	Status int           // the call's HTTP status; 0 when none came back
+	Err    error         // nil exactly when the call succeeded and its until was met
+	Took   time.Duration // from sending to the answer (and the until met) or the failure
 }
 
-// OK reports a 2xx answer.
+// OK reports a success: a 2xx or accepted status, and the until met.
 func (o Outcome) OK() bool { return o.Err == nil }
 
 // Caller sends requests. Its zero value is not usable; use New.
@@ -41,21 +44,36 @@ type Caller struct {
 // downloads must not see its admin calls), no redirects followed (a 3xx is
 // not a success), and no connection kept between calls, which are rare.
 func New() *Caller {
-	tr := &http.Transport{
+	return newCaller(&http.Transport{
 		Proxy:             nil,
 		DialContext:       (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 		DisableKeepAlives: true,
-	}
+	})
+}
+
+// newCaller returns a Caller over rt (a test's in-memory server).
+func newCaller(rt http.RoundTripper) *Caller {
 	return &Caller{client: &http.Client{
-		Transport:     tr,
+		Transport:     rt,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
 }
 
 // Do sends r and waits for its status line, at most r.Timeout (and no
-// longer than ctx allows). The response body is closed unread.
+// longer than ctx allows); the response body is closed unread. Once the
+// call succeeded, it waits for r.Until, if set.
 func (c *Caller) Do(ctx context.Context, r Request) Outcome {
 	start := time.Now()
+	o := c.call(ctx, r)
+	if o.Err == nil && r.Until.Set() {
+		o.Err = c.await(ctx, r.Until)
+	}
+	o.Took = time.Since(start)
+	return o
+}
+
+// call sends r once and judges its status.
+func (c *Caller) call(ctx context.Context, r Request) Outcome {
 	if r.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, r.Timeout)
@@ -67,7 +85,7 @@ func (c *Caller) Do(ctx context.Context, r Request) Outcome {
 	}
 	req, err := http.NewRequestWithContext(ctx, r.Method, r.URL, body)
 	if err != nil {
-		return Outcome{Err: fmt.Errorf("build %s %s: %w", r.Method, r.URL, err), Took: time.Since(start)}
+		return Outcome{Err: fmt.Errorf("build %s %s: %w", r.Method, r.URL, err)}
 	}
 	for k, v := range r.Header {
 		req.Header.Set(k, v)
@@ -76,16 +94,20 @@ func (c *Caller) Do(ctx context.Context, r Request) Outcome {
 		req.Header.Set("Content-Type", r.ContentType)
 	}
 	resp, err := c.client.Do(req)
-	took := time.Since(start)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && r.Timeout > 0 {
-			return Outcome{Err: fmt.Errorf("no answer within %s: %w", r.Timeout, err), Took: took}
+			return Outcome{Err: fmt.Errorf("no answer within %s: %w", r.Timeout, err)}
 		}
-		return Outcome{Err: fmt.Errorf("%s %s: %w", r.Method, r.URL, err), Took: took}
+		return Outcome{Err: fmt.Errorf("%s %s: %w", r.Method, r.URL, err)}
 	}
 	_ = resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return Outcome{Status: resp.StatusCode, Err: fmt.Errorf("answered %s", resp.Status), Took: took}
+	if !success(resp.StatusCode, r.Accept) {
+		return Outcome{Status: resp.StatusCode, Err: fmt.Errorf("answered %s", resp.Status)}
 	}
-	return Outcome{Status: resp.StatusCode, Took: took}
+	return Outcome{Status: resp.StatusCode}
+}
+
+// success reports a 2xx status or one listed in accept.
+func success(status int, accept []int) bool {
+	return status >= 200 && status <= 299 || slices.Contains(accept, status)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -310,7 +311,7 @@ type fakeReplayer struct {
 	ended chan struct{} // closed when a blocked replay's context ended
 }
 
-func (r *fakeReplayer) Replay(ctx context.Context, _ json.RawMessage) ([]byte, error) {
+func (r *fakeReplayer) Replay(ctx context.Context, _ json.RawMessage, _ io.Reader, _ int64) ([]byte, io.ReadCloser, error) {
 	r.mu.Lock()
 	r.calls++
 	block := r.block
@@ -318,9 +319,9 @@ func (r *fakeReplayer) Replay(ctx context.Context, _ json.RawMessage) ([]byte, e
 	if block {
 		<-ctx.Done()
 		close(r.ended)
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
-	return []byte(`{"status":200}`), nil
+	return []byte(`{"status":200}`), io.NopCloser(strings.NewReader("")), nil
 }
 
 func (r *fakeReplayer) count() int {
@@ -336,7 +337,7 @@ func TestReplayWaitsForReplayable(t *testing.T) {
 		mem := memstore.New()
 		r := &fakeReplayer{}
 		q, fi := run(t, mem, r)
-		ticket, err := q.DeferRequest(context.Background(), json.RawMessage(`{}`))
+		ticket, err := q.DeferRequest(context.Background(), json.RawMessage(`{}`), strings.NewReader(""))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -365,7 +366,7 @@ func TestRunEndsWithItsContext(t *testing.T) {
 		fi := newInstance()
 		fi.replayable = true
 		q, stop := start(t, fi, mem, r)
-		if _, err := q.DeferRequest(context.Background(), json.RawMessage(`{}`)); err != nil {
+		if _, err := q.DeferRequest(context.Background(), json.RawMessage(`{}`), strings.NewReader("")); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
@@ -416,7 +417,7 @@ func TestWithoutAStore(t *testing.T) {
 		if err != nil || d.Decision != admission.DecisionDefer || ticket != "" {
 			t.Fatalf("DeferTask: %+v %q %v, want the reservation's defer, no ticket", d, ticket, err)
 		}
-		if _, err := q.DeferRequest(context.Background(), json.RawMessage(`{}`)); err == nil {
+		if _, err := q.DeferRequest(context.Background(), json.RawMessage(`{}`), strings.NewReader("")); err == nil {
 			t.Fatal("DeferRequest without a store was accepted")
 		}
 	})

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -22,9 +23,12 @@ import (
 // the store decides what is durable.
 type Store interface {
 	Enqueue(ctx context.Context, t api.Task, maxTasks int) error
+	EnqueueBody(ctx context.Context, t api.Task, body io.Reader, maxTasks int) error
 	Peek(ctx context.Context, now time.Time) (t api.Task, ok bool, wake time.Time, err error)
 	Lease(ctx context.Context, ticket string, now time.Time) (api.Task, error)
 	Ack(ctx context.Context, ticket string, result []byte, now time.Time) error
+	AckBody(ctx context.Context, ticket string, result []byte, body io.Reader, now time.Time) error
+	RequestBody(ctx context.Context, ticket string) (io.ReadCloser, int64, error)
 	AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (t api.Task, leased bool, after api.Task, err error)
 	Fail(ctx context.Context, ticket, reason string, retryAt time.Time, maxAttempts int) (api.Task, error)
 	Expire(ctx context.Context, now time.Time, visibility time.Duration, maxAttempts int) ([]api.Task, error)
@@ -69,7 +73,10 @@ type deliverer struct {
 	// (AckLease), which holds the slot; ready are the tasks dones leased,
 	// in flight already, for the deliverer to send.
 	finishing bool
-	ready     []readyTask
+	// storing counts the replays whose answers are being written to the
+	// store, out of flight already: they hold the slot too.
+	storing int
+	ready   []readyTask
 	// after is the task the store told due after the last task a done
 	// leased (AckLease): the next done leases it with no Peek (the store
 	// leases it only if it is still the oldest due). Empty: peek.
@@ -106,7 +113,7 @@ type taskFlight struct {
 
 // busy says a task in flight holds the one-at-a-time slot (d.mu held).
 func (d *deliverer) busy() bool {
-	return d.finishing || slices.ContainsFunc(d.flights, func(f *taskFlight) bool { return !f.released })
+	return d.finishing || d.storing > 0 || slices.ContainsFunc(d.flights, func(f *taskFlight) bool { return !f.released })
 }
 
 // take takes the flights that match out of flight (d.mu held).

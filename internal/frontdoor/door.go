@@ -2,7 +2,9 @@ package frontdoor
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
@@ -19,6 +21,7 @@ type Door struct {
 	ln      net.Listener
 	stopped chan struct{} // closed by Close: Serve returns
 	logf    func(string, ...any)
+	bodies  BodyTimeouts // kept across reloads
 }
 
 // shutdown bounds the door's own shutdown after the child has stopped:
@@ -35,6 +38,34 @@ type Options struct {
 	Meter     serve.Meter
 	Queue     serve.Queue
 	Logf      func(string, ...any)
+	// Bodies shortens the bounds on a request body's arrival, for tests
+	// (zero: the contract's).
+	Bodies BodyTimeouts
+}
+
+// BodyTimeouts are the door's bounds on a request body's arrival: no byte
+// for Idle, or not all in within Total; zero is the contract's 60 s and
+// 10 min.
+type BodyTimeouts struct{ Idle, Total time.Duration }
+
+// BodyTimeoutsVar shortens BodyTimeouts for the end-to-end tests, which
+// cannot wait 60 s and 10 min: "IDLE,TOTAL" as Go durations, e.g.
+// "2s,8s". Not for production: the contract's bounds are fixed.
+const BodyTimeoutsVar = "GPUGUARD_DOOR_BODY_TIMEOUTS"
+
+// BodyTimeoutsFromEnv reads BodyTimeoutsVar through getenv; unset is zero.
+func BodyTimeoutsFromEnv(getenv func(string) string) (BodyTimeouts, error) {
+	v := getenv(BodyTimeoutsVar)
+	if v == "" {
+		return BodyTimeouts{}, nil
+	}
+	idle, total, ok := strings.Cut(v, ",")
+	i, err1 := time.ParseDuration(idle)
+	t, err2 := time.ParseDuration(total)
+	if !ok || err1 != nil || err2 != nil || i <= 0 || t <= 0 {
+		return BodyTimeouts{}, fmt.Errorf("%s=%q: want IDLE,TOTAL as positive durations, e.g. 2s,8s", BodyTimeoutsVar, v)
+	}
+	return BodyTimeouts{Idle: i, Total: t}, nil
 }
 
 // Open binds [serve] listen, before anything else starts: an address in
@@ -49,15 +80,15 @@ func Open(s policy.Serve, o Options) (*Door, error) {
 		return nil, err
 	}
 	logf := func(format string, args ...any) { o.Logf("front door: "+format, args...) }
-	d := serve.New(config(s), serve.Options{Status: o.Status, OnHealthy: o.Healthy, OnRequest: o.Requested, Meter: o.Meter,
+	d := serve.New(config(s, o.Bodies), serve.Options{Status: o.Status, OnHealthy: o.Healthy, OnRequest: o.Requested, Meter: o.Meter,
 		Queue: o.Queue, Logf: logf})
-	return &Door{door: d, ln: ln, stopped: make(chan struct{}), logf: logf}, nil
+	return &Door{door: d, ln: ln, stopped: make(chan struct{}), logf: logf, bodies: o.Bodies}, nil
 }
 
 // config is [serve] as the door takes it.
-func config(s policy.Serve) serve.Config {
+func config(s policy.Serve, b BodyTimeouts) serve.Config {
 	return serve.Config{Upstream: s.Upstream, Health: s.Health, Hold: s.Hold, MaxHeld: s.MaxHeld,
-		Retry: s.Retry, Fallback: s.Fallback, Priority: s.Priority}
+		Retry: s.Retry, Fallback: s.Fallback, Priority: s.Priority, BodyIdle: b.Idle, BodyTotal: b.Total}
 }
 
 // Dep is the door as the supervisor's dependency: a nil interface without
@@ -105,6 +136,6 @@ func (f *Door) Close() {
 // that changes it is refused).
 func (f *Door) Configure(s policy.Serve) {
 	if f != nil {
-		f.door.Configure(config(s))
+		f.door.Configure(config(s, f.bodies))
 	}
 }

@@ -3,6 +3,7 @@ package frontdoor
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -92,8 +93,9 @@ func TestAddressInUse(t *testing.T) {
 
 type deferrer struct{ got []string }
 
-func (d *deferrer) DeferRequest(_ context.Context, payload json.RawMessage) (string, error) {
-	d.got = append(d.got, string(payload))
+func (d *deferrer) DeferRequest(_ context.Context, payload json.RawMessage, body io.Reader) (string, error) {
+	b, _ := io.ReadAll(body)
+	d.got = append(d.got, string(payload)+" "+string(b))
 	return "t-1", nil
 }
 
@@ -107,10 +109,36 @@ func TestQueue(t *testing.T) {
 	}
 	defer store.Close()
 	q := &Queue{Sup: sup, Store: store}
-	if ticket, err := q.Defer(context.Background(), []byte(`{"a":1}`)); ticket != "t-1" || err != nil || len(sup.got) != 1 {
+	if ticket, err := q.Defer(context.Background(), []byte(`{"a":1}`), strings.NewReader("body")); ticket != "t-1" || err != nil || len(sup.got) != 1 || sup.got[0] != `{"a":1} body` {
 		t.Errorf("Defer = %q %v (%q), want the supervisor's ticket", ticket, err, sup.got)
 	}
 	if _, _, ok, err := q.Lookup(context.Background(), "nope"); ok || err != nil {
 		t.Errorf("Lookup(unknown) = %v %v, want not found", ok, err)
+	}
+}
+
+// TestBodyTimeoutsFromEnv: the tests' variable shortens the body bounds;
+// unset leaves the contract's; a bad value is an error naming it.
+func TestBodyTimeoutsFromEnv(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		want BodyTimeouts
+		bad  bool
+	}{
+		{"", BodyTimeouts{}, false},
+		{"2s,8s", BodyTimeouts{Idle: 2 * time.Second, Total: 8 * time.Second}, false},
+		{"2s", BodyTimeouts{}, true},
+		{"2s,x", BodyTimeouts{}, true},
+		{"0s,8s", BodyTimeouts{}, true},
+	} {
+		got, err := BodyTimeoutsFromEnv(func(k string) string {
+			if k == BodyTimeoutsVar {
+				return c.v
+			}
+			return ""
+		})
+		if got != c.want || (err != nil) != c.bad || c.bad && !strings.Contains(err.Error(), BodyTimeoutsVar) {
+			t.Errorf("%q: %+v %v, want %+v, error %v", c.v, got, err, c.want, c.bad)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/internal/tasks"
@@ -21,11 +22,17 @@ type Queue struct {
 
 // Deferrer is the supervisor's side of deferring a request.
 type Deferrer interface {
-	DeferRequest(ctx context.Context, payload json.RawMessage) (string, error)
+	DeferRequest(ctx context.Context, payload json.RawMessage, body io.Reader) (string, error)
 }
 
-func (q *Queue) Defer(ctx context.Context, payload json.RawMessage) (string, error) {
-	return q.Sup.DeferRequest(ctx, payload)
+func (q *Queue) Defer(ctx context.Context, payload json.RawMessage, body io.Reader) (string, error) {
+	return q.Sup.DeferRequest(ctx, payload, body)
+}
+
+// ResultBody reads a done request's response body from the store itself,
+// as Lookup does.
+func (q *Queue) ResultBody(ctx context.Context, ticket string) (io.ReadCloser, int64, error) {
+	return q.Store.ResultBody(ctx, ticket)
 }
 
 func (q *Queue) Lookup(ctx context.Context, ticket string) (api.Task, []byte, bool, error) {

@@ -46,7 +46,7 @@ func (m *Metrics) EnableServe() {
 		}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "serve_rejected_total", ConstLabels: cl,
-			Help: "Requests the front door answered 503 itself: hold (the child was not ready within hold), full (max_held were waiting).",
+			Help: "Requests the front door answered 503 itself: hold (the child was not ready within hold), full (max_held were held).",
 		}, []string{"reason"}),
 	}
 	for _, r := range rejectReasons {
@@ -55,7 +55,7 @@ func (m *Metrics) EnableServe() {
 	snap := m.snapshot
 	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "serve_held", ConstLabels: cl,
-		Help: "Requests waiting at the front door now for a ready child.",
+		Help: "Requests held at the front door now: waiting for a ready child, or being deferred.",
 	}, func() float64 { return float64(snap().Held) })
 	ready := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "child_ready", ConstLabels: cl,

@@ -30,10 +30,10 @@ func TestServeSeries(t *testing.T) {
 # HELP gpuguard_child_ready 1 while the child answers its health check and no planned restart has begun, else 0.
 # TYPE gpuguard_child_ready gauge
 gpuguard_child_ready{name="llama"} 1
-# HELP gpuguard_serve_held Requests waiting at the front door now for a ready child.
+# HELP gpuguard_serve_held Requests held at the front door now: waiting for a ready child, or being deferred.
 # TYPE gpuguard_serve_held gauge
 gpuguard_serve_held{name="llama"} 3
-# HELP gpuguard_serve_rejected_total Requests the front door answered 503 itself: hold (the child was not ready within hold), full (max_held were waiting).
+# HELP gpuguard_serve_rejected_total Requests the front door answered 503 itself: hold (the child was not ready within hold), full (max_held were held).
 # TYPE gpuguard_serve_rejected_total counter
 gpuguard_serve_rejected_total{name="llama",reason="full"} 0
 gpuguard_serve_rejected_total{name="llama",reason="hold"} 1

@@ -19,6 +19,7 @@ const namespace = "gpuguard"
 // a 0 rather than no series until the first event.
 var (
 	stepdownReasons = []string{api.ReasonWatermark, api.ReasonCritical, api.ReasonPredicted, api.ReasonManual, api.ReasonObserve, api.ReasonIdle, api.ReasonRoom}
+	stepupReasons   = []string{api.ReasonRecovered, api.ReasonManual, api.ReasonRequest}
 	restartReasons  = []string{api.ReasonOOM, api.ReasonCrash, api.ReasonWatermark, api.ReasonGPUFault, api.ReasonReload}
 	decisions       = []string{"gpu", "cpu", "defer", "deny"}
 	reloadResults   = []string{ReloadOK, ReloadError}
@@ -57,6 +58,7 @@ type Metrics struct {
 	constLabels prometheus.Labels
 
 	stepdowns     *prometheus.CounterVec
+	stepups       *prometheus.CounterVec
 	oomFallbacks  *prometheus.CounterVec
 	restarts      *prometheus.CounterVec
 	admissions    *prometheus.CounterVec
@@ -95,6 +97,10 @@ func New(name string, snapshot func() api.Status) *Metrics {
 		stepdowns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "stepdowns_total", ConstLabels: cl,
 			Help: "Profile step-downs by reason (observe: what observe mode would have done).",
+		}, []string{"reason"}),
+		stepups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "stepups_total", ConstLabels: cl,
+			Help: "Profile step-ups by reason (recovered: below low for recover_after; manual: gpuguard step; request: a request woke a sleeping instance).",
 		}, []string{"reason"}),
 		oomFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "oom_fallback_total", ConstLabels: cl,
@@ -151,6 +157,9 @@ func New(name string, snapshot func() api.Status) *Metrics {
 	for _, r := range stepdownReasons {
 		m.stepdowns.WithLabelValues(r)
 	}
+	for _, r := range stepupReasons {
+		m.stepups.WithLabelValues(r)
+	}
 	for _, r := range restartReasons {
 		m.restarts.WithLabelValues(r)
 	}
@@ -160,7 +169,7 @@ func New(name string, snapshot func() api.Status) *Metrics {
 	for _, r := range reloadResults {
 		m.reloads.WithLabelValues(r)
 	}
-	m.reg.MustRegister(m.stepdowns, m.oomFallbacks, m.restarts, m.admissions,
+	m.reg.MustRegister(m.stepdowns, m.stepups, m.oomFallbacks, m.restarts, m.admissions,
 		m.probeErrors, m.probeDuration, m.yields, m.gpuFaults, m.reloads, m.notifySkipped, m.actions, m.actionSeconds, m.roomSeconds,
 		newSnapshotCollector(cl, snapshot), m.tasks)
 	// The runtime collectors take no const labels of their own; wrapping
@@ -179,6 +188,8 @@ func (m *Metrics) Observe(ev api.Event) {
 	switch ev.Event {
 	case api.EventStepDown:
 		m.stepdowns.WithLabelValues(orUnknown(ev.Reason)).Inc()
+	case api.EventStepUp:
+		m.stepups.WithLabelValues(orUnknown(ev.Reason)).Inc()
 	case api.EventObserve:
 		m.stepdowns.WithLabelValues(api.ReasonObserve).Inc()
 	case api.EventCritical:

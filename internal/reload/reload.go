@@ -81,7 +81,7 @@ func (rr *Reloader) Load(cur *policy.Policy) (*supervisor.Reload, error) {
 		commits = append(commits, mv.Commit)
 		rl.Abort = mv.Abort
 	}
-	if r.Policy.Serve != cur.Serve {
+	if !r.Policy.Serve.Equal(cur.Serve) {
 		s := r.Policy.Serve
 		commits = append(commits, func() { rr.Door.Configure(s) })
 	}

@@ -362,3 +362,24 @@ func TestWriteAll(t *testing.T) {
 		t.Errorf("text: %q", text.String())
 	}
 }
+
+// TestWriteTextEscapes: what the journal holds (a child's OOM message, a
+// profile name) is printed with its control characters escaped.
+func TestWriteTextEscapes(t *testing.T) {
+	evs := []api.Event{start(0, "fp\x1b[2J16", 0, 0), exit(100, "fp\x1b[2J16", 0)}
+	s := Summarize(evs, at(100), false)
+	s.TopOOMMessages = []Message{{Message: "CUDA out of memory\a\x1b]0;x\a", Count: 1}}
+	var buf bytes.Buffer
+	if err := s.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if strings.ContainsAny(out, "\x1b\a") {
+		t.Errorf("a control character printed raw:\n%q", out)
+	}
+	for _, want := range []string{`CUDA out of memory\a\x1b]0;x\a`, `fp\x1b[2J16`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text lacks %s:\n%s", want, out)
+		}
+	}
+}

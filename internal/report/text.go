@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gpuguard/gpuguard/internal/safetext"
 )
 
 // WriteText writes the summary for a person.
@@ -79,10 +81,19 @@ type printer struct {
 	err error
 }
 
+// f prints a line. Its string arguments come from the journal (reasons,
+// profile names, a child's OOM messages), so they are escaped (safetext);
+// the format is the report's own.
 func (p *printer) f(format string, args ...any) {
-	if p.err == nil {
-		_, p.err = fmt.Fprintf(p.w, format, args...)
+	if p.err != nil {
+		return
 	}
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = safetext.Escape(s)
+		}
+	}
+	_, p.err = fmt.Fprintf(p.w, format, args...)
 }
 
 func nameOr(name string) string {

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"time"
@@ -19,7 +20,14 @@ type Config struct {
 	Retry    bool          // resend, once, a request dropped before any response byte
 	Fallback string        // "" or the base URL P1 requests go to while memory is short
 	Priority string        // P0, P1 or P2: requests without X-GPUGuard-Priority
+	// A request body with no byte for BodyIdle, or not all in within
+	// BodyTotal of the request's start, is answered 408; zero: 60 s and
+	// 10 min (the contract's; tests shorten them).
+	BodyIdle, BodyTotal time.Duration
 }
+
+func (c *Config) bodyIdle() time.Duration  { return cmp.Or(c.BodyIdle, bodyIdle) }
+func (c *Config) bodyTotal() time.Duration { return cmp.Or(c.BodyTotal, bodyTotal) }
 
 // Priorities of X-GPUGuard-Priority and Config.Priority.
 const (
@@ -48,7 +56,7 @@ type Meter interface {
 	ServeHold(d time.Duration)
 	ServeRetry()
 	// ServeRejected counts a 503 of the door's own: reason "hold" (the
-	// wait ran out) or "full" (max_held were waiting).
+	// wait ran out) or "full" (max_held were held: waiting or being deferred).
 	ServeRejected(reason string)
 }
 
@@ -90,3 +98,10 @@ const (
 // maxReplay bounds the request body kept to resend a dropped request: a
 // larger body is streamed as usual but not retried.
 const maxReplay = 4 << 20
+
+// maxBuffered bounds a request body the door reads whole before it sends
+// the request (a prompt's JSON is a few KiB): the child then never holds a
+// connection for a client still sending, and gets the request in one
+// write. A larger body, or one of unknown length, streams to the child as
+// it comes.
+const maxBuffered = 64 << 10

@@ -1,8 +1,10 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,12 +20,17 @@ import (
 // deferred request durably and answers a ticket, and looks one up. The
 // door knows no store and no policy (the supervisor implements it).
 type Queue interface {
-	// Defer stores payload as a task of tool http; the ticket is answered
-	// only once it is durable. An error: nothing was stored.
-	Defer(ctx context.Context, payload json.RawMessage) (ticket string, err error)
+	// Defer stores payload as a task of tool http, with body, which it
+	// reads to its end and writes to the store as it comes (never whole in
+	// memory); the ticket is answered only once both are durable. An
+	// error: nothing was stored (a failed read of body included).
+	Defer(ctx context.Context, payload json.RawMessage, body io.Reader) (ticket string, err error)
 	// Lookup answers a task and, once done, its result; found is false
 	// for a ticket never stored, dropped, or done and expired.
 	Lookup(ctx context.Context, ticket string) (t api.Task, result []byte, found bool, err error)
+	// ResultBody opens a done task's stored response body, to read as it
+	// is sent, and answers its length.
+	ResultBody(ctx context.Context, ticket string) (io.ReadCloser, int64, error)
 }
 
 // TasksPath is the prefix of a deferred request's status URL.
@@ -38,7 +45,9 @@ const HeaderTicket = "X-GPUGuard-Ticket"
 const maxDeferred = 16 << 20
 
 // deferredRequest is the payload of a task of tool http: what the door
-// replays to the child. Body is base64 in JSON.
+// replays to the child. Its body is the task's own, apart in the store;
+// Body (base64 in JSON) is set only in the payloads of tasks stored
+// before bodies were kept apart, which are replayed as they were.
 type deferredRequest struct {
 	Method string      `json:"method"`
 	Path   string      `json:"path"`
@@ -47,40 +56,89 @@ type deferredRequest struct {
 	Body   []byte      `json:"body,omitempty"`
 }
 
-// deferredResponse is a replay's result: the child's answer as stored.
+// deferredResponse is a replay's result: the child's answer as stored,
+// its body apart in the store (Body: in results stored before that).
 type deferredResponse struct {
 	Status int         `json:"status"`
 	Header http.Header `json:"header,omitempty"`
 	Body   []byte      `json:"body,omitempty"`
 }
 
+// errTooLarge ends the read of a deferred request's body past
+// maxDeferred.
+var errTooLarge = fmt.Errorf("a deferred request's body is at most %d bytes", maxDeferred)
+
+// deferBody is a deferred request's body as the store reads it: at most
+// maxDeferred bytes (then errTooLarge), and what went wrong reading it,
+// so that the door tells the client's fault (413, 400) from the store's.
+type deferBody struct {
+	r        io.Reader
+	n        int64
+	tooLarge bool
+	err      error
+}
+
+func (b *deferBody) Read(p []byte) (int, error) {
+	if b.tooLarge {
+		return 0, errTooLarge
+	}
+	if room := maxDeferred + 1 - b.n; int64(len(p)) > room {
+		p = p[:room] // one byte past the limit tells a body too large
+	}
+	k, err := b.r.Read(p)
+	b.n += int64(k)
+	if b.n > maxDeferred {
+		b.tooLarge = true
+		return k, errTooLarge
+	}
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	return k, err
+}
+
 // deferRequest stores r (P2, memory short) and answers 202 with its
 // ticket. It reports false, and answers nothing, without a queue: the
 // request is then held like P0. A store that cannot be written answers
 // 503 with the reason: no ticket is given for a task not stored.
+//
+// While its body is written to the store, a deferral counts toward
+// max_held, as a held request does: past it, 503 at once. The body goes
+// to the store as it arrives, so a deferral costs the door a chunk of
+// memory, not its body.
 func (d *Door) deferRequest(w http.ResponseWriter, r *http.Request) bool {
 	q := d.opts.Queue
 	if q == nil {
 		return false
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxDeferred+1))
-	switch {
-	case err != nil:
-		d.answer(w, http.StatusBadRequest, "invalid_request_error", "reading the request body: "+err.Error(), 0)
-		return true
-	case len(body) > maxDeferred:
-		d.answer(w, http.StatusRequestEntityTooLarge, "invalid_request_error",
-			fmt.Sprintf("a deferred request's body is at most %d bytes", maxDeferred), 0)
+	if r.ContentLength > maxDeferred {
+		d.answer(w, http.StatusRequestEntityTooLarge, "invalid_request_error", errTooLarge.Error(), 0)
 		return true
 	}
+	if err := d.gate.enterDefer(d.cfg.Load().MaxHeld); err != nil {
+		d.reject(w, err)
+		return true
+	}
+	defer d.gate.leaveDefer()
 	payload, err := json.Marshal(deferredRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
-		Header: endToEnd(r.Header), Body: body})
+		Header: endToEnd(r.Header)})
 	if err != nil {
 		d.answer(w, http.StatusInternalServerError, "gpuguard_error", "encoding the deferred request: "+err.Error(), 0)
 		return true
 	}
-	ticket, err := q.Defer(r.Context(), payload)
-	if err != nil {
+	body := &deferBody{r: r.Body}
+	ticket, err := q.Defer(r.Context(), payload, body)
+	switch {
+	case body.tooLarge:
+		d.answer(w, http.StatusRequestEntityTooLarge, "invalid_request_error", errTooLarge.Error(), 0)
+		return true
+	case errors.Is(body.err, errBodyTimeout):
+		d.bodyTimeout(w)
+		return true
+	case body.err != nil:
+		d.answer(w, http.StatusBadRequest, "invalid_request_error", "reading the request body: "+body.err.Error(), 0)
+		return true
+	case err != nil:
 		d.answer(w, http.StatusServiceUnavailable, "gpuguard_unavailable", err.Error(), time.Second)
 		return true
 	}
@@ -140,15 +198,28 @@ func (d *Door) taskStatus(w http.ResponseWriter, r *http.Request) {
 		d.answer(w, http.StatusInternalServerError, "gpuguard_error", "the stored response of "+quote(ticket)+" does not parse", 0)
 		return
 	}
+	var body io.ReadCloser = io.NopCloser(bytes.NewReader(resp.Body))
+	size := int64(len(resp.Body))
+	if len(resp.Body) == 0 {
+		body, size, err = q.ResultBody(r.Context(), ticket)
+		if err != nil {
+			d.answer(w, http.StatusServiceUnavailable, "gpuguard_unavailable", "the deferred-task store: "+err.Error(), time.Second)
+			return
+		}
+	}
+	defer body.Close()
 	h := w.Header()
 	for k, vs := range resp.Header {
 		h[k] = vs
 	}
 	h.Set(HeaderTicket, ticket)
-	h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+	h.Set("Content-Length", strconv.FormatInt(size, 10))
 	w.WriteHeader(resp.Status)
 	if r.Method != http.MethodHead {
-		_, _ = w.Write(resp.Body)
+		// From the store to the client a chunk at a time; a store that
+		// fails midway leaves the answer short of its Content-Length,
+		// which the client sees as a broken response, never a whole one.
+		_, _ = io.Copy(w, body)
 	}
 }
 

@@ -21,16 +21,28 @@ import (
 type memQueue struct {
 	mu      sync.Mutex
 	tasks   map[string]api.Task
+	bodies  map[string][]byte // request bodies
 	results map[string][]byte
+	answers map[string][]byte // result bodies
 	next    int
 	fail    error // Defer answers it
+	// reading, when set, gets each deferral's body to read itself.
+	reading func(io.Reader) ([]byte, error)
 }
 
 func newMemQueue() *memQueue {
-	return &memQueue{tasks: map[string]api.Task{}, results: map[string][]byte{}}
+	return &memQueue{tasks: map[string]api.Task{}, bodies: map[string][]byte{}, results: map[string][]byte{}, answers: map[string][]byte{}}
 }
 
-func (q *memQueue) Defer(_ context.Context, payload json.RawMessage) (string, error) {
+func (q *memQueue) Defer(_ context.Context, payload json.RawMessage, body io.Reader) (string, error) {
+	read := q.reading
+	if read == nil {
+		read = io.ReadAll
+	}
+	b, err := read(body)
+	if err != nil {
+		return "", err
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.fail != nil {
@@ -39,7 +51,37 @@ func (q *memQueue) Defer(_ context.Context, payload json.RawMessage) (string, er
 	q.next++
 	ticket := fmt.Sprintf("t-%d", q.next)
 	q.tasks[ticket] = api.Task{Ticket: ticket, Tool: "http", Priority: P2, Payload: payload, State: api.TaskQueued}
+	q.bodies[ticket] = b
 	return ticket, nil
+}
+
+func (q *memQueue) ResultBody(_ context.Context, ticket string) (io.ReadCloser, int64, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	b := q.answers[ticket]
+	return io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
+}
+
+// replay replays ticket through fd as the supervisor does, and keeps its
+// result and answer.
+func (q *memQueue) replay(t *testing.T, fd *frontDoor, ticket string) error {
+	t.Helper()
+	q.mu.Lock()
+	task, body := q.tasks[ticket], q.bodies[ticket]
+	q.mu.Unlock()
+	result, answer, err := fd.Replay(context.Background(), task.Payload, bytes.NewReader(body), int64(len(body)))
+	if err != nil {
+		return err
+	}
+	defer answer.Close()
+	b, err := io.ReadAll(answer)
+	if err != nil {
+		return err
+	}
+	q.mu.Lock()
+	q.results[ticket], q.answers[ticket] = result, b
+	q.mu.Unlock()
+	return nil
 }
 
 func (q *memQueue) Lookup(_ context.Context, ticket string) (api.Task, []byte, bool, error) {
@@ -145,8 +187,7 @@ func TestDeferredRequest(t *testing.T) {
 	q.set(task.Ticket, func(t *api.Task) { t.State, t.Attempts = api.TaskRunning, 1 })
 	status(http.StatusAccepted, `{"state":"running","attempts":1}`)
 
-	result, err := fd.Replay(context.Background(), task.Payload)
-	if err != nil {
+	if err := q.replay(t, fd, task.Ticket); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
 	mu.Lock()
@@ -154,12 +195,9 @@ func TestDeferredRequest(t *testing.T) {
 		t.Errorf("the child saw %v, want [%s]", seen, want)
 	}
 	mu.Unlock()
-	q.mu.Lock()
-	q.results[task.Ticket] = result
-	q.mu.Unlock()
 	q.set(task.Ticket, func(t *api.Task) { t.State = api.TaskDone })
 	h := status(http.StatusCreated, `{"answer":42}`)
-	if h.Get("X-Out") != "yes" || h.Get(HeaderTicket) != task.Ticket {
+	if h.Get("X-Out") != "yes" || h.Get(HeaderTicket) != task.Ticket || h.Get("Content-Length") != "13" {
 		t.Errorf("stored response headers %v", h)
 	}
 
@@ -234,19 +272,30 @@ func TestReplayFailures(t *testing.T) {
 	child := upstream(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
 	fd := startDoorQueue(t, Config{Upstream: child.URL, Hold: time.Minute, MaxHeld: 10}, newMemQueue())
 	payload := json.RawMessage(`{"method":"GET","path":"/x"}`)
-	if _, err := fd.Replay(context.Background(), payload); err == nil || !strings.Contains(err.Error(), "not ready") {
+	if err := replay(fd, payload); err == nil || !strings.Contains(err.Error(), "not ready") {
 		t.Errorf("a replay before the child is ready: %v", err)
 	}
 	fd.launch(t, 1)
-	if _, err := fd.Replay(context.Background(), payload); err == nil || !strings.Contains(err.Error(), "503") {
+	if err := replay(fd, payload); err == nil || !strings.Contains(err.Error(), "503") {
 		t.Errorf("a 503: %v", err)
 	}
 	gone := startDoorQueue(t, Config{Upstream: "http://" + freePort(t), Hold: time.Minute, MaxHeld: 10}, newMemQueue())
 	gone.gate.setOpen(true) // as if its health check had passed
-	if _, err := gone.Replay(context.Background(), payload); err == nil || !strings.Contains(err.Error(), "did not answer") {
+	if err := replay(gone, payload); err == nil || !strings.Contains(err.Error(), "did not answer") {
 		t.Errorf("no answer: %v", err)
 	}
-	if _, err := fd.Replay(context.Background(), json.RawMessage(`[`)); err == nil {
+	if err := replay(fd, json.RawMessage(`[`)); err == nil {
 		t.Error("a payload that does not parse replayed")
 	}
+}
+
+// replay replays payload (no body) and reads its answer.
+func replay(fd *frontDoor, payload json.RawMessage) error {
+	_, answer, err := fd.Replay(context.Background(), payload, nil, 0)
+	if err != nil {
+		return err
+	}
+	defer answer.Close()
+	_, err = io.Copy(io.Discard, answer)
+	return err
 }

@@ -24,7 +24,7 @@ type Door struct {
 	gate  gate
 	proxy *httputil.ReverseProxy
 	tr    http.RoundTripper // to the child, for replays of deferred requests
-	hop   *hopTransport     // tr when the door built it (no Options.Transport)
+	std   *http.Transport   // tr when the door built it (no Options.Transport)
 
 	short atomic.Bool // memory is short: P1 to the fallback
 	tag   atomic.Pointer[profileTag]
@@ -61,8 +61,8 @@ func New(cfg Config, opts Options) *Door {
 	d.tag.Store(newProfileTag("", "0", "1"))
 	tr := opts.Transport
 	if tr == nil {
-		d.hop = newHopTransport(newTransport())
-		tr = d.hop
+		d.std = newTransport()
+		tr = d.std
 	}
 	d.tr = tr
 	d.up.gate, d.up.onHealthy, d.up.logf = &d.gate, opts.OnHealthy, opts.Logf
@@ -79,41 +79,19 @@ func New(cfg Config, opts Options) *Door {
 		// byte still reaches the client as it comes, and a small answer
 		// leaves in one write, headers and body together. ReverseProxy
 		// still flushes headers at once for text/event-stream and for any
-		// answer without a Content-Length (chunked: Ollama's NDJSON). -1
-		// started a timer goroutine per answer that flushed its headers
-		// alone: one more write and wake-up per request.
+		// answer without a Content-Length (chunked: Ollama's NDJSON), as
+		// -1 would for every answer, where it starts a timer goroutine
+		// per answer that flushes the headers alone: one more write and
+		// wake-up per request.
 		FlushInterval:  0,
 		BufferPool:     &bufferPool{},
 		ErrorHandler:   d.proxyError,
 		ModifyResponse: d.stamp,
 		ErrorLog:       log.New(logWriter(opts.Logf), "", 0),
 	}
-	d.srv = &http.Server{Handler: d, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 5 * time.Minute}
+	d.srv = &http.Server{Handler: d, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 5 * time.Minute,
+		ConnContext: withClientConn}
 	return d
-}
-
-// newTransport reaches the child for what the hop does not send itself
-// (hopTransport: upgrades, Expect, large or unknown-length bodies,
-// https), and sets the hop's pool limits: keep-alive connections enough for many
-// concurrent clients, no compression of its own (bodies pass as they
-// are), and no response timeout (a generation may take minutes).
-func newTransport() *http.Transport {
-	return &http.Transport{
-		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       90 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true,
-	}
-}
-
-// newHealthTransport opens a connection per check, so a check tells
-// whether the child accepts connections now, not whether an old one lives.
-func newHealthTransport() *http.Transport {
-	return &http.Transport{Proxy: nil, DisableKeepAlives: true, DisableCompression: true,
-		DialContext: (&net.Dialer{Timeout: pollTimeout}).DialContext}
 }
 
 // Configure applies a reloaded [serve] (everything but the address takes
@@ -167,7 +145,8 @@ func (d *Door) Short(short bool) { d.short.Store(short) }
 // check and no drain or exit has closed it since.
 func (d *Door) Ready() bool { return d.up.ready.Load() }
 
-// Held is how many requests wait now.
+// Held is how many requests the door holds now: waiting for a ready
+// child, or being deferred (their bodies written to the store).
 func (d *Door) Held() int { return d.gate.held() }
 
 func (d *Door) logf(format string, args ...any) { d.opts.Logf(format, args...) }
@@ -183,8 +162,10 @@ func Listen(addr string) (net.Listener, error) {
 }
 
 // Serve answers clients on ln until Close. It returns nil after Close.
+// Each connection is read through a clientConn, which checks every
+// request's framing before net/http parses it.
 func (d *Door) Serve(ln net.Listener) error {
-	if err := d.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	if err := d.srv.Serve(framedListener{ln}); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
@@ -199,10 +180,10 @@ func (d *Door) Close(ctx context.Context) error {
 	if err != nil {
 		err = d.srv.Close()
 	}
-	if d.hop != nil {
+	if d.std != nil {
 		// The requests have ended (or were cut off): the kept connections
-		// to the child go too, rather than wait for its idle timeout.
-		d.hop.CloseIdleConnections()
+		// to the child go too, rather than wait for their idle timeout.
+		d.std.CloseIdleConnections()
 	}
 	return err
 }

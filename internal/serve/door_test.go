@@ -64,19 +64,22 @@ func TestPassing(t *testing.T) {
 }
 
 // TestHoldExpiry: a request held past hold gets 503 with Retry-After and
-// the OpenAI-shaped body, with the profile headers.
+// the OpenAI-shaped body, with the profile headers; one with a body too
+// (the gate then waits on its connection, watching its client).
 func TestHoldExpiry(t *testing.T) {
 	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {})
 	fd := startDoor(t, Config{Upstream: up.URL, Hold: 200 * time.Millisecond, MaxHeld: 10})
 	fd.Profile("fp16", 0, 2)
-	start := time.Now()
-	resp, body := get(t, newClient(t), fd.url+"/v1/models") // never launched: never ready
-	if took := time.Since(start); took < 200*time.Millisecond {
-		t.Errorf("answered after %s, before hold", took)
-	}
-	checkUnavailable(t, resp, body)
-	if fd.meter.rejects("hold") != 1 {
-		t.Errorf("rejected{hold} = %d", fd.meter.rejects("hold"))
+	for i, body := range []string{"", `{"prompt":"hi"}`} {
+		start := time.Now()
+		resp, got := do1(t, newClient(t), http.MethodPost, fd.url+"/v1/completions", body) // never launched: never ready
+		if took := time.Since(start); took < 200*time.Millisecond {
+			t.Errorf("body %q: answered after %s, before hold", body, took)
+		}
+		checkUnavailable(t, resp, got)
+		if fd.meter.rejects("hold") != i+1 {
+			t.Errorf("rejected{hold} = %d", fd.meter.rejects("hold"))
+		}
 	}
 }
 
@@ -220,38 +223,80 @@ func TestDrain(t *testing.T) {
 	}
 }
 
-// TestRetryDropped: a request whose connection to the child failed before
-// any byte is held and sent once more to the next ready child.
+// TestRetryDropped: a request whose connection to the child failed
+// before any answer byte is held and sent once more to the next ready
+// child when the child cannot have read it (it failed while the body was
+// still being written) or it may run twice (an idempotent method, an
+// Idempotency-Key). A POST the child read whole before it dropped the
+// connection is not sent twice: 503 with Retry-After.
 func TestRetryDropped(t *testing.T) {
-	var mu sync.Mutex
-	var bodies []string
-	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		first := len(bodies) == 0
-		bodies = append(bodies, string(b))
-		mu.Unlock()
-		if first { // die before answering a byte
-			panic(http.ErrAbortHandler)
-		}
-		fmt.Fprint(w, "second time")
-	})
-	fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10, Retry: true})
-	fd.launch(t, 1)
-	resp, err := newClient(t).Post(fd.url+"/v1/chat", "application/json", strings.NewReader(`{"n":1}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || string(b) != "second time" {
-		t.Fatalf("%d %q", resp.StatusCode, b)
-	}
-	if len(bodies) != 2 || bodies[1] != `{"n":1}` {
-		t.Errorf("child saw bodies %q", bodies)
-	}
-	if fd.meter.retries.Load() != 1 {
-		t.Errorf("retries %d", fd.meter.retries.Load())
+	big := strings.Repeat("b", 3<<20) // more than the sockets hold: the child drops it mid-way
+	for _, c := range []struct {
+		name, method, body string
+		hdr                []string
+		cut                bool // the child drops it having read 10 bytes, not all
+		code, calls        int
+		retries            int64
+	}{
+		{"post-read-whole", http.MethodPost, `{"n":1}`, nil, false, 503, 1, 0},
+		{"post-cut-short", http.MethodPost, big, nil, true, 200, 2, 1},
+		{"post-idempotency-key", http.MethodPost, `{"n":1}`, []string{"Idempotency-Key", "k1"}, false, 200, 2, 1},
+		{"put", http.MethodPut, `{"n":1}`, nil, false, 200, 2, 1},
+		{"delete", http.MethodDelete, "", nil, false, 200, 2, 1},
+		{"get", http.MethodGet, "", nil, false, 200, 2, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var bodies []string
+			up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				first := len(bodies) == 0
+				mu.Unlock()
+				var b []byte
+				if first && c.cut {
+					b = make([]byte, 10)
+					_, _ = io.ReadFull(r.Body, b)
+				} else {
+					b, _ = io.ReadAll(r.Body)
+				}
+				mu.Lock()
+				bodies = append(bodies, string(b))
+				mu.Unlock()
+				if first { // die before answering a byte
+					panic(http.ErrAbortHandler)
+				}
+				fmt.Fprint(w, "second time")
+			})
+			fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10, Retry: true})
+			fd.Profile("fp16", 0, 2)
+			fd.launch(t, 1)
+			req, _ := http.NewRequest(c.method, fd.url+"/v1/chat", strings.NewReader(c.body))
+			for i := 0; i+1 < len(c.hdr); i += 2 {
+				req.Header.Set(c.hdr[i], c.hdr[i+1])
+			}
+			resp, err := newClient(t).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			switch {
+			case resp.StatusCode != c.code:
+				t.Fatalf("%d %q, want %d", resp.StatusCode, b, c.code)
+			case c.code == 503:
+				checkUnavailable(t, resp, string(b))
+			case string(b) != "second time":
+				t.Fatalf("%q, want the second answer", b)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(bodies) != c.calls || c.calls == 2 && bodies[1] != c.body {
+				t.Errorf("the child got %d requests (the last %d bytes), want %d, the last whole", len(bodies), len(bodies[len(bodies)-1]), c.calls)
+			}
+			if got := fd.meter.retries.Load(); got != c.retries {
+				t.Errorf("retries %d, want %d", got, c.retries)
+			}
+		})
 	}
 }
 
@@ -483,7 +528,7 @@ func TestStatusPath(t *testing.T) {
 }
 
 // TestShutdownAnswersHeld: closing the door answers held requests 503 at
-// once.
+// once, with a body or without.
 func TestShutdownAnswersHeld(t *testing.T) {
 	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {})
 	fd := New(Config{Upstream: up.URL, Health: "/health", Hold: time.Minute, MaxHeld: 10, Priority: P0}, Options{})
@@ -493,19 +538,21 @@ func TestShutdownAnswersHeld(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- fd.Serve(ln) }()
-	got := make(chan *http.Response, 1)
+	got := make(chan *http.Response, 2)
 	c := newClient(t)
-	go func() {
-		resp, err := c.Get("http://" + ln.Addr().String() + "/x")
-		if err != nil {
-			t.Error(err)
-			got <- nil
-			return
-		}
-		resp.Body.Close()
-		got <- resp
-	}()
-	for fd.Held() != 1 {
+	for _, body := range []string{"", "with a body"} {
+		go func() {
+			resp, err := c.Post("http://"+ln.Addr().String()+"/x", "text/plain", strings.NewReader(body))
+			if err != nil {
+				t.Error(err)
+				got <- nil
+				return
+			}
+			resp.Body.Close()
+			got <- resp
+		}()
+	}
+	for fd.Held() != 2 {
 		time.Sleep(time.Millisecond)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
@@ -513,8 +560,10 @@ func TestShutdownAnswersHeld(t *testing.T) {
 	if err := fd.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if resp := <-got; resp == nil || resp.StatusCode != 503 {
-		t.Fatalf("held request at shutdown: %v", resp)
+	for range 2 {
+		if resp := <-got; resp == nil || resp.StatusCode != 503 {
+			t.Fatalf("held request at shutdown: %v", resp)
+		}
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -5,14 +5,16 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // Why a held request was not let through.
 var (
-	errHold     = errors.New("the child was not ready within hold")
-	errFull     = errors.New("too many requests are waiting for the child")
-	errShutdown = errors.New("gpuguard is shutting down")
+	errHold       = errors.New("the child was not ready within hold")
+	errFull       = errors.New("too many requests are waiting for the child")
+	errShutdown   = errors.New("gpuguard is shutting down")
+	errClientGone = errors.New("the client closed its connection")
 )
 
 // gate lets requests through to the child while it is open, holds them in
@@ -23,9 +25,12 @@ type gate struct {
 	open     bool
 	shut     bool // for good: gpuguard is ending
 	inflight int
-	waiters  list.List       // *waiter, oldest first
-	idle     []chan struct{} // closed when inflight falls to 0
-	lastEnd  time.Time       // the last request in flight ended (activity.go)
+	// deferring counts the requests whose bodies are being written to
+	// the deferred-task store: they count toward maxHeld, as waiters do.
+	deferring int
+	waiters   list.List       // *waiter, oldest first
+	idle      []chan struct{} // closed when inflight falls to 0
+	lastEnd   time.Time       // the last request in flight ended (activity.go)
 }
 
 type waiter struct {
@@ -33,6 +38,29 @@ type waiter struct {
 	elem     *list.Element
 	admitted bool
 	err      error // set with ch closed and admitted false: shutdown
+
+	watch watcher     // nil: the waiter waits on ch
+	stop  atomic.Bool // set before watch is woken: the wait is over
+}
+
+// release ends w's wait (admitted or shut out, as set under g.mu).
+func (w *waiter) release() {
+	close(w.ch)
+	if w.watch != nil {
+		w.stop.Store(true)
+		w.watch.wake()
+	}
+}
+
+// watcher waits for a held request's client to leave, in the request's
+// own goroutine, on its connection (clientConn, on Linux): nothing reads
+// a held request's body, so net/http cannot see its client leave.
+type watcher interface {
+	// wait blocks until the client has left (true), or until passes, or
+	// wake was called with stop set (false).
+	wait(until time.Time, stop *atomic.Bool) (gone bool)
+	// wake ends a wait whose stop is set.
+	wake()
 }
 
 // enter returns once the request may go to the child (nil: it is counted
@@ -41,6 +69,13 @@ type waiter struct {
 // client went away (its place is freed). waited says how long it was held
 // (0 when it went straight through).
 func (g *gate) enter(ctx context.Context, hold time.Duration, maxHeld int) (waited time.Duration, err error) {
+	return g.wait(ctx, hold, maxHeld, nil)
+}
+
+// wait is enter with watch, when not nil, watching the client while the
+// request is held: it left, and the request gets errClientGone, its place
+// freed at once.
+func (g *gate) wait(ctx context.Context, hold time.Duration, maxHeld int, watch watcher) (waited time.Duration, err error) {
 	g.mu.Lock()
 	switch {
 	case g.shut:
@@ -50,26 +85,30 @@ func (g *gate) enter(ctx context.Context, hold time.Duration, maxHeld int) (wait
 		g.inflight++
 		g.mu.Unlock()
 		return 0, nil
-	case g.waiters.Len() >= maxHeld:
+	case g.waiters.Len()+g.deferring >= maxHeld:
 		g.mu.Unlock()
 		return 0, errFull
 	case hold <= 0:
 		g.mu.Unlock()
 		return 0, errHold
 	}
-	w := &waiter{ch: make(chan struct{})}
+	w := &waiter{ch: make(chan struct{}), watch: watch}
 	w.elem = g.waiters.PushBack(w)
 	g.mu.Unlock()
 
 	start := time.Now()
-	t := time.NewTimer(hold)
-	defer t.Stop()
-	select {
-	case <-w.ch:
-	case <-t.C:
-		err = errHold
-	case <-ctx.Done():
-		err = ctx.Err()
+	if watch != nil {
+		err = w.watchClient(ctx, start.Add(hold))
+	} else {
+		t := time.NewTimer(hold)
+		defer t.Stop()
+		select {
+		case <-w.ch:
+		case <-t.C:
+			err = errHold
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -81,6 +120,48 @@ func (g *gate) enter(ctx context.Context, hold time.Duration, maxHeld int) (wait
 	}
 	g.waiters.Remove(w.elem)
 	return time.Since(start), err
+}
+
+// watchClient waits on the client's connection until the client leaves,
+// the waiter is released, ctx ends or until passes; a release is read
+// under the gate's lock after it.
+func (w *waiter) watchClient(ctx context.Context, until time.Time) error {
+	stop := context.AfterFunc(ctx, func() {
+		w.stop.Store(true)
+		w.watch.wake()
+	})
+	defer stop()
+	switch {
+	case w.watch.wait(until, &w.stop):
+		return errClientGone
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case w.stop.Load():
+		return nil
+	}
+	return errHold
+}
+
+// enterDefer counts a request being deferred toward maxHeld, until
+// leaveDefer: errFull when maxHeld are held already, errShutdown once
+// gpuguard is ending.
+func (g *gate) enterDefer(maxHeld int) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.shut:
+		return errShutdown
+	case g.waiters.Len()+g.deferring >= maxHeld:
+		return errFull
+	}
+	g.deferring++
+	return nil
+}
+
+func (g *gate) leaveDefer() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.deferring--
 }
 
 // leave ends a request's time in flight.
@@ -113,7 +194,7 @@ func (g *gate) setOpen(open bool) {
 		w := g.waiters.Remove(e).(*waiter)
 		w.admitted = true
 		g.inflight++
-		close(w.ch)
+		w.release()
 	}
 }
 
@@ -139,13 +220,14 @@ func (g *gate) shutdown() {
 	for e := g.waiters.Front(); e != nil; e = g.waiters.Front() {
 		w := g.waiters.Remove(e).(*waiter)
 		w.err = errShutdown
-		close(w.ch)
+		w.release()
 	}
 }
 
-// held is how many requests wait now.
+// held is how many requests the door holds now: waiting, or being
+// deferred.
 func (g *gate) held() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.waiters.Len()
+	return g.waiters.Len() + g.deferring
 }

@@ -4,41 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// exchange is one client request's passage through the door, carried in
-// the outbound request's context to the transport and the error handler.
-type exchange struct {
-	target   *url.URL
-	fallback bool
-	gen      int  // the launch it was sent to
-	inflight bool // counted in the gate
-	body     *replayBody
-	retried  bool  // sent a second time
-	rejected error // a retry's wait ended without a ready child
-
-	// The request's writer and kept body live here, so that a request
-	// costs the door one allocation of its own, not three.
-	w    countingWriter
-	kept replayBody
-}
-
-type exchangeKey struct{}
-
-func exchangeFrom(ctx context.Context) *exchange {
-	ex, _ := ctx.Value(exchangeKey{}).(*exchange)
-	return ex
-}
-
 // ServeHTTP passes r to the child (or answers it itself: its own paths,
-// a wait that ran out, a full queue).
+// a request it refuses, a wait that ran out, a full queue).
 func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	cc := clientConnFrom(r.Context())
+	if cc != nil && !d.framed(w, cc) {
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, "/gpuguard/") {
 		d.own(w, r)
 		return
@@ -52,6 +33,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	cfg := d.cfg.Load()
+	watch := ex.bound(r, cc, cfg, start)
 	prio, ok := priority(r.Header.Get(HeaderPriority), cfg.Priority)
 	if !ok {
 		d.answer(cw, http.StatusBadRequest, "invalid_request_error",
@@ -64,7 +46,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		case prio == P1 && cfg.fallback != nil:
 			ex.target, ex.fallback = cfg.fallback, true
-			d.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
+			d.pass(cw, r, ex)
 			return
 		}
 	}
@@ -73,28 +55,53 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ex.target = cfg.upstream
-	if err := d.enter(r.Context(), cfg, ex); err != nil {
+	if err := d.enter(r.Context(), cfg, ex, watch); err != nil {
 		d.reject(cw, err)
 		return
 	}
 	defer d.leave(ex)
-	if cfg.Retry && r.Body != nil && r.Body != http.NoBody {
-		ex.kept = replayBody{src: r.Body, limit: maxReplay}
-		if n := r.ContentLength; n > 0 && n <= maxReplay {
-			ex.kept.kept = make([]byte, 0, n) // one allocation, not append's doublings
+	switch n := r.ContentLength; {
+	case n > 0 && n <= maxBuffered:
+		var err error
+		if ex.whole, err = readWhole(r.Body, n); err != nil {
+			d.bodyFailed(cw, r, ex)
+			return
 		}
+		r.Body, _ = ex.freshBody()
+	case cfg.Retry && r.Body != nil && r.Body != http.NoBody:
+		ex.kept = replayBody{src: r.Body, limit: maxReplay}
 		ex.body = &ex.kept
 		r.Body = ex.body.attempt()
 	}
-	d.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
+	d.pass(cw, r, ex)
 }
 
-// enter waits at the gate for ex, and records where it goes.
-func (d *Door) enter(ctx context.Context, cfg *conf, ex *exchange) error {
+// framed answers 400, and closes the connection, when the request's head
+// declared a framing the door refuses (clientConn.check): the request goes
+// nowhere. A request whose body the connection does not follow (chunked)
+// passes, and its answer closes the connection.
+func (d *Door) framed(w http.ResponseWriter, cc *clientConn) bool {
+	closeAfter, err := cc.check()
+	if closeAfter {
+		w.Header().Set("Connection", "close")
+	}
+	if err == nil {
+		return true
+	}
+	d.answer(w, http.StatusBadRequest, "invalid_request_error", "the request's framing is refused (RFC 9112 6.3): "+err.Error(), 0)
+	if d.opts.Meter != nil {
+		d.opts.Meter.ServeRequest(http.StatusBadRequest)
+	}
+	return false
+}
+
+// enter waits at the gate for ex, and records where it goes. watch, when
+// not nil, watches the client's connection while ex is held (gate.wait).
+func (d *Door) enter(ctx context.Context, cfg *conf, ex *exchange, watch watcher) error {
 	if f := d.opts.OnRequest; f != nil {
 		f(!d.up.ready.Load())
 	}
-	waited, err := d.gate.enter(ctx, cfg.Hold, cfg.MaxHeld)
+	waited, err := d.gate.wait(ctx, cfg.Hold, cfg.MaxHeld, watch)
 	if waited > 0 && d.opts.Meter != nil {
 		d.opts.Meter.ServeHold(waited)
 	}
@@ -118,6 +125,15 @@ func (d *Door) leave(ex *exchange) {
 func (d *Door) rewrite(pr *httputil.ProxyRequest) {
 	ex := exchangeFrom(pr.In.Context())
 	pr.SetURL(ex.target)
+	if ex.whole != nil || ex.body != nil {
+		pr.Out.GetBody = ex.freshBody
+	}
+	if ex.whole != nil {
+		// The door has the body: the child has nothing to agree to before
+		// it is sent, and a child that ignores the expectation would cost
+		// the transport's wait for a 100.
+		pr.Out.Header.Del("Expect")
+	}
 	if xff, ok := pr.In.Header["X-Forwarded-For"]; ok {
 		pr.Out.Header["X-Forwarded-For"] = xff
 	}
@@ -125,11 +141,28 @@ func (d *Door) rewrite(pr *httputil.ProxyRequest) {
 }
 
 // stamp adds the profile headers to the child's (or the fallback's)
-// answer, with values made once per profile (profileTag).
+// answer, with values made once per profile (profileTag). An answer whose
+// framing is refused (childConn) is not passed: the error makes it a 502,
+// and the proxy closes its connection. An upgrade (101) turns the
+// client's connection into a plain pipe.
 func (d *Door) stamp(resp *http.Response) error {
+	ctx := resp.Request.Context()
+	ex := exchangeFrom(ctx)
+	if ex != nil {
+		if c := ex.child.Load(); c != nil {
+			if err := c.answerErr(); err != nil {
+				return fmt.Errorf("%w: %w", errBadAnswer, err)
+			}
+		}
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		if cc := clientConnFrom(ctx); cc != nil {
+			cc.upgraded()
+		}
+	}
 	t := d.tag.Load()
 	level := t.levelV
-	if ex := exchangeFrom(resp.Request.Context()); ex != nil && ex.fallback {
+	if ex != nil && ex.fallback {
 		resp.Header[canonFallback] = t.fallbackV
 		level = t.nextV
 	}
@@ -147,17 +180,23 @@ const (
 	canonFallback = "X-Gpuguard-Fallback"
 )
 
-// proxyError answers a request the proxy could not pass: the wait for a
-// retry ran out (503, as for any held request), the client left (nothing
-// to answer), or the child failed (502).
+// proxyError answers a request the proxy could not pass: its body did
+// not come in time (408, and the connection closes), the wait for a retry
+// ran out or the request may not be sent again (503, as for any held
+// request), the client left (nothing to answer), the child's answer was
+// malformed or the child failed (502).
 func (d *Door) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	ex := exchangeFrom(r.Context())
 	switch {
+	case ex != nil && ex.timed.timedOut():
+		d.bodyTimeout(w)
 	case ex != nil && ex.rejected != nil:
 		d.reject(w, ex.rejected)
 	case r.Context().Err() != nil:
 		// The client went away; there is no one to answer.
 		w.WriteHeader(499)
+	case errors.Is(err, errBadAnswer):
+		d.answer(w, http.StatusBadGateway, "gpuguard_upstream_error", err.Error(), 0)
 	case ex != nil && ex.fallback:
 		d.answer(w, http.StatusBadGateway, "gpuguard_fallback_error", "the fallback server failed: "+err.Error(), 0)
 	default:
@@ -173,7 +212,10 @@ func (d *Door) reject(w http.ResponseWriter, err error) {
 		reason, msg = "full", "too many requests are waiting for the model server; retry later"
 	case errors.Is(err, errShutdown):
 		reason, msg = "", "gpuguard is shutting down; retry later"
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, errMayHaveRun):
+		reason, msg = "", "the model server dropped the connection after it may have read the request, which is not sent twice "+
+			"(only GET, HEAD, OPTIONS, PUT, DELETE or a request with an Idempotency-Key is); retry later"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, errClientGone):
 		return // the client left while held
 	}
 	if reason != "" && d.opts.Meter != nil {
@@ -238,16 +280,8 @@ func (d *Door) own(w http.ResponseWriter, r *http.Request) {
 		d.answer(w, http.StatusNotFound, "not_found", "no such gpuguard path: "+r.URL.Path, 0)
 		return
 	}
-	st := d.opts.Status()
+	st := d.opts.Status().Public() // the door may listen beyond this host
 	st.Ready, st.Held = d.Ready(), d.Held()
-	if ev := st.LastEvent; ev != nil && len(ev.Stderr) > 0 {
-		// The door may listen beyond this host; a dead child's stderr
-		// (tokens, paths, prompts) is for the local socket and the
-		// journal, which only the instance's user can read.
-		quiet := *ev
-		quiet.Stderr = nil
-		st.LastEvent = &quiet
-	}
 	code := http.StatusOK
 	if !st.Ready {
 		code = http.StatusServiceUnavailable

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuguard/gpuguard/control"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/internal/offcall"
+	"github.com/gpuguard/gpuguard/internal/safetext"
 	"github.com/gpuguard/gpuguard/internal/status/view"
 )
 
@@ -95,7 +96,7 @@ func (g *Gatherer) sweep(ins []control.Instance, sts []api.Status) []api.Status 
 				g.warn(err.Error())
 			}
 			if swept && g.o.Name == "" {
-				fmt.Fprintf(g.o.ErrOut, "gpuguard: removed the stale socket %s: instance %q is not running\n", ins[i].Socket, ins[i].Name)
+				fmt.Fprintf(g.o.ErrOut, "gpuguard: removed the stale socket %s: instance %q is not running\n", safetext.Escape(ins[i].Socket), ins[i].Name)
 				continue
 			}
 		}
@@ -107,6 +108,6 @@ func (g *Gatherer) sweep(ins []control.Instance, sts []api.Status) []api.Status 
 func (g *Gatherer) warn(msg string) {
 	if !g.warned[msg] {
 		g.warned[msg] = true
-		fmt.Fprintf(g.o.ErrOut, "gpuguard: warning: %s\n", msg)
+		fmt.Fprintf(g.o.ErrOut, "gpuguard: warning: %s\n", safetext.Escape(msg))
 	}
 }

@@ -9,6 +9,10 @@
 // instance of one name on every host shares. tasks/taskstest is the
 // conformance suite both pass.
 //
+// A task may carry bodies apart from its payload (a deferred request's,
+// and its response's, up to 16 MiB each), which a store writes and reads
+// back a chunk at a time, never whole in memory (body.go, Bodies).
+//
 // Every method takes the time it acts at (now) instead of reading a clock,
 // so tests drive time; a store compares only the times it was given.
 package tasks

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"io"
 	"sync"
 	"time"
 
@@ -13,13 +14,16 @@ import (
 // cannot be created) never stops an instance, its deferrals are denied
 // until it opens. Until a task is enqueued, an embedded store that does
 // not exist yet is not created: the calls that only read answer an empty
-// queue.
+// queue. Whether it exists is asked once: only an Enqueue through this
+// Lazy creates it (an instance's state dir is its own), so an instance
+// that never defers anything makes no system call for its queue.
 type Lazy struct {
 	open   func() (Store, error)
 	exists func() bool
 
-	mu sync.Mutex
-	s  Store
+	mu     sync.Mutex
+	s      Store
+	absent bool // exists said no: nothing to read until Enqueue creates it
 }
 
 // NewLazy is a Lazy over open; exists says whether the store has ever
@@ -41,7 +45,8 @@ func (l *Lazy) get(create bool) (Store, error) {
 	if l.s != nil {
 		return l.s, nil
 	}
-	if !create && !l.exists() {
+	if !create && (l.absent || !l.exists()) {
+		l.absent = true
 		return nil, nil
 	}
 	s, err := l.open()
@@ -58,6 +63,38 @@ func (l *Lazy) Enqueue(ctx context.Context, t api.Task, maxTasks int) error {
 		return err
 	}
 	return s.Enqueue(ctx, t, maxTasks)
+}
+
+func (l *Lazy) EnqueueBody(ctx context.Context, t api.Task, body io.Reader, maxTasks int) error {
+	s, err := l.get(true)
+	if err != nil {
+		return err
+	}
+	return s.EnqueueBody(ctx, t, body, maxTasks)
+}
+
+func (l *Lazy) AckBody(ctx context.Context, ticket string, result []byte, body io.Reader, now time.Time) error {
+	s, err := l.get(false)
+	if s == nil {
+		return orErr(err, ErrNotRunning)
+	}
+	return s.AckBody(ctx, ticket, result, body, now)
+}
+
+func (l *Lazy) RequestBody(ctx context.Context, ticket string) (io.ReadCloser, int64, error) {
+	s, err := l.get(false)
+	if s == nil {
+		return nil, 0, orErr(err, ErrUnknown)
+	}
+	return s.RequestBody(ctx, ticket)
+}
+
+func (l *Lazy) ResultBody(ctx context.Context, ticket string) (io.ReadCloser, int64, error) {
+	s, err := l.get(false)
+	if s == nil {
+		return nil, 0, orErr(err, ErrUnknown)
+	}
+	return s.ResultBody(ctx, ticket)
 }
 
 func (l *Lazy) Peek(ctx context.Context, now time.Time) (api.Task, bool, time.Time, error) {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"io"
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
@@ -43,6 +44,13 @@ type Store interface {
 	// the stored task is kept as it is). With maxTasks queued and running
 	// tasks already it stores nothing and answers ErrFull.
 	Enqueue(ctx context.Context, t api.Task, maxTasks int) error
+	// EnqueueBody is Enqueue of t with a body (a deferred request's),
+	// which the store reads to its end and writes in chunks as they come
+	// (Bodies.Write), never whole in memory: t is stored, durable, only
+	// once all of its body is, and Body answers the body until the task
+	// is done. An error reading body (wrapping ErrBody), a full queue or a
+	// ticket stored already store nothing of it: what was written goes.
+	EnqueueBody(ctx context.Context, t api.Task, body io.Reader, maxTasks int) error
 	// Peek answers the oldest queued task due at now (by Enqueued), without
 	// leasing it; its payload may be left out (Lease answers it). With none due, ok is false and wake is when the next
 	// queued task becomes due (zero when none waits).
@@ -55,6 +63,18 @@ type Store interface {
 	Extend(ctx context.Context, ticket string, now time.Time) error
 	// Ack marks a running task done at now; result is kept with it.
 	Ack(ctx context.Context, ticket string, result []byte, now time.Time) error
+	// AckBody is Ack with a body kept with the result (a replay's
+	// response), written as EnqueueBody writes one; the task's request
+	// body goes (a done task never runs again). On any error nothing of
+	// the body is kept and the task is as it was.
+	AckBody(ctx context.Context, ticket string, result []byte, body io.Reader, now time.Time) error
+	// RequestBody opens the body EnqueueBody stored, to read a chunk at a
+	// time, and answers its length: empty (0) when the task has none (and
+	// once it is done: a done task never runs again); ErrUnknown when
+	// there is no such task.
+	RequestBody(ctx context.Context, ticket string) (io.ReadCloser, int64, error)
+	// ResultBody opens the body AckBody stored, as RequestBody does.
+	ResultBody(ctx context.Context, ticket string) (io.ReadCloser, int64, error)
 	// AckLease is Ack of ticket then, if the ack was made, Peek and Lease
 	// of next, in one call: delivery is one task at a time per
 	// subscriber, so the done of one task and the lease of the next follow

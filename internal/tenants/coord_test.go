@@ -565,3 +565,66 @@ func TestStartClaimsCollected(t *testing.T) {
 		t.Errorf("start claims on disk: %v; want %d to %d of them, %d among them", seqs, Keep, 2*Keep, starts)
 	}
 }
+
+// TestUnchangedInfoIsLookedAtNotRewritten: every republishEvery the
+// writer looks at an unchanged info's file; as it wrote it, it stays (no
+// new file in the GPU's dir, the same inode), and only one a stranger
+// removed or spoiled is written again.
+func TestUnchangedInfoIsLookedAtNotRewritten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		c := w.coordinator("me")
+		defer c.Close()
+		info := api.TenantInfo{Name: "me", Priority: 3, Scope: "device", State: api.StateRunning, Levels: 2, GPUs: []api.TenantGPU{{UUID: gpuA}}}
+		dir, _ := GPUDir(w.dir, gpuA)
+		path := filepath.Join(dir, infoPrefix+"me")
+		inode := func() uint64 {
+			t.Helper()
+			var st syscall.Stat_t
+			if err := syscall.Lstat(path, &st); err != nil {
+				t.Fatalf("the info file: %v", err)
+			}
+			return st.Ino
+		}
+		readable := func() bool {
+			var got api.TenantInfo
+			return readJSON(path, &got) && got.Priority == 3
+		}
+		// publishLater publishes the same info once republishEvery has
+		// passed, and lets the writer do what it does with it.
+		publishLater := func() {
+			time.Sleep(republishEvery)
+			c.Publish(info)
+			synctest.Wait()
+		}
+		c.Publish(info)
+		synctest.Wait()
+		first := inode()
+		for range 3 {
+			publishLater()
+			if got := inode(); got != first {
+				t.Fatalf("an unchanged info was rewritten (inode %d, then %d)", first, got)
+			}
+		}
+		os.Remove(path)
+		publishLater()
+		if _, err := os.Lstat(path); err != nil || !readable() {
+			t.Fatalf("a removed info was not written again: %v", err)
+		}
+		if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		publishLater()
+		if !readable() {
+			t.Fatal("an info spoiled in place was not written again")
+		}
+		// A change is written at once, as before.
+		before := inode()
+		info.Level = 1
+		c.Publish(info)
+		synctest.Wait()
+		if inode() == before {
+			t.Error("a new level was not written")
+		}
+	})
+}

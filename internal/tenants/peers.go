@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/control"
 	"github.com/gpuguard/gpuguard/internal/paths"
@@ -109,6 +111,7 @@ func (c *Coordinator) Publish(info api.TenantInfo) {
 
 func (c *Coordinator) publisher(wake <-chan struct{}) {
 	defer close(c.pubDone)
+	var written []fileID // what the last write left, per GPU of pubLast
 	for range wake {
 		c.pubMu.Lock()
 		info, last, since := c.pubNext, c.pubLast, time.Since(c.pubLastAt)
@@ -116,32 +119,91 @@ func (c *Coordinator) publisher(wake <-chan struct{}) {
 		if info == nil || !worthWriting(last, info, since) {
 			continue
 		}
+		if !changed(last, info, since) && c.intact(*info, written) {
+			// Only due for a look, and the files are as written: a
+			// rewrite would cost a new file in each GPU's dir for nothing.
+			c.pubMu.Lock()
+			c.pubLastAt = time.Now()
+			c.pubMu.Unlock()
+			continue
+		}
 		if err := c.writeInfo(*info); err != nil {
 			c.o.Logf("%v", err)
 			continue
 		}
+		written = c.infoFiles(*info)
 		c.pubMu.Lock()
 		c.pubLast, c.pubLastAt = info, time.Now()
 		c.pubMu.Unlock()
 	}
 }
 
-// republishEvery is how often the info is written even when unchanged, so
-// that one a stranger spoiled or removed (see sweep) is back soon.
+// republishEvery is how often an unchanged info is looked at, so that one
+// a stranger spoiled or removed (see sweep) is written again soon. Looking
+// is one lstat per GPU; the info is rewritten only when a file is not the
+// one this instance wrote, as it wrote it.
 const republishEvery = 10 * time.Second
+
+// fileID tells whether a file is still the one that was written: a
+// rename over it changes the inode, a write in place or a chmod its
+// change time.
+type fileID struct {
+	dev, ino uint64
+	ctime    unix.Timespec
+	size     int64
+}
+
+// infoFiles identifies this instance's info file in the dir of each GPU
+// of info, in order; a file it cannot stat is a zero fileID, which no
+// file matches.
+func (c *Coordinator) infoFiles(info api.TenantInfo) []fileID {
+	ids := make([]fileID, len(info.GPUs))
+	for i, g := range info.GPUs {
+		dir, err := GPUDir(c.o.RuntimeDir, g.UUID)
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Lstat(filepath.Join(dir, infoPrefix+c.o.Name), &st) == nil {
+			ids[i] = fileID{dev: uint64(st.Dev), ino: st.Ino, ctime: st.Ctim, size: st.Size}
+		}
+	}
+	return ids
+}
+
+// intact reports whether every info file of info is the one written, as
+// written (written: infoFiles right after the write).
+func (c *Coordinator) intact(info api.TenantInfo, written []fileID) bool {
+	if len(written) != len(info.GPUs) {
+		return false
+	}
+	for i, id := range c.infoFiles(info) {
+		if id == (fileID{}) || id != written[i] {
+			return false
+		}
+	}
+	return true
+}
 
 // usedTolerance is the least change of a tenant's own usage worth
 // publishing (it only breaks ties in the ranking).
 const usedTolerance = 64 << 20
 
-// worthWriting says whether next differs from the last written info in a
-// way the other tenants' rankings can use. Of the state they read only
-// whether it can step (canStep): a child that goes from starting to
-// running, or an instance from waiting to backoff, changes nothing for
-// them, and a restart writes the file twice rather than three times (each
-// write is a new file in the GPU's dir).
+// worthWriting says whether the writer has something to do for next: it
+// changed (see changed), or republishEvery has passed since the last
+// write or look, and the files are due for a look.
 func worthWriting(last, next *api.TenantInfo, since time.Duration) bool {
-	if last == nil || since >= republishEvery {
+	return since >= republishEvery || changed(last, next, since)
+}
+
+// changed says whether next differs from the last written info (nil:
+// none yet) in a way the other tenants' rankings can use. Of the state
+// they read only whether it can step (canStep): a child that goes from
+// starting to running, or an instance from waiting to backoff, changes
+// nothing for them, and a restart writes the file twice rather than three
+// times (each write is a new file in the GPU's dir).
+func changed(last, next *api.TenantInfo, since time.Duration) bool {
+	if last == nil {
 		return true
 	}
 	a, b := last, next

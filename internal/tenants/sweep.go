@@ -103,8 +103,8 @@ func void(path, name string, fi fs.FileInfo) bool {
 	for _, p := range []string{infoPrefix, leasePrefix} {
 		if who, ok := strings.CutPrefix(name, p); ok && paths.ValidName(who) == nil {
 			// A tenant's own file: kept even when it does not parse, since
-			// its tenant may be alive and will replace it (the info is
-			// republished every republishEvery).
+			// its tenant may be alive and will replace it (it looks at its
+			// info every republishEvery, and writes it again when spoiled).
 			return false
 		}
 	}

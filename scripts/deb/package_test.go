@@ -22,6 +22,7 @@ const (
 	unitPath          = "usr/lib/systemd/system/gpuguard@.service"
 	reviewServicePath = "usr/lib/systemd/system/gpuguard-review@.service"
 	reviewTimerPath   = "usr/lib/systemd/system/gpuguard-review@.timer"
+	doorServicePath   = "usr/lib/systemd/system/gpuguard-door.service"
 )
 
 // pkg is a built package, unpacked: root is what dpkg installs, control
@@ -120,6 +121,8 @@ func TestPackage(t *testing.T) {
 			unitPath:                                            0o644,
 			reviewServicePath:                                   0o644,
 			reviewTimerPath:                                     0o644,
+			doorServicePath:                                     0o644,
+			"usr/share/man/man1/gpuguard-door.1.gz":             0o644,
 			"etc/gpuguard/example.toml":                         0o644,
 			"usr/share/man/man1/gpuguard.1.gz":                  0o644,
 			"usr/share/man/man1/gpuguard-run.1.gz":              0o644,
@@ -268,6 +271,17 @@ func TestPackage(t *testing.T) {
 		out, err := exec.Command(sa, append([]string{"verify"}, insts...)...).CombinedOutput()
 		if err != nil || strings.Contains(string(out), "gpuguard-review@") {
 			t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("door unit runs /usr/bin/gpuguard door", func(t *testing.T) {
+		got := read(t, filepath.Join(p.root, doorServicePath))
+		if !strings.Contains(got, "\nExecStart=/usr/bin/gpuguard door\n") || !strings.Contains(got, "\nRestart=on-failure\n") {
+			t.Errorf("packaged door service's ExecStart or Restart:\n%s", got)
+		}
+		src := read(t, filepath.Join(repoRoot, "scripts/systemd", filepath.Base(doorServicePath)))
+		if got != withDirectivePath(src, "/usr/local/bin/gpuguard", "/usr/bin/gpuguard") {
+			t.Errorf("packaged %s differs from scripts/systemd beyond the binary's path", filepath.Base(doorServicePath))
 		}
 	})
 

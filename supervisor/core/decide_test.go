@@ -83,6 +83,13 @@ func brief(e Effect) string {
 			return "end start: " + e.Log
 		}
 		return "end start"
+	case Entered:
+		return fmt.Sprintf("entered %d", e.To)
+	case FallBack:
+		if e.Sleep {
+			return fmt.Sprintf("fall back to %d (%s) asleep", e.To, e.Reason)
+		}
+		return fmt.Sprintf("fall back to %d (%s)", e.To, e.Reason)
 	}
 	return fmt.Sprintf("%T", e)
 }

@@ -34,8 +34,10 @@ type IdleCheck struct {
 // over, and nothing wakes), or a sample while a wake is wanted
 // (Claim.Due set). Stopped: asleep with the child stopped; Live: asleep
 // with the child running and nothing else under way; Waiting: a start
-// waits. Reading (nil: none, or the probe is down), Tree and Served
-// judge a live wake's fit (WakeFit).
+// waits; Sleeping: a step into a serving = false profile is under way
+// (the door drains, its enter runs, or the child is being stopped), and
+// the wish waits for its end. Reading (nil: none, or the probe is down),
+// Tree and Served judge a live wake's fit (WakeFit).
 type Wake struct {
 	Now               time.Time
 	Request, Stopping bool
@@ -43,6 +45,7 @@ type Wake struct {
 	// makes no room).
 	Held                   bool
 	Stopped, Live, Waiting bool
+	Sleeping               bool
 	Reading                *Reading
 	Tree                   map[int]bool
 	Served                 uint64
@@ -84,23 +87,26 @@ func (st State) idle(g Given, in IdleCheck) (State, []Effect) {
 }
 
 // wakeUp steps up to the nearest serving profile (WakeTo) for a held
-// request ([serve] wake), as soon as it can: a stopped child is started
-// again (the start waits for that profile to fit, in the shared-GPU start
-// order); a sleeping one is woken live once the profile fits (WakeFit)
-// and, on a shared GPU, once it holds the one-start-at-a-time claim: a
-// server that wakes takes back the memory it freed, as a start takes
-// memory. Until then every sample tries again, and the request waits, up
-// to hold.
+// request ([serve] wake), as soon as it can. A request held while a step
+// into a serving = false profile is under way is a wish too: it waits
+// for that step's end, then wakes the instance like any other, so that
+// no held request waits out hold in a sleeping instance that could wake.
+// A stopped child is started again (the start waits for that profile to
+// fit, in the shared-GPU start order); a sleeping one is woken live once
+// the profile fits (WakeFit) and, on a shared GPU, once it holds the
+// one-start-at-a-time claim: a server that wakes takes back the memory
+// it freed, as a start takes memory. Until then every sample tries again,
+// and the request waits, up to hold.
 func (st State) wakeUp(g Given, in Wake) (State, []Effect) {
 	pol := g.Policy
 	if in.Request {
-		if !pol.Serve.Wake || pol.Profiles[g.Level].Serving() || in.Stopping {
+		if !pol.Serve.Wake || in.Stopping || pol.Profiles[g.Level].Serving() && !in.Sleeping {
 			return st, nil
 		}
 		st.wake = true
 	}
-	if !st.wake {
-		return st, nil
+	if !st.wake || in.Sleeping {
+		return st, nil // a step into sleep ends first: the wake follows it (the loop asks again then)
 	}
 	to := WakeTo(pol.Profiles, g.Level)
 	if to < 0 {

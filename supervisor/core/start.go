@@ -33,6 +33,9 @@ type Start struct {
 	// First: no child has been launched in this run yet (not a restart,
 	// not a wake): it makes room only when no profile fits.
 	First bool
+	// Why is why the start happens (Relaunch's, Requested's or a wake's
+	// reason): its launch, fit and wait name it.
+	Why Reason
 }
 
 // Launched is a new child, launched at Now: the rules start afresh, and
@@ -58,7 +61,7 @@ func (st State) start(g Given, in Start) (State, []Effect) {
 	if in.Err == nil {
 		if why := NeverFits(pol, in.Devices); why != "" {
 			return st, []Effect{
-				NoteFit{JudgeFit(pol, in.Target, in.Devices), "no profile can ever fit"},
+				NoteFit{JudgeFit(pol, in.Target, in.Devices), "no profile can ever fit", in.Why},
 				Finish{State: api.StateFatal, End: EndNoFit, Err: fmt.Errorf("%w, ever: %s", ErrNoFit, why)},
 			}
 		}
@@ -84,7 +87,7 @@ func (st State) start(g Given, in Start) (State, []Effect) {
 			return st, effs
 		}
 		name := pol.Profiles[in.Target].Name
-		return st, append(effs, Launch{in.Target, Fit{}, fmt.Sprintf("starting in %s unchecked: no GPU reading (%v)", name, in.Err)})
+		return st, append(effs, Launch{in.Target, Fit{}, fmt.Sprintf("starting in %s unchecked: no GPU reading (%v)", name, in.Err), in.Why})
 	}
 	var effs []Effect
 	if in.Release {
@@ -121,27 +124,28 @@ func (st State) pick(g Given, in Start) (State, []Effect) {
 	pol := g.Policy
 	j := JudgeFit(pol, in.Target, in.Devices)
 	if j.OK {
-		return st, []Effect{Launch{j.Level, j, "starting in " + pol.Profiles[j.Level].Name}}
+		return st, []Effect{Launch{j.Level, j, "starting in " + pol.Profiles[j.Level].Name, in.Why}}
 	}
 	free := FreeText(pol, in.Devices)
 	switch pol.Restart.WhenFull {
 	case policy.WhenFullLowest:
-		return st, []Effect{Launch{lastServing(pol.Profiles), j, "no profile fits; starting in the last profile (when_full = \"lowest\")"}}
+		return st, []Effect{Launch{lastServing(pol.Profiles), j, "no profile fits; starting in the last profile (when_full = \"lowest\")", in.Why}}
 	case policy.WhenFullExit:
 		return st, []Effect{
-			NoteFit{j, "no profile fits; exiting (when_full = \"exit\")"},
+			NoteFit{j, "no profile fits; exiting (when_full = \"exit\")", in.Why},
 			Finish{State: api.StateFatal, End: EndNoFit, Err: fmt.Errorf("%w the free GPU memory (when_full = \"exit\"): %s", ErrNoFit, free)},
 		}
 	}
 	end := st.claim.end("")
-	return st, append(end, Wait{j, free})
+	return st, append(end, Wait{j, free, in.Why})
 }
 
 // launched starts the rules afresh for a new child, and follows its start
 // on a shared GPU until it settles.
 func (st State) launched(g Given, in Launched) (State, []Effect) {
 	st.rules.Reset()
-	st.undo = nil
+	st.undo, st.measure = nil, nil
+	st.starts.ready = false
 	st.room.launched()
 	effs := st.claim.began(in.Now, in.Used, g.Policy.Watch.Settle)
 	return st, effs

@@ -198,3 +198,31 @@ func TestETAWithinAMinuteIsRed(t *testing.T) {
 		t.Errorf("an ETA of 42.7s is not red:\n%q", b.String())
 	}
 }
+
+// TestWriteTableEscapes: a last event's reason and an unreachable
+// instance's error are shown with their control characters escaped, and
+// the columns stay aligned by the escaped text.
+func TestWriteTableEscapes(t *testing.T) {
+	st := demo()
+	st.LastEvent = &api.Event{Event: "task_dead", Detail: "answered 500 /\x1b[2J\a"}
+	bad := api.Status{Name: "q", PID: 7, State: api.StateUnreachable, Error: "no\x1b]0;x\a answer"}
+	var buf bytes.Buffer
+	if err := WriteTable(&buf, Report{Instances: []api.Status{st, bad}}, Options{Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if strings.ContainsAny(out, "\x1b\a") {
+		t.Errorf("a control character printed raw:\n%q", out)
+	}
+	for _, want := range []string{`task_dead (answered 500 /\x1b[2J\a)`, `no\x1b]0;x\a answer`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %s:\n%s", want, out)
+		}
+	}
+	// With colour, the colours are the table's own escapes, around escaped text.
+	buf.Reset()
+	WriteTable(&buf, Report{Instances: []api.Status{bad}}, Options{Now: now, Color: true})
+	if !strings.Contains(buf.String(), "\x1b[31munreachable\x1b[0m") || strings.Contains(buf.String(), "\x1b]0") {
+		t.Errorf("coloured table:\n%q", buf.String())
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/safetext"
 )
 
 // Options are the inputs of the table besides the data.
@@ -197,7 +198,15 @@ type table struct {
 	rows   [][]cell
 }
 
-func (t *table) add(row []cell) { t.rows = append(t.rows, row) }
+// add adds a row, its text escaped (safetext): a cell may hold what a
+// child, a client or a file wrote (a last event's reason, a process's
+// command, an unreachable instance's error).
+func (t *table) add(row []cell) {
+	for i := range row {
+		row[i].text = safetext.Escape(row[i].text)
+	}
+	t.rows = append(t.rows, row)
+}
 
 func (t *table) write(b *strings.Builder, color bool) {
 	widths := make([]int, len(t.header))

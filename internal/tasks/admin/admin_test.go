@@ -76,6 +76,27 @@ func TestList(t *testing.T) {
 	}
 }
 
+// TestListEscapes: a tool and a last error with control characters (a
+// client's and a child's) are shown escaped, and a long error is cut
+// between characters.
+func TestListEscapes(t *testing.T) {
+	root, now := t.TempDir(), time.Unix(1_700_000_000, 0)
+	tk := task("t-1", now)
+	tk.Tool = "e\x1b[31mmbed\a"
+	a := queue(t, root, "a", now, tk)
+	if got := oneLine("fail\x1b]0;x\a " + strings.Repeat("é", 80)); strings.ContainsAny(got, "\x1b\a") ||
+		!strings.HasPrefix(got, `fail\x1b]0;x\a é`) || !strings.HasSuffix(got, "é...") {
+		t.Errorf("oneLine: %q", got)
+	}
+	var out bytes.Buffer
+	if err := List(&out, []instances.Target{a}, false, now); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(out.String(), "\x1b\a") || !strings.Contains(out.String(), `e\x1b[31mmbed\a`) {
+		t.Errorf("table:\n%q", out.String())
+	}
+}
+
 // TestDropWithoutInstance: a drop with no instance running removes the
 // task and journals it here; a retry of a task that is not dead, or a
 // dir without a queue, is an error.

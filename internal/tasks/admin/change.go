@@ -10,6 +10,7 @@ import (
 	"github.com/gpuguard/gpuguard/control"
 	"github.com/gpuguard/gpuguard/internal/journal"
 	"github.com/gpuguard/gpuguard/internal/paths"
+	"github.com/gpuguard/gpuguard/internal/safetext"
 	"github.com/gpuguard/gpuguard/internal/tasks/store"
 )
 
@@ -43,12 +44,12 @@ func (c Change) Do(ctx context.Context) (string, error) {
 			return "", err
 		}
 		ev = api.Event{Event: api.EventTaskDropped, Ticket: t.Ticket, Tool: t.Tool, Detail: "dropped by gpuguard tasks (state " + t.State + ")"}
-		msg = fmt.Sprintf("dropped %s (%s, %s)", t.Ticket, t.Tool, t.State)
+		msg = fmt.Sprintf("dropped %s (%s, %s)", safetext.Escape(t.Ticket), safetext.Escape(t.Tool), t.State)
 	case "retry":
 		if err := s.Retry(ctx, c.Ticket, time.Now()); err != nil {
 			return "", err
 		}
-		msg = fmt.Sprintf("queued %s again", c.Ticket)
+		msg = fmt.Sprintf("queued %s again", safetext.Escape(c.Ticket))
 	default:
 		return "", fmt.Errorf("unknown action %q: want drop or retry", c.Action)
 	}

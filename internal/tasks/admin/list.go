@@ -8,9 +8,11 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/internal/report/instances"
+	"github.com/gpuguard/gpuguard/internal/safetext"
 	"github.com/gpuguard/gpuguard/internal/tasks"
 	"github.com/gpuguard/gpuguard/internal/tasks/store"
 	"github.com/gpuguard/gpuguard/policy"
@@ -110,11 +112,13 @@ func (l *lister) add(name string, t api.Task) {
 			}
 			io.WriteString(l.tw, "TICKET\tTOOL\tPRIO\tBYTES\tSTATE\tATTEMPTS\tAGE\tLAST ERROR\n")
 		}
+		// The store's strings came from clients and children: escaped.
+		esc := safetext.Escape
 		if l.names {
-			fmt.Fprintf(l.tw, "%s\t", name)
+			fmt.Fprintf(l.tw, "%s\t", esc(name))
 		}
-		fmt.Fprintf(l.tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Ticket, r.Tool, r.Priority, policy.FormatSize(r.Bytes),
-			r.State, r.Attempts, time.Duration(r.AgeSeconds*float64(time.Second)).Round(time.Second), oneLine(r.LastError))
+		fmt.Fprintf(l.tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", esc(r.Ticket), esc(r.Tool), esc(r.Priority), policy.FormatSize(r.Bytes),
+			esc(r.State), r.Attempts, time.Duration(r.AgeSeconds*float64(time.Second)).Round(time.Second), oneLine(r.LastError))
 		if l.n%1000 == 999 {
 			l.tw.Flush() // the columns of a long list are aligned per thousand rows
 		}
@@ -133,12 +137,13 @@ func (l *lister) close() error {
 	return l.tw.Flush()
 }
 
-// oneLine is a last error for one table cell: its lines joined, at most
-// 60 characters.
+// oneLine is a last error for one table cell: its lines joined, escaped
+// (safetext), at most 60 characters (cut between characters, never
+// inside one).
 func oneLine(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) > 60 {
-		return s[:57] + "..."
+	s = safetext.Escape(strings.ReplaceAll(s, "\n", " "))
+	if utf8.RuneCountInString(s) > 60 {
+		return string([]rune(s)[:57]) + "..."
 	}
 	return s
 }

@@ -7,9 +7,11 @@
 package memstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -31,6 +33,9 @@ type entry struct {
 	seq      int
 	leasedAt time.Time
 	result   []byte
+	// body and resultBody are the task's bodies (RequestBody and
+	// ResultBody): in memory whole, as everything here is.
+	body, resultBody []byte
 }
 
 // New returns an empty memory.
@@ -69,7 +74,30 @@ func (s *store) pending(m *Memory) int {
 	return n
 }
 
-func (s *store) Enqueue(_ context.Context, t api.Task, maxTasks int) error {
+func (s *store) Enqueue(ctx context.Context, t api.Task, maxTasks int) error {
+	return s.enqueue(t, nil, maxTasks)
+}
+
+// EnqueueBody reads body whole first: a failed read stores nothing.
+func (s *store) EnqueueBody(_ context.Context, t api.Task, body io.Reader, maxTasks int) error {
+	b, err := readBody(body)
+	if err != nil {
+		return fmt.Errorf("storing task %s: %w", t.Ticket, err)
+	}
+	return s.enqueue(t, b, maxTasks)
+}
+
+// readBody reads body whole, a read error wrapped with ErrBody as every
+// store wraps it.
+func readBody(body io.Reader) ([]byte, error) {
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", tasks.ErrBody, err)
+	}
+	return b, nil
+}
+
+func (s *store) enqueue(t api.Task, body []byte, maxTasks int) error {
 	m, err := s.lock()
 	if err != nil {
 		return err
@@ -84,7 +112,7 @@ func (s *store) Enqueue(_ context.Context, t api.Task, maxTasks int) error {
 	m.seq++
 	t.State, t.Attempts, t.LastError, t.NotBefore, t.Finished = api.TaskQueued, 0, "", time.Time{}, time.Time{}
 	t.Payload = slices.Clone(t.Payload)
-	m.tasks[t.Ticket] = &entry{t: t, seq: m.seq}
+	m.tasks[t.Ticket] = &entry{t: t, seq: m.seq, body: body}
 	return nil
 }
 
@@ -159,7 +187,44 @@ func (s *store) Extend(_ context.Context, ticket string, now time.Time) error {
 func (s *store) Ack(_ context.Context, ticket string, result []byte, now time.Time) error {
 	return s.running(ticket, func(e *entry) {
 		e.t.State, e.t.Finished, e.result = api.TaskDone, now, slices.Clone(result)
+		e.body = nil
 	})
+}
+
+func (s *store) AckBody(_ context.Context, ticket string, result []byte, body io.Reader, now time.Time) error {
+	b, err := readBody(body)
+	if err != nil {
+		return fmt.Errorf("finishing task %s: %w", ticket, err)
+	}
+	return s.running(ticket, func(e *entry) {
+		e.t.State, e.t.Finished, e.result = api.TaskDone, now, slices.Clone(result)
+		e.resultBody, e.body = b, nil
+	})
+}
+
+func (s *store) RequestBody(_ context.Context, ticket string) (io.ReadCloser, int64, error) {
+	return s.body(ticket, false)
+}
+
+func (s *store) ResultBody(_ context.Context, ticket string) (io.ReadCloser, int64, error) {
+	return s.body(ticket, true)
+}
+
+func (s *store) body(ticket string, result bool) (io.ReadCloser, int64, error) {
+	m, err := s.lock()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer m.mu.Unlock()
+	e, ok := m.tasks[ticket]
+	if !ok {
+		return nil, 0, fmt.Errorf("task %s: %w", ticket, tasks.ErrUnknown)
+	}
+	b := e.body
+	if result {
+		b = e.resultBody
+	}
+	return io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
 }
 
 // AckLease is Ack, Peek, Lease and Peek again (after); memory has no

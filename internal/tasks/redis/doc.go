@@ -16,6 +16,9 @@
 //	P:done         zset, done tasks, by finish time (keep_results)
 //	P:all          zset, every task, by enqueue time (listing)
 //	P:counts       hash, tasks by state (max_tasks, status)
+//	P:body:<id>    string, a task's body (a deferred request's, or its
+//	               response's), APPENDed a chunk at a time; it expires
+//	               until the script that stores its task makes it persist
 //
 // Every change is one Lua script, so it is atomic across hosts. A lease
 // claims the task's entry to this host's consumer (XCLAIM); the visibility

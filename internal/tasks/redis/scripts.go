@@ -19,6 +19,18 @@ local function entry(t)
   redis.call('HSET', tk(t), 'entry', id)
   return id
 end
+-- body is the key of body id's chunks ('' for none: false).
+local function body(id)
+  if not id or id == '' then return false end
+  return P .. ':body:' .. id
+end
+-- unbody deletes the bodies named by fields of hash h.
+local function unbody(h, ...)
+  for _, f in ipairs({...}) do
+    local k = body(redis.call('HGET', h, f))
+    if k then redis.call('DEL', k) end
+  end
+end
 local function unstream(h)
   local id = redis.call('HGET', h, 'entry')
   if id and id ~= '' then
@@ -47,17 +59,26 @@ local function attempt(t, reason, retry, max)
 end
 `
 
-// ARGV: ticket tool priority bytes payload enqueued maxTasks.
-// Returns 1 stored (or stored before), 0 full.
+// ARGV: ticket tool priority bytes payload enqueued maxTasks body
+// bodySize. Returns 1 stored (or stored before), 0 full; the body's chunks
+// (written before, expiring) are kept with the task, or deleted.
 var enqueueScript = goredis.NewScript(lib + `
 local t = ARGV[1]
-if redis.call('EXISTS', tk(t)) == 1 then return 1 end
+local b = body(ARGV[8])
+if redis.call('EXISTS', tk(t)) == 1 then
+  if b then redis.call('DEL', b) end
+  return 1
+end
 local c = redis.call('HMGET', P .. ':counts', 'queued', 'running')
-if (tonumber(c[1]) or 0) + (tonumber(c[2]) or 0) >= tonumber(ARGV[7]) then return 0 end
+if (tonumber(c[1]) or 0) + (tonumber(c[2]) or 0) >= tonumber(ARGV[7]) then
+  if b then redis.call('DEL', b) end
+  return 0
+end
+if b then redis.call('PERSIST', b) end
 group()
 redis.call('HSET', tk(t), 'ticket', t, 'tool', ARGV[2], 'priority', ARGV[3], 'bytes', ARGV[4], 'payload', ARGV[5],
   'state', 'queued', 'attempts', 0, 'last_error', '', 'enqueued', ARGV[6], 'not_before', 0,
-  'leased_at', 0, 'finished', 0, 'holder', '')
+  'leased_at', 0, 'finished', 0, 'holder', '', 'body', ARGV[8], 'body_size', ARGV[9])
 entry(t)
 redis.call('ZADD', P .. ':all', ARGV[6], t)
 redis.call('ZADD', P .. ':ready', ARGV[6], t)
@@ -126,13 +147,22 @@ redis.pcall('XCLAIM', P, G, me, 0, id, 'JUSTID')
 return 1
 `)
 
-// ARGV: ticket result now. Returns 1, or 0 if not running.
+// ARGV: ticket result now resultBody resultBodySize. Returns 1, or 0 if
+// not running (the result body's chunks are then deleted). The request
+// body goes: a done task never runs again.
 var ackScript = goredis.NewScript(lib + `
 local t = ARGV[1]
 local h = tk(t)
-if redis.call('HGET', h, 'state') ~= 'running' then return 0 end
+local b = body(ARGV[4])
+if redis.call('HGET', h, 'state') ~= 'running' then
+  if b then redis.call('DEL', b) end
+  return 0
+end
+if b then redis.call('PERSIST', b) end
 unstream(h)
-redis.call('HSET', h, 'state', 'done', 'finished', ARGV[3], 'result', ARGV[2], 'leased_at', 0, 'holder', '', 'entry', '')
+unbody(h, 'body')
+redis.call('HSET', h, 'state', 'done', 'finished', ARGV[3], 'result', ARGV[2], 'leased_at', 0, 'holder', '', 'entry', '',
+  'body', '', 'body_size', 0, 'result_body', ARGV[4], 'result_size', ARGV[5])
 redis.call('ZREM', P .. ':running', t)
 redis.call('ZADD', P .. ':done', ARGV[3], t)
 cnt('running', -1)
@@ -185,6 +215,7 @@ local st = redis.call('HGET', h, 'state')
 if not st then return false end
 local all = redis.call('HGETALL', h)
 unstream(h)
+unbody(h, 'body', 'result_body')
 for _, z in ipairs({'all', 'ready', 'delayed', 'running', 'done'}) do redis.call('ZREM', P .. ':' .. z, t) end
 redis.call('DEL', h)
 cnt(st, -1)
@@ -211,6 +242,7 @@ return 1
 var purgeScript = goredis.NewScript(lib + `
 local old = redis.call('ZRANGEBYSCORE', P .. ':done', '-inf', '(' .. ARGV[1])
 for _, t in ipairs(old) do
+  unbody(tk(t), 'body', 'result_body')
   redis.call('DEL', tk(t))
   redis.call('ZREM', P .. ':done', t)
   redis.call('ZREM', P .. ':all', t)

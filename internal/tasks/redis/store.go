@@ -39,6 +39,7 @@ type Store struct {
 	c        *goredis.Client
 	key      string
 	consumer string
+	bodies   tasks.Bodies
 }
 
 var _ tasks.Store = (*Store)(nil)
@@ -117,7 +118,12 @@ func (s *Store) run(ctx context.Context, sc *goredis.Script, args ...any) (any, 
 
 // Enqueue stores t; see tasks.Store.
 func (s *Store) Enqueue(ctx context.Context, t api.Task, maxTasks int) error {
-	v, err := s.run(ctx, enqueueScript, t.Ticket, t.Tool, t.Priority, t.Bytes, string(t.Payload), micros(t.Enqueued), maxTasks)
+	return s.enqueue(ctx, t, "", 0, maxTasks)
+}
+
+// enqueue stores t naming the body written as bodyID ("" for none).
+func (s *Store) enqueue(ctx context.Context, t api.Task, bodyID string, size int64, maxTasks int) error {
+	v, err := s.run(ctx, enqueueScript, t.Ticket, t.Tool, t.Priority, t.Bytes, string(t.Payload), micros(t.Enqueued), maxTasks, bodyID, size)
 	if err != nil {
 		return fmt.Errorf("storing task %s in redis: %w", t.Ticket, err)
 	}
@@ -165,7 +171,7 @@ func (s *Store) Extend(ctx context.Context, ticket string, now time.Time) error 
 
 // Ack marks the task done.
 func (s *Store) Ack(ctx context.Context, ticket string, result []byte, now time.Time) error {
-	return s.running(ctx, ticket, "finishing", ackScript, ticket, string(result), micros(now))
+	return s.running(ctx, ticket, "finishing", ackScript, ticket, string(result), micros(now), "", 0)
 }
 
 // AckLease is Ack, Peek and Lease: three scripts, each durable on its own

@@ -24,4 +24,9 @@
 // task due after it, for the next done to lease with no Peek. The first
 // task of a run is leased on its own (Lease, at synchronous=NORMAL: the next
 // fsynced commit makes it durable, a WAL being written in order).
+//
+// A task's bodies (a deferred request's, and its response's) are rows of
+// a table of their own, a chunk a row, written as they arrive at
+// synchronous=NORMAL and made durable by the task's own commit, for the
+// same reason (body.go).
 package sqlite

@@ -42,11 +42,13 @@ CREATE TABLE IF NOT EXISTS tasks (
 	not_before INTEGER NOT NULL DEFAULT 0,
 	leased_at  INTEGER NOT NULL DEFAULT 0,
 	finished   INTEGER NOT NULL DEFAULT 0,
-	result     BLOB
+	result     BLOB,
+	body       TEXT NOT NULL DEFAULT '',
+	result_body TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks(state, enqueued);
 CREATE INDEX IF NOT EXISTS tasks_by_age ON tasks(enqueued);
-`
+` + bodiesSchema
 
 // cols are the columns a Task is read from, in scan order.
 const cols = `ticket, tool, priority, bytes, payload, state, attempts, last_error, enqueued, not_before, finished`
@@ -71,6 +73,11 @@ type Store struct {
 	// synchronous=NORMAL (Lease could not switch it back): every write
 	// first switches it back, and fails rather than commit undurably.
 	unsynced bool
+
+	// writing are the bodies this store is writing now, which Recover's
+	// sweep of orphan chunks leaves alone.
+	writing bodySet
+	bodies  tasks.Bodies
 }
 
 // stmts are the prepared statements of the hot path.
@@ -111,6 +118,10 @@ func OpenFile(path string) (*Store, error) {
 	// than by SQLITE_BUSY retries, and the pragmas hold for it.
 	db.SetMaxOpenConns(1)
 	if _, err := db.Exec(schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("preparing the task store %s: %w", path, err)
+	}
+	if err := addBodyColumns(db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("preparing the task store %s: %w", path, err)
 	}
@@ -220,31 +231,38 @@ func scanTask(r scanner) (api.Task, error) {
 // queue holds maxTasks pending tasks (one statement: the count and the
 // insert cannot be split by another process's).
 func (s *Store) Enqueue(ctx context.Context, t api.Task, maxTasks int) error {
+	_, err := s.enqueue(ctx, t, "", maxTasks)
+	return err
+}
+
+// enqueue stores t with the body written as bodyID ("" for none);
+// stored says whether this call stored it (not a ticket stored before).
+func (s *Store) enqueue(ctx context.Context, t api.Task, bodyID string, maxTasks int) (stored bool, err error) {
 	if err := s.write(ctx); err != nil {
-		return fmt.Errorf("storing task %s: %w", t.Ticket, err)
+		return false, fmt.Errorf("storing task %s: %w", t.Ticket, err)
 	}
-	res, err := s.st.enqueue.ExecContext(uncancelled(ctx), t.Ticket, t.Tool, t.Priority, t.Bytes, []byte(t.Payload), nanos(t.Enqueued), maxTasks)
+	res, err := s.st.enqueue.ExecContext(uncancelled(ctx), t.Ticket, t.Tool, t.Priority, t.Bytes, []byte(t.Payload), nanos(t.Enqueued), maxTasks, bodyID)
 	s.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("storing task %s: %w", t.Ticket, err)
+		return false, fmt.Errorf("storing task %s: %w", t.Ticket, err)
 	}
 	if n, _ := res.RowsAffected(); n == 1 {
-		return nil
+		return true, nil
 	}
 	var one int
 	switch err := s.st.exists.QueryRowContext(ctx, t.Ticket).Scan(&one); {
 	case err == nil:
-		return nil // stored before: enqueue is idempotent
+		return false, nil // stored before: enqueue is idempotent
 	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("%w (max_tasks %d)", tasks.ErrFull, maxTasks)
+		return false, fmt.Errorf("%w (max_tasks %d)", tasks.ErrFull, maxTasks)
 	default:
-		return fmt.Errorf("storing task %s: %w", t.Ticket, err)
+		return false, fmt.Errorf("storing task %s: %w", t.Ticket, err)
 	}
 }
 
-const enqueueQuery = `INSERT INTO tasks (ticket, tool, priority, bytes, payload, state, enqueued)
-	SELECT ?, ?, ?, ?, ?, 'queued', ?
-	WHERE (SELECT count(*) FROM tasks WHERE state IN ('queued', 'running')) < ?
+const enqueueQuery = `INSERT INTO tasks (ticket, tool, priority, bytes, payload, state, enqueued, body)
+	SELECT ?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?8
+	WHERE (SELECT count(*) FROM tasks WHERE state IN ('queued', 'running')) < ?7
 	ON CONFLICT (ticket) DO NOTHING`
 
 // Peek reads the oldest due queued task, without its payload (the lease
@@ -452,9 +470,15 @@ func (s *Store) Expire(ctx context.Context, now time.Time, visibility time.Durat
 // Recover puts back every running task: on one host, the instance lock
 // makes this process the only holder of its name's tasks, so a running one
 // was in flight when the instance died.
+// It also removes the chunks of bodies that were being written then (a
+// deferral or a replay's response cut off): they belong to no task.
 func (s *Store) Recover(ctx context.Context, now time.Time, maxAttempts int) ([]api.Task, error) {
-	return s.writeQuery(ctx, "recovering tasks", attempt+` WHERE state = 'running' RETURNING `+cols,
+	back, err := s.writeQuery(ctx, "recovering tasks", attempt+` WHERE state = 'running' RETURNING `+cols,
 		"in flight when gpuguard stopped", maxAttempts, 0)
+	if err != nil {
+		return back, err
+	}
+	return back, s.sweepBodies(ctx)
 }
 
 // writeQuery is query for an update ... RETURNING, under the write lock.
@@ -512,13 +536,24 @@ func (s *Store) List(ctx context.Context) ([]api.Task, error) {
 	return s.query(ctx, "listing tasks", `SELECT `+listCols+` FROM tasks ORDER BY enqueued, rowid`)
 }
 
-// Drop deletes a task.
+// Drop deletes a task and its bodies.
 func (s *Store) Drop(ctx context.Context, ticket string) (api.Task, error) {
 	if err := s.write(ctx); err != nil {
 		return api.Task{}, fmt.Errorf("dropping task %s: %w", ticket, err)
 	}
 	defer s.mu.Unlock()
-	t, err := scanTask(s.db.QueryRowContext(ctx, `DELETE FROM tasks WHERE ticket = ? RETURNING `+cols, ticket))
+	var t api.Task
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var body, result string
+		var err error
+		t, err = scanTask(around{tx.QueryRowContext(ctx, `DELETE FROM tasks WHERE ticket = ? RETURNING `+cols+`, body, result_body`, ticket),
+			nil, []any{&body, &result}})
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM bodies WHERE id IN (?, ?)`, body, result)
+		return err
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, fmt.Errorf("dropping task %s: %w", ticket, tasks.ErrUnknown)
 	}
@@ -526,6 +561,20 @@ func (s *Store) Drop(ctx context.Context, ticket string) (api.Task, error) {
 		return t, fmt.Errorf("dropping task %s: %w", ticket, err)
 	}
 	return t, nil
+}
+
+// tx runs fn in a transaction (the write lock held), committed if fn
+// answers nil.
+func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // Retry puts a dead task back, attempts reset.
@@ -576,17 +625,30 @@ func (s *Store) Counts(ctx context.Context) (api.TaskCounts, error) {
 	return c, rows.Err()
 }
 
-// Purge deletes done tasks finished before before.
+// Purge deletes done tasks finished before before, and their bodies.
 func (s *Store) Purge(ctx context.Context, before time.Time) (int, error) {
 	if err := s.write(ctx); err != nil {
 		return 0, fmt.Errorf("purging done tasks: %w", err)
 	}
 	defer s.mu.Unlock()
-	res, err := s.db.ExecContext(ctx, `DELETE FROM tasks WHERE state = 'done' AND finished < ?`, before.UnixNano())
+	var n int64
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM bodies WHERE id IN (
+			SELECT body FROM tasks WHERE state = 'done' AND finished < ?1 AND body <> ''
+			UNION ALL SELECT result_body FROM tasks WHERE state = 'done' AND finished < ?1 AND result_body <> '')`,
+			before.UnixNano()); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM tasks WHERE state = 'done' AND finished < ?`, before.UnixNano())
+		if err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
 	if err != nil {
 		return 0, fmt.Errorf("purging done tasks: %w", err)
 	}
-	n, _ := res.RowsAffected()
 	return int(n), nil
 }
 

@@ -42,7 +42,7 @@ func Run(t *testing.T, newOpener NewOpener) {
 		{"Recover", testRecover},
 		{"Durable", testDurable},
 	}
-	for _, c := range cases {
+	for _, c := range append(cases, bodyCases...) {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newOpener(t)) })
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -16,8 +15,9 @@ import (
 )
 
 // connLog is what an upstream saw of its connections: the client ends of
-// those that carried a request other than /health (the door's hop; the
-// health checks open their own), and a channel closed when each closes.
+// those that carried a request other than /health (the door's transport;
+// the health checks open their own), and a channel closed when each
+// closes.
 type connLog struct {
 	mu     sync.Mutex
 	used   []string
@@ -80,33 +80,40 @@ func trackedUpstream(t *testing.T, h http.HandlerFunc) (*httptest.Server, *connL
 	return s, l
 }
 
-func hopKey(t *testing.T, raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hostPort(u)
-}
-
-func do1(t *testing.T, c *http.Client, method, url, body string) (int, string) {
+func do1(t *testing.T, c *http.Client, method, url, body string, hdr ...string) (*http.Response, string) {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
 	req, _ := http.NewRequest(method, url, rd)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	return resp.StatusCode, string(b)
+	return resp, string(b)
 }
 
-// TestHopKeepAlive: sequential requests, with and without bodies, go to
+// TestTransportSettings: the transport to the child keeps connections
+// for many concurrent clients, takes no proxy from the environment,
+// leaves bodies as they are, and drops an idle connection before the
+// usual servers' 5 s keep-alive timeout does.
+func TestTransportSettings(t *testing.T) {
+	tr := newTransport()
+	if tr.Proxy != nil || !tr.DisableCompression || tr.MaxIdleConnsPerHost < 64 || tr.ResponseHeaderTimeout != 0 ||
+		tr.IdleConnTimeout <= 0 || tr.IdleConnTimeout >= 5*time.Second {
+		t.Errorf("transport %+v", tr)
+	}
+}
+
+// TestChildKeepAlive: sequential requests, with and without bodies, go to
 // the child over one kept connection.
-func TestHopKeepAlive(t *testing.T) {
+func TestChildKeepAlive(t *testing.T) {
 	up, log := trackedUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "%s %s", r.Method, b)
@@ -119,42 +126,34 @@ func TestHopKeepAlive(t *testing.T) {
 		if i%2 == 1 {
 			method, body = http.MethodPost, fmt.Sprintf(`{"n":%d}`, i)
 		}
-		if code, got := do1(t, c, method, fd.url+"/v1/x", body); code != 200 || got != method+" "+body {
-			t.Fatalf("request %d: %d %q", i, code, got)
+		if resp, got := do1(t, c, method, fd.url+"/v1/x", body); resp.StatusCode != 200 || got != method+" "+body {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, got)
 		}
 	}
 	if n := log.conns(); n != 1 {
 		t.Errorf("the child got the requests on %d connections, want 1", n)
 	}
-	if n := fd.hop.idleLen(hopKey(t, up.URL)); n != 1 {
-		t.Errorf("%d idle connections kept, want 1", n)
-	}
 }
 
-// TestHopIdleClosedByChild: the child closes the kept connection while
-// it is idle (its own idle timeout, a restart); the next requests go on a
-// new one and are answered, each reaching the child once, with no door
+// TestChildClosesIdle: the child closes the kept connection while it is
+// idle (its own idle timeout, a restart); the next requests go on a new
+// one and are answered, each reaching the child once, with no door
 // retry.
-func TestHopIdleClosedByChild(t *testing.T) {
+func TestChildClosesIdle(t *testing.T) {
 	var mu sync.Mutex
-	var seen []string
+	calls := 0
 	up, log := trackedUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
-		seen = append(seen, r.Method+" "+string(b))
+		calls++
 		mu.Unlock()
 		fmt.Fprint(w, "ok")
 	})
 	fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10, Retry: true})
 	fd.launch(t, 1)
 	c := newClient(t)
-	for i, method := range []string{http.MethodGet, http.MethodGet, http.MethodPost} {
-		body := ""
-		if method == http.MethodPost {
-			body = "p"
-		}
-		if code, got := do1(t, c, method, fd.url+"/v1/x", body); code != 200 || got != "ok" {
-			t.Fatalf("request %d: %d %q", i, code, got)
+	for i := range 3 {
+		if resp, got := do1(t, c, http.MethodGet, fd.url+"/v1/x", ""); resp.StatusCode != 200 || got != "ok" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, got)
 		}
 		up.CloseClientConnections()
 		<-log.closedCh(log.addr(i))
@@ -164,34 +163,32 @@ func TestHopIdleClosedByChild(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if want := []string{"GET ", "GET ", "POST p"}; fmt.Sprint(seen) != fmt.Sprint(want) {
-		t.Errorf("the child saw %q, want %q", seen, want)
+	if calls != 3 {
+		t.Errorf("the child got %d requests, want 3", calls)
 	}
-	// The hop saw the close before it wrote (a peek at the idle
-	// connection), so even the POST went on a new connection without a
-	// door retry (which would close the gate until a health check).
 	if r := fd.meter.retries.Load(); r != 0 {
 		t.Errorf("%d door retries", r)
 	}
 }
 
-// TestHopDroppedOnKeptConn: the child takes a request on a kept
-// connection and drops it before answering a byte. An idempotent request
-// is sent again on a new connection by the hop itself, as http.Transport
-// does (no door retry); a POST surfaces to the door's retry rules: sent
-// once more with retry on (one retry counted), 502 with retry off.
-func TestHopDroppedOnKeptConn(t *testing.T) {
+// TestDroppedOnKeptConn: the child takes a request on a kept connection,
+// reads it whole and drops it before answering a byte. A GET, or a POST
+// with an Idempotency-Key, is sent again on a new connection by
+// net/http's transport itself (no door retry); a POST without one may
+// not run twice: 503 with retry on, 502 with it off.
+func TestDroppedOnKeptConn(t *testing.T) {
 	for _, c := range []struct {
 		name, method string
+		key          bool
 		retry        bool
 		code         int
 		calls        int
-		retries      int64
 	}{
-		{"get", http.MethodGet, true, 200, 3, 0},
-		{"get-retry-off", http.MethodGet, false, 200, 3, 0},
-		{"post", http.MethodPost, true, 200, 3, 1},
-		{"post-retry-off", http.MethodPost, false, 502, 2, 0},
+		{"get", http.MethodGet, false, true, 200, 3},
+		{"get-retry-off", http.MethodGet, false, false, 200, 3},
+		{"post-key", http.MethodPost, true, true, 200, 3},
+		{"post", http.MethodPost, false, true, 503, 2},
+		{"post-retry-off", http.MethodPost, false, false, 502, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -208,26 +205,33 @@ func TestHopDroppedOnKeptConn(t *testing.T) {
 				fmt.Fprint(w, "answer")
 			})
 			fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10, Retry: c.retry})
+			fd.Profile("fp16", 0, 2)
 			fd.launch(t, 1)
 			cl := newClient(t)
-			if code, _ := do1(t, cl, http.MethodGet, fd.url+"/v1/x", ""); code != 200 {
-				t.Fatalf("first request: %d", code)
+			if resp, _ := do1(t, cl, http.MethodGet, fd.url+"/v1/x", ""); resp.StatusCode != 200 {
+				t.Fatalf("first request: %d", resp.StatusCode)
 			}
-			body := ""
+			body, hdr := "", []string(nil)
 			if c.method == http.MethodPost {
 				body = `{"n":2}`
 			}
-			code, got := do1(t, cl, c.method, fd.url+"/v1/x", body)
-			if code != c.code || (code == 200 && got != "answer") {
-				t.Errorf("second request: %d %q, want %d", code, got, c.code)
+			if c.key {
+				hdr = []string{"Idempotency-Key", "k2"}
+			}
+			resp, got := do1(t, cl, c.method, fd.url+"/v1/x", body, hdr...)
+			if resp.StatusCode != c.code || (c.code == 200 && got != "answer") {
+				t.Errorf("second request: %d %q, want %d", resp.StatusCode, got, c.code)
+			}
+			if c.code == 503 {
+				checkUnavailable(t, resp, got)
 			}
 			mu.Lock()
 			defer mu.Unlock()
 			if calls != c.calls {
 				t.Errorf("the child got %d requests, want %d", calls, c.calls)
 			}
-			if r := fd.meter.retries.Load(); r != c.retries {
-				t.Errorf("door retries %d, want %d", r, c.retries)
+			if r := fd.meter.retries.Load(); r != 0 {
+				t.Errorf("door retries %d, want 0", r)
 			}
 			if c.code == 200 && log.conns() != 2 {
 				t.Errorf("%d connections carried requests, want 2", log.conns())
@@ -236,39 +240,10 @@ func TestHopDroppedOnKeptConn(t *testing.T) {
 	}
 }
 
-// TestHopRequestClose: a request that asks to close its connection says
-// so to the child and leaves nothing kept; the next one is kept.
-func TestHopRequestClose(t *testing.T) {
-	up, _ := trackedUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "close=%v", r.Close)
-	})
-	hop := newHopTransport(newTransport())
-	t.Cleanup(hop.CloseIdleConnections)
-	key := hopKey(t, up.URL)
-	for _, k := range []struct {
-		close bool
-		kept  int
-	}{{true, 0}, {false, 1}} {
-		req, _ := http.NewRequest("GET", up.URL+"/x", nil)
-		req.Close = k.close
-		resp, err := hop.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if string(b) != fmt.Sprintf("close=%v", k.close) {
-			t.Errorf("the child saw %q", b)
-		}
-		if n := hop.idleLen(key); n != k.kept {
-			t.Errorf("close %v: %d kept, want %d", k.close, n, k.kept)
-		}
-	}
-}
-
-// TestHopUpgrade: a protocol upgrade (101, as websockets) passes through
-// the door both ways.
-func TestHopUpgrade(t *testing.T) {
+// TestUpgrade: a protocol upgrade (101, as websockets) passes through the
+// door both ways, lines and all: the client's connection is a plain pipe
+// after it.
+func TestUpgrade(t *testing.T) {
 	up, _ := trackedUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") != "x-echo" {
 			http.Error(w, "no upgrade", 400)
@@ -282,12 +257,14 @@ func TestHopUpgrade(t *testing.T) {
 		defer conn.Close()
 		_, _ = bw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: x-echo\r\n\r\n")
 		_ = bw.Flush()
-		line, err := bw.ReadString('\n')
-		if err != nil {
-			return
+		for {
+			line, err := bw.ReadString('\n')
+			if err != nil {
+				return
+			}
+			_, _ = bw.WriteString("echo " + line)
+			_ = bw.Flush()
 		}
-		_, _ = bw.WriteString("echo " + line)
-		_ = bw.Flush()
 	})
 	fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10})
 	fd.launch(t, 1)
@@ -305,16 +282,19 @@ func TestHopUpgrade(t *testing.T) {
 	if resp.StatusCode != 101 {
 		t.Fatalf("status %d, want 101", resp.StatusCode)
 	}
-	fmt.Fprint(conn, "ping\n")
-	line, err := br.ReadString('\n')
-	if err != nil || line != "echo ping\n" {
-		t.Fatalf("%q %v, want the echo", line, err)
+	// Lines that would be a head, with framing the door refuses in one.
+	for _, l := range []string{"ping\n", "Content-Length: 5\n", "Transfer-Encoding: chunked\n", "\r\n"} {
+		fmt.Fprint(conn, l)
+		line, err := br.ReadString('\n')
+		if err != nil || line != "echo "+l {
+			t.Fatalf("%q %v, want the echo of %q", line, err, l)
+		}
 	}
 }
 
-// TestHopCloseIdle: the door's Close closes its kept connections to the
+// TestCloseIdle: the door's Close closes its kept connections to the
 // child.
-func TestHopCloseIdle(t *testing.T) {
+func TestCloseIdle(t *testing.T) {
 	up, log := trackedUpstream(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
 	var addr string
 	// Cleanups run last first: this one after the door's Close.
@@ -327,11 +307,8 @@ func TestHopCloseIdle(t *testing.T) {
 	})
 	fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10})
 	fd.launch(t, 1)
-	if code, _ := do1(t, newClient(t), "GET", fd.url+"/x", ""); code != 200 {
-		t.Fatalf("status %d", code)
-	}
-	if fd.hop.idleLen(hopKey(t, up.URL)) != 1 {
-		t.Fatal("no kept connection")
+	if resp, _ := do1(t, newClient(t), "GET", fd.url+"/x", ""); resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
 	}
 	addr = log.addr(0)
 }
@@ -343,66 +320,6 @@ func TestCanonicalHeaderNames(t *testing.T) {
 		if got := http.CanonicalHeaderKey(name); got != key {
 			t.Errorf("%s is keyed %q, not %q", name, got, key)
 		}
-	}
-}
-
-// TestHopPoolLimits: the pool keeps at most maxIdle connections per
-// host:port, and closes one idle for idleTimeout.
-func TestHopPoolLimits(t *testing.T) {
-	release := make(chan struct{})
-	arrived := make(chan struct{}, 2)
-	up, log := trackedUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/wait" {
-			arrived <- struct{}{}
-			<-release
-		}
-		fmt.Fprint(w, "ok")
-	})
-	hop := newHopTransport(newTransport())
-	hop.maxIdle, hop.idleTimeout = 1, time.Hour
-	t.Cleanup(hop.CloseIdleConnections)
-	get := func(path string) error {
-		req, _ := http.NewRequest("GET", up.URL+path, nil)
-		resp, err := hop.RoundTrip(req)
-		if err != nil {
-			return err
-		}
-		_, err = io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return err
-	}
-	errc := make(chan error, 2)
-	for range 2 { // two at once: two connections
-		go func() { errc <- get("/wait") }()
-	}
-	<-arrived
-	<-arrived
-	close(release)
-	for range 2 {
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
-	}
-	key := hopKey(t, up.URL)
-	if n := hop.idleLen(key); n != 1 {
-		t.Fatalf("%d kept, want maxIdle 1", n)
-	}
-	if log.conns() != 2 {
-		t.Fatalf("%d connections, want 2", log.conns())
-	}
-	hop.idleTimeout = 10 * time.Millisecond
-	if err := get("/x"); err != nil { // kept again, now with the short timeout
-		t.Fatal(err)
-	}
-	for i := range 2 {
-		select {
-		case <-log.closedCh(log.addr(i)):
-		case <-time.After(5 * time.Second):
-			t.Fatalf("connection %d was never closed (idle timeout)", i)
-		}
-	}
-	if n := hop.idleLen(key); n != 0 {
-		t.Errorf("%d kept after the idle timeout", n)
 	}
 }
 
@@ -421,15 +338,15 @@ func (c *countingTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // TestInjectedTransport: an Options.Transport carries every request as
-// it is; the door builds no hop of its own then.
+// it is; the door builds no transport of its own then.
 func TestInjectedTransport(t *testing.T) {
 	up := upstream(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
 	ct := &countingTripper{tr: &http.Transport{}}
 	t.Cleanup(ct.tr.CloseIdleConnections)
 	d := New(Config{Upstream: up.URL, Health: "/health", Hold: time.Minute, MaxHeld: 10, Priority: P0},
 		Options{Transport: ct, Check: func(context.Context, string) error { return nil }})
-	if d.hop != nil {
-		t.Fatal("the door built a hop beside the injected transport")
+	if d.std != nil {
+		t.Fatal("the door built a transport beside the injected one")
 	}
 	healthy := make(chan int, 1)
 	d.up.onHealthy = func(gen int) { healthy <- gen }

@@ -1,0 +1,98 @@
+package safetext
+
+import (
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Escape is s with every character that can drive a terminal written as
+// an escape, as Go writes it in a string literal: the C0 controls and DEL
+// as \a, \b, \t, \n, \v, \f, \r or \xNN (ESC is \x1b), the C1 controls
+// and the other characters that are not graphic (bidirectional overrides,
+// line and paragraph separators) as \uNNNN, and a byte that is not UTF-8
+// as \xNN. Every other character, backslashes included, is kept, so
+// that a path or a message reads as it was; s without any such character
+// is returned as it is, with no copy.
+func Escape(s string) string {
+	i := firstUnsafe(s)
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	b.WriteString(s[:i])
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b.WriteString(`\x`)
+			b.WriteString(hex2(s[i]))
+		case safe(r):
+			b.WriteString(s[i : i+size])
+		case r < utf8.RuneSelf:
+			b.WriteString(ascii(byte(r)))
+		default:
+			q := strconv.QuoteRuneToASCII(r) // '\u202e'
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// firstUnsafe is the index of the first byte of s that Escape changes, or
+// -1: a scan of plain ASCII takes no decoding.
+func firstUnsafe(s string) int {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 || c == 0x7f {
+				return i
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || !safe(r) {
+			return i
+		}
+		i += size
+	}
+	return -1
+}
+
+// safe reports whether r is printed as it is.
+func safe(r rune) bool {
+	if r < utf8.RuneSelf {
+		return r >= 0x20 && r != 0x7f
+	}
+	return unicode.IsGraphic(r)
+}
+
+// ascii is the escape of a C0 control or DEL.
+func ascii(c byte) string {
+	switch c {
+	case '\a':
+		return `\a`
+	case '\b':
+		return `\b`
+	case '\t':
+		return `\t`
+	case '\n':
+		return `\n`
+	case '\v':
+		return `\v`
+	case '\f':
+		return `\f`
+	case '\r':
+		return `\r`
+	}
+	return `\x` + hex2(c)
+}
+
+func hex2(c byte) string {
+	const digits = "0123456789abcdef"
+	return string([]byte{digits[c>>4], digits[c&0xf]})
+}

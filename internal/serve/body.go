@@ -1,0 +1,86 @@
+package serve
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// The bounds on a request body's arrival (docs/serving.md, Framing):
+// the default Config.BodyIdle and Config.BodyTotal.
+const (
+	bodyIdle  = 60 * time.Second
+	bodyTotal = 10 * time.Minute
+)
+
+// errBodyTimeout ends a request body that stopped coming, or came too
+// slowly in all: the client gets 408.
+var errBodyTimeout = errors.New("the request body did not arrive in time")
+
+// timedBody is a client's request body bounded in time: no byte for idle
+// (counted from the last byte read, or the first read), or not all in by
+// end, fails the read with errBodyTimeout. It sets the connection's read
+// deadline before each read, so a silent client is cut off by the
+// runtime's poller, with no timer or goroutine of its own. Once the body
+// has ended it sets none: net/http then reads the connection itself, to
+// see the client leave (its background read, which clears the deadline as
+// it starts), and that read must not time out. Reads come one at a time.
+type timedBody struct {
+	src     io.ReadCloser
+	conn    *clientConn
+	idle    time.Duration
+	end     time.Time
+	ended   bool        // the body's end or an error was read
+	expired atomic.Bool // a read timed out: the answer is 408
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	if b.ended {
+		return b.src.Read(p)
+	}
+	d := time.Now().Add(b.idle)
+	if d.After(b.end) {
+		d = b.end
+	}
+	_ = b.conn.SetReadDeadline(d)
+	n, err := b.src.Read(p)
+	if err != nil {
+		b.ended = true
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		b.expired.Store(true)
+		err = fmt.Errorf("%w: %w", errBodyTimeout, err)
+	}
+	return n, err
+}
+
+func (b *timedBody) Close() error { return b.src.Close() }
+
+// timedOut reports whether the body's read timed out (false for none).
+func (b *timedBody) timedOut() bool { return b != nil && b.expired.Load() }
+
+// bodyFailed answers a request whose body, read whole before it is sent
+// (maxBuffered), did not come: 408 when it stopped coming (timedBody),
+// nothing when the client left.
+func (d *Door) bodyFailed(w http.ResponseWriter, r *http.Request, ex *exchange) {
+	switch {
+	case ex.timed.timedOut():
+		d.bodyTimeout(w)
+	case r.Context().Err() == nil:
+		w.Header().Set("Connection", "close")
+		d.answer(w, http.StatusBadRequest, "invalid_request_error", "the request body ended before its Content-Length", 0)
+	}
+}
+
+// bodyTimeout answers 408 to a request whose body did not come in time,
+// and closes its connection (what remains of the body is never read).
+func (d *Door) bodyTimeout(w http.ResponseWriter) {
+	cfg := d.cfg.Load()
+	w.Header().Set("Connection", "close")
+	d.answer(w, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf(
+		"%v: no byte for %s, or not all in within %s of the request's start", errBodyTimeout, cfg.bodyIdle(), cfg.bodyTotal()), 0)
+}
