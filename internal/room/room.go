@@ -104,8 +104,21 @@ func Rank(cs []Candidate, asker int) []Candidate {
 			out = append(out, c)
 		}
 	}
-	slices.SortStableFunc(out, orderedBy(lowerPriority, leastRecentlyUsed, moreMemory, byName))
+	slices.SortStableFunc(out, sleepsFirst)
 	return out
+}
+
+// sleepsFirst orders two candidates, negative when a sleeps before b: a
+// comparator chain (the first that tells them apart decides), as kubelet's
+// eviction ranking is built: lowest priority, then least recently used,
+// then most memory on the GPU, then by name.
+func sleepsFirst(a, b Candidate) int {
+	return cmp.Or(
+		cmp.Compare(a.Priority, b.Priority),
+		a.LastUsed.Compare(b.LastUsed),
+		cmp.Compare(b.UsedBytes, a.UsedBytes),
+		cmp.Compare(a.Name, b.Name),
+	)
 }
 
 // Choose returns the fewest candidates, in Rank's order, whose sleeps
@@ -145,24 +158,3 @@ func Choose(cs []Candidate, asker int, shortfall uint64) (sleepers []Candidate, 
 	}
 	return sleepers, couldFree
 }
-
-// less is one comparator of the chain: negative when a sleeps before b.
-type less func(a, b Candidate) int
-
-// orderedBy chains comparators: the first that tells a and b apart
-// decides.
-func orderedBy(cmps ...less) func(a, b Candidate) int {
-	return func(a, b Candidate) int {
-		for _, c := range cmps {
-			if r := c(a, b); r != 0 {
-				return r
-			}
-		}
-		return 0
-	}
-}
-
-func lowerPriority(a, b Candidate) int     { return cmp.Compare(a.Priority, b.Priority) }
-func leastRecentlyUsed(a, b Candidate) int { return a.LastUsed.Compare(b.LastUsed) }
-func moreMemory(a, b Candidate) int        { return cmp.Compare(b.UsedBytes, a.UsedBytes) }
-func byName(a, b Candidate) int            { return cmp.Compare(a.Name, b.Name) }

@@ -201,7 +201,8 @@ func worthWriting(last, next *api.TenantInfo, since time.Duration) bool {
 // they read only whether it can step (canStep): a child that goes from
 // starting to running, or an instance from waiting to backoff, changes
 // nothing for them, and a restart writes the file twice rather than three
-// times (each write is a new file in the GPU's dir).
+// times (each write is a new file in the GPU's dir). Of making room's facts
+// only those an ask does not read live count (roomChanged).
 func changed(last, next *api.TenantInfo, since time.Duration) bool {
 	if last == nil {
 		return true
