@@ -60,13 +60,20 @@ const vllmSleep = `live = true
 enter = [{ path = "/sleep?level=1&mode=wait" }]
 leave = [{ path = "/wake_up" }]`
 
+// roomMetrics is a model's [metrics] section. %s: its address.
+const roomMetrics = `
+[metrics]
+listen = "%s"
+`
+
 // model is one instance of a room test: the vLLM fake behind gpuguard,
 // its door's address.
 type model struct {
-	e    *env
-	name string
-	p    *proc
-	door string
+	e         *env
+	name      string
+	p         *proc
+	door      string
+	metricsAt string // its /metrics
 }
 
 // modelOpts size a model: the fake's bytes awake and asleep, the
@@ -101,8 +108,9 @@ func (e *env) startModel(name string, o modelOpts) *model {
 	if o.stopped {
 		sleep = ""
 	}
-	pol := fmt.Sprintf(roomPolicyText, door, child, o.needs, o.sleepNeed, o.keepAwake, o.hold, o.serve, sleep)
-	m := &model{e: e, name: name, door: door}
+	m := &model{e: e, name: name, door: door, metricsAt: freeLoopbackAddr(e.t)}
+	pol := fmt.Sprintf(roomPolicyText, door, child, o.needs, o.sleepNeed, o.keepAwake, o.hold, o.serve, sleep) +
+		fmt.Sprintf(roomMetrics, m.metricsAt)
 	if o.startAsleep {
 		pp, sc := e.path(name+".toml"), e.path(name+".sh")
 		for p, text := range map[string]string{pp: pol, sc: script} {

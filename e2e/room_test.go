@@ -37,10 +37,19 @@ func TestRoomForAWake(t *testing.T) {
 	if len(downs) != 1 || downs[0].For != "coder" || downs[0].To != "asleep" {
 		t.Fatalf("chat's room step-downs %s, want one to asleep for coder", jsonOf(downs))
 	}
+	// The wake goes ahead as soon as the memory is free; the room event
+	// follows once chat's sleep is done.
+	waitFor(t, "coder's room event", 10*time.Second, func() bool { return len(coder.events(api.EventRoom)) > 0 })
 	rooms := coder.events(api.EventRoom)
 	if len(rooms) != 1 || !slices.Equal(rooms[0].Slept, []string{"chat"}) || rooms[0].FreedBytes == nil ||
 		*rooms[0].FreedBytes < 8<<30 || rooms[0].GPU == "" {
 		t.Fatalf("coder's room events %s, want chat slept and about 9 GiB freed", jsonOf(rooms))
+	}
+	if n := pfMetric(t, chat.metricsAt, `gpuguard_stepdowns_total{name="chat",reason="room"}`); n != 1 {
+		t.Errorf(`chat's gpuguard_stepdowns_total{reason="room"} = %d, want 1`, n)
+	}
+	if n := pfMetric(t, coder.metricsAt, `gpuguard_room_seconds_count{name="coder"}`); n != 1 {
+		t.Errorf("coder's gpuguard_room_seconds_count = %d, want 1", n)
 	}
 	st := chat.status()
 	if st.State != api.StateAsleep || st.RoomFor == nil || *st.RoomFor != "coder" {
@@ -182,6 +191,7 @@ func TestRoomNextCandidate(t *testing.T) {
 	if code, took := embed.get(""); code != 200 || took > 30*time.Second {
 		t.Fatalf("request for embed: %d after %s, want 200", code, took)
 	}
+	waitFor(t, "embed's room event", 10*time.Second, func() bool { return len(embed.events(api.EventRoom)) > 0 })
 	rooms := embed.events(api.EventRoom)
 	if len(rooms) != 1 || !slices.Equal(rooms[0].Slept, []string{"stuck", "chat"}) {
 		t.Fatalf("embed's room events %s, want stuck then chat slept", jsonOf(rooms))
@@ -323,6 +333,7 @@ func TestRoomThreeModels(t *testing.T) {
 	if downs := embed.events(api.EventStepDown); len(downs) != 0 {
 		t.Fatalf("the embedder stepped: %s (chat's sleep alone makes the room)", jsonOf(downs))
 	}
+	waitFor(t, "the coder's room event", 10*time.Second, func() bool { return len(coder.events(api.EventRoom)) > 0 })
 	if rooms := coder.events(api.EventRoom); len(rooms) != 1 || !slices.Equal(rooms[0].Slept, []string{"chat"}) {
 		t.Fatalf("the coder's room events %s, want chat slept", jsonOf(rooms))
 	}
