@@ -26,7 +26,8 @@ type idleness struct {
 	inFlight int
 	// since is the later of the last answer's end (or, for a request the
 	// door answered itself, its arrival) and the last wake: idle time
-	// counts from it. lastUsed is the last answer alone, else since.
+	// counts from it. lastUsed leaves the wake out (the last request's
+	// end, else its arrival), else it is since: least recently used.
 	since, lastUsed time.Time
 }
 
