@@ -126,10 +126,17 @@ func TestStatusStepReport(t *testing.T) {
 	}
 	in := st.Instances[0]
 	for _, k := range []string{"name", "pid", "child_pid", "state", "profile", "level", "levels", "watermark",
-		"restarts", "uptime_seconds", "child_uptime_seconds", "observe", "gpus", "leases", "tasks", "last_event"} {
+		"restarts", "uptime_seconds", "child_uptime_seconds", "observe", "gpus", "leases", "tasks", "last_event",
+		"in_flight", "idle_seconds", "room_for"} {
 		if _, ok := in[k]; !ok {
 			t.Errorf("status object lacks %q", k)
 		}
+	}
+	// Without a front door: no request in flight, idle_seconds null; not
+	// asleep for a peer: room_for null.
+	if in["in_flight"] != 0.0 || in["idle_seconds"] != nil || in["room_for"] != nil {
+		t.Errorf("status object without a door: in_flight %v, idle_seconds %v, room_for %v; want 0, null, null",
+			in["in_flight"], in["idle_seconds"], in["room_for"])
 	}
 	if in["name"] != "svc" || in["profile"] != "fp16" || in["levels"] != 3.0 || in["child_pid"] == 0.0 {
 		t.Errorf("status object: %v", in)

@@ -111,6 +111,8 @@ var diffKeys = []keyDiff{
 	{"serve.priority", eq(func(p *Policy) string { return p.Serve.Priority })},
 	{"serve.wake", eq(func(p *Policy) bool { return p.Serve.Wake })},
 	{"serve.idle", eq(func(p *Policy) time.Duration { return p.Serve.Idle })},
+	{"serve.make_room", eq(func(p *Policy) bool { return p.Serve.MakeRoom })},
+	{"serve.keep_awake", eq(func(p *Policy) time.Duration { return p.Serve.KeepAwake })},
 	{"serve.models", eqSlice(func(p *Policy) []string { return p.Serve.Models })},
 	{"defer.store", eq(func(p *Policy) string { return p.Defer.Store })},
 	{"defer.window", eq(func(p *Policy) Window { return p.Defer.Window })},

@@ -30,7 +30,7 @@ func TestDefault(t *testing.T) {
 		Checkpoint: Checkpoint{Keep: 3},
 		Journal:    Journal{MaxSize: 16 << 20, MaxFiles: 4},
 		Serve: Serve{Health: "/health", Hold: 120 * time.Second, MaxHeld: 1000, Retry: true,
-			Priority: "P0", Wake: true},
+			Priority: "P0", Wake: true, MakeRoom: true, KeepAwake: 60 * time.Second},
 		Defer: Defer{AckTimeout: 10 * time.Minute, MaxAttempts: 5, MaxTasks: 100000,
 			KeepResults: 24 * time.Hour},
 		Profiles: []Profile{{Name: "default", Env: map[string]string{}}},
@@ -124,6 +124,8 @@ fallback = "http://127.0.0.1:8002"
 priority = "P1"
 wake     = false
 idle     = "10m"
+make_room = false
+keep_awake = "5m"
 [defer]
 store        = "redis://:secret@10.0.0.5:6379/2"
 window       = "22:30-06:00"
@@ -173,7 +175,7 @@ func TestParseFull(t *testing.T) {
 		Journal:    Journal{MaxSize: 1 << 20, MaxFiles: 10, MaxAge: 180 * Day},
 		Serve: Serve{Listen: "127.0.0.1:8000", Upstream: "http://127.0.0.1:8001", Health: "/",
 			Hold: 30 * time.Second, MaxHeld: 10, Retry: false, Fallback: "http://127.0.0.1:8002",
-			Priority: "P1", Wake: false, Idle: 10 * time.Minute},
+			Priority: "P1", Wake: false, Idle: 10 * time.Minute, MakeRoom: false, KeepAwake: 5 * time.Minute},
 		Defer: Defer{Store: "redis://:secret@10.0.0.5:6379/2", Window: Window{Start: 22*60 + 30, End: 6 * 60, Set: true},
 			AckTimeout: 90 * time.Second, MaxAttempts: 3, MaxTasks: 500, KeepResults: time.Hour},
 		Profiles: []Profile{

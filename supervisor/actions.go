@@ -256,7 +256,7 @@ func (l *loop) entered(level int, why string, reply chan response) {
 	l.life.run.notify(l.pol.Notify.Signal, st, &l.out)
 	l.out.publish(st)
 	if prof.Serving() {
-		l.life.run.awake = time.Now()
+		l.s.act.woke(time.Now())
 	}
 	if prof.Serving() && l.deps.Door != nil {
 		l.deps.Door.Launched(l.life.hist.starts) // open again at the next healthy answer
@@ -273,7 +273,7 @@ func (l *loop) entered(level int, why string, reply chan response) {
 // step is done (core.Wake), not a sample later.
 func (l *loop) wakeIfWanted(now time.Time) {
 	if l.core.Waking() && !l.life.end.finished {
-		l.feed(l.life.wakeFacts(now, false, l.latest.reading(l.health.Down()), l.latest.served, l.latest.claim(l.peers != nil, time.Time{})), nil)
+		l.feed(l.wakeFacts(now, false, time.Time{}), nil)
 	}
 }
 

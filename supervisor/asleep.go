@@ -19,7 +19,7 @@ import (
 // stored for the idle rule, and a held request asks the loop to wake a
 // sleeping server ([serve] wake).
 func (s *Supervisor) Requested(held bool) {
-	s.lastRequest.Store(time.Now().UnixNano())
+	s.act.lastRequest.Store(time.Now().UnixNano())
 	if !held {
 		return
 	}

@@ -53,9 +53,6 @@ type childRun struct {
 	// [notify] signal since), to tell its death by that signal.
 	notifiedAt  time.Time
 	notifiedSig syscall.Signal
-	// awake is when the server last became able to serve (its first
-	// healthy answer, or a wake by a live change), for [serve] idle.
-	awake time.Time
 }
 
 // childDone is the running child's end, or nil (a select on it blocks)

@@ -96,6 +96,8 @@ func (l *loop) do(e core.Effect, reply chan response) {
 		l.peers.Propose(l.ctx, e.Now, e.Reason, worstGPU(l.latest.lastSample.Devices, l.pol), e.Ratio, l.tenantInfo)
 	case core.ClaimStart:
 		l.peers.ClaimStart(l.ctx, e.GPUs, e.Settle)
+	case core.AskRoom:
+		l.peers.MakeRoom(l.ctx, api.RoomAsk{GPU: e.GPU, Priority: e.Priority, Shortfall: e.Shortfall})
 	case core.Entered:
 		l.entered(e.To, e.Why, reply)
 	case core.FallBack:
@@ -119,6 +121,9 @@ func (l *loop) do(e core.Effect, reply chan response) {
 // either way (core.Woke).
 func (l *loop) performStep(s core.Step, reply chan response) {
 	reason := string(s.Reason)
+	if s.Event == api.EventStepDown {
+		l.life.roomFor = s.For // the peer it sleeps for, if any
+	}
 	if s.Restart {
 		// The non-live form of To: a restart, or stopping the child when
 		// To serves nothing (a child started there would serve against it).

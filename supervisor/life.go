@@ -30,6 +30,9 @@ type lifecycle struct {
 	end   ending       // how Run ends
 	file  stateFile    // the state file (statewrite.go)
 	door  doorLink     // the front door (door.go)
+	// roomFor is the peer the last step down was taken for (reason
+	// room; "" for any other): the instance sleeps for it (room.go).
+	roomFor string
 
 	out       *reporter // the loop's voice
 	sampleNow func()    // the pacer's: the next sample is due now

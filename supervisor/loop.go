@@ -111,8 +111,9 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	}
 	var outcomes <-chan api.Outcome
 	var starts <-chan api.StartOutcome
+	var rooms <-chan api.RoomOutcome
 	if l.peers != nil {
-		outcomes, starts = l.peers.Outcomes(), l.peers.Starts()
+		outcomes, starts, rooms = l.peers.Outcomes(), l.peers.Starts(), l.peers.RoomAnswers()
 	}
 	ctxDone := ctx.Done()
 	for !l.life.end.finished {
@@ -140,7 +141,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 		case d := <-l.life.acts.out:
 			l.onActionsDone(d)
 		case <-l.s.wanted:
-			l.feed(l.life.wakeFacts(time.Now(), true, l.latest.reading(l.health.Down()), l.latest.served, l.latest.claim(l.peers != nil, time.Time{})), nil)
+			l.feed(l.wakeFacts(time.Now(), true, time.Time{}), nil)
 		case <-watchdog:
 			_ = l.deps.Notifier.Watchdog()
 		case sig := <-signals:
@@ -157,6 +158,8 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 				l.feed(in, nil)
 			}
 			l.peers.Announce()
+		case o := <-rooms:
+			l.feed(core.RoomAnswer{Now: time.Now(), Outcome: o}, nil)
 		case o := <-starts:
 			l.feed(core.ClaimAnswer{Now: time.Now(), Outcome: o, Waiting: l.life.state == api.StateWaiting,
 				Asleep: l.life.state == api.StateAsleep, Stopping: l.life.stop.stopping || l.life.end.finished}, nil)
@@ -204,6 +207,8 @@ func (l *loop) onRequest(r request) {
 		r.reply <- response{}
 	case opTenantStep, opTenantDecision:
 		l.onTenant(r)
+	case opTenantSleep:
+		l.onTenantSleep(r)
 	}
 }
 

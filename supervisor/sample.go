@@ -79,9 +79,9 @@ func (l *loop) onSample(r sense.Result) {
 		l.latest.served = servedBy(r.Sample, run.childTree)
 	}
 	if l.core.Waking() {
-		l.feed(l.life.wakeFacts(now, false, l.latest.reading(l.health.Down()), l.latest.served, l.latest.claim(l.peers != nil, r.Due)), nil)
+		l.feed(l.wakeFacts(now, false, r.Due), nil)
 	}
-	l.feed(l.life.idleFacts(now, time.Unix(0, l.s.lastRequest.Load())), nil)
+	l.feed(l.life.idleFacts(now, l.s.act.read()), nil)
 }
 
 // measure hands the core sample s while a live change's effect waits to

@@ -24,7 +24,7 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	from, to := l.pol.Profiles[l.life.level], l.pol.Profiles[level]
 	steps := l.life.acts.plan(from, to, l.pol.Serve.Upstream)
 	if how := core.HowToChange(l.pol, l.life.level, level, len(steps)); how != core.ByLive {
-		l.out.Emit(stepEvent(l.pol, l.life.level, l.latest.ratio, event, level, reason, why))
+		l.out.Emit(l.life.forRoom(stepEvent(l.pol, l.life.level, l.latest.ratio, event, level, reason, why)))
 		switch how {
 		case core.ByActions:
 			l.life.state = api.StateStepping
@@ -41,7 +41,7 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	}
 	// The event is dated when the step is taken, before the write; it is
 	// journaled only once the state file is written.
-	ev := stepEvent(l.pol, l.life.level, l.latest.ratio, event, level, reason, why)
+	ev := l.life.forRoom(stepEvent(l.pol, l.life.level, l.latest.ratio, event, level, reason, why))
 	ev.Time = time.Now()
 	st, err := l.life.file.writeAt(l.pol.Profiles[level], level, why)
 	if err != nil {

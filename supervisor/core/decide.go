@@ -71,6 +71,11 @@ func Decide(st State, g Given, in Input) (State, []Effect) {
 		return st.woke(g, in)
 	case PeerNobody:
 		return st.nobody(g, in)
+	case RoomAnswer:
+		effs := st.room.answer(in)
+		return st, effs
+	case SleepFor:
+		return st.sleepFor(g, in)
 	case ActionsDone:
 		return st.actionsDone(g, in)
 	case Measured:

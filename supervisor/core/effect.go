@@ -29,6 +29,8 @@ type Step struct {
 	// Wake: a live wake for a held request; the loop reports how it went
 	// (Woke).
 	Wake bool
+	// For: a sleep to make room for that tenant (reason room).
+	For string
 }
 
 // Journal hands an event to the observers (the loop fills in the name

@@ -21,11 +21,12 @@ const (
 
 // IdleCheck is a sample's chance to apply [serve] idle. Ready: the
 // server can answer (its first healthy answer came, it runs, nothing
-// else is under way); Since is the newest of its start, its last wake
-// and the last request.
+// else is under way); Busy: a request is in flight or held at its door,
+// so it is not idle at all; Since is the newest of its start, its last
+// wake and the end of its last answer.
 type IdleCheck struct {
-	Now, Since time.Time
-	Ready      bool
+	Now, Since  time.Time
+	Ready, Busy bool
 }
 
 // Wake is a chance to wake a sleeping server for a held request: the
@@ -38,8 +39,11 @@ type IdleCheck struct {
 // the wish waits for its end. Reading (nil: none, or the probe is down),
 // Tree and Served judge a live wake's fit (WakeFit).
 type Wake struct {
-	Now                    time.Time
-	Request, Stopping      bool
+	Now               time.Time
+	Request, Stopping bool
+	// Held: the door holds requests now (a wake with none left waiting
+	// makes no room).
+	Held                   bool
 	Stopped, Live, Waiting bool
 	Sleeping               bool
 	Reading                *Reading
@@ -64,12 +68,14 @@ func (Woke) input()      {}
 // idle steps a server that has had no request for [serve] idle down to
 // the first serving = false profile. The count starts when it became
 // ready, never at its launch: a server still loading its weights has not
-// been idle, it has not been able to answer. The step cannot be taken
+// been idle, it has not been able to answer; and it does not run while a
+// request is in flight or held: a stream longer than idle is never cut.
+// The step cannot be taken
 // back by NotTaken (the grace after it holds either way).
 func (st State) idle(g Given, in IdleCheck) (State, []Effect) {
 	pol := g.Policy
 	idle := pol.Serve.Idle
-	if idle <= 0 || !in.Ready || !pol.Profiles[g.Level].Serving() {
+	if idle <= 0 || !in.Ready || in.Busy || !pol.Profiles[g.Level].Serving() {
 		return st, nil
 	}
 	to := FirstAsleep(pol.Profiles)
@@ -105,6 +111,7 @@ func (st State) wakeUp(g Given, in Wake) (State, []Effect) {
 	to := WakeTo(pol.Profiles, g.Level)
 	if to < 0 {
 		st.wake = false
+		st.room.reset()
 		var effs []Effect
 		if !in.Waiting {
 			effs = st.claim.endGranted() // a wake's claim, no longer needed
@@ -117,11 +124,15 @@ func (st State) wakeUp(g Given, in Wake) (State, []Effect) {
 		st.wake = false
 		return st, []Effect{WakeStopped{To: to, Reason: RequestWake, Why: why}}
 	case in.Live:
+		// It does not fit: its GPU's idle peers may sleep for it
+		// (room.go); it fits: a wait for room ends.
+		effs, _ := st.room.want(g, wakeNeed(g, in, to))
 		if WakeFit(pol, g.Level, to, in.Reading, in.Tree, in.Served) != "" {
-			effs := st.claim.endGranted() // the claim's fresh sample says it does not fit
+			effs = append(effs, st.claim.endGranted()...) // the claim's fresh sample says it does not fit
 			return st, effs
 		}
-		effs, ok := st.claim.gate(in.Claim, true, pol.Watch.Settle)
+		geffs, ok := st.claim.gate(in.Claim, true, pol.Watch.Settle)
+		effs = append(effs, geffs...)
 		if !ok {
 			return st, effs
 		}
@@ -181,4 +192,22 @@ func FirstAsleep(ps []policy.Profile) int {
 		}
 	}
 	return -1
+}
+
+// wakeNeed is what a live wake into profile to needs of its GPUs, to
+// make room for, judged as WakeFit judges it: to's needs (else what the
+// server used when it last served), against the usage without the
+// instance's own. Room is asked for only while a request is held.
+func wakeNeed(g Given, in Wake, to int) roomNeed {
+	pol := g.Policy
+	n := roomNeed{now: in.Now, allowed: in.Claim.Peers && pol.Serve.MakeRoom && !g.Observe && in.Held}
+	if in.Reading == nil {
+		return n
+	}
+	n.devices, n.own = in.Reading.Devices, ownUse(pol, g.Level, in.Reading, in.Tree)
+	n.bytes = pol.Profiles[to].Needs
+	if n.bytes == 0 {
+		n.bytes = in.Served
+	}
+	return n
 }

@@ -25,6 +25,9 @@ type State struct {
 	// reports it NotTaken (a live change whose state file failed).
 	undo  *Rules
 	claim claim
+	// room: a start or a wake that does not fit, waiting for its GPU's
+	// idle peers to sleep (room.go).
+	room roomWait
 	// wake: a held request asked for a wake not yet begun.
 	wake bool
 	// faultWait: a gpu_fault restart waits for the GPU to answer again;
