@@ -23,6 +23,9 @@ type TenantInfo struct {
 	LeasesBytes   uint64  `json:"leases_bytes"`
 	GraceSeconds  float64 `json:"grace_seconds"`
 	SettleSeconds float64 `json:"settle_seconds"`
+	// Room is what making room needs of it (nil: it never sleeps for a
+	// peer: no front door, or nothing to sleep in).
+	Room *TenantRoom `json:"room,omitempty"`
 }
 
 // TenantGPU is one GPU a tenant watches, with its own child tree's usage of

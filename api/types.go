@@ -74,8 +74,16 @@ type Status struct {
 	// Held is how many requests the front door holds now (0 without one).
 	Held int `json:"held"`
 	// Tasks counts the deferred tasks queued and running (0 without any).
-	Tasks     int    `json:"tasks"`
-	LastEvent *Event `json:"last_event"`
+	Tasks int `json:"tasks"`
+	// InFlight is how many requests the front door has passed to the
+	// child and not finished answering (0 without a door); IdleSeconds how
+	// long since the later of the last answer's end and the last wake (0
+	// while a request is in flight or held; nil without a door). RoomFor
+	// is the peer this instance sleeps for (nil when it does not).
+	InFlight    int      `json:"in_flight"`
+	IdleSeconds *float64 `json:"idle_seconds"`
+	RoomFor     *string  `json:"room_for"`
+	LastEvent   *Event   `json:"last_event"`
 	// Fit is the newest fit event: why the child runs in its profile (or
 	// why none runs). Nil (JSON null) before the first fit was judged.
 	Fit *Event `json:"fit"`
@@ -148,6 +156,12 @@ const (
 	// EventActionFailed one that did not (non-2xx, timeout, refused).
 	EventAction       = "action"
 	EventActionFailed = "action_failed"
+	// EventRelieved is what a live change through server actions down the
+	// ladder relieved, measured `grace` after its actions ended
+	// (RelievedBytes; From and To the profiles): a 2xx is not trusted
+	// blindly, and a change that left the watermark above high is followed
+	// by the next step.
+	EventRelieved = "relieved"
 	// EventTotals is a cumulative record the journal writes (Totals): as
 	// the first line of a run, of every file after a rotation, and every
 	// few minutes, so a report need not read a run's first lines.
@@ -216,6 +230,10 @@ type Event struct {
 	Path    string  `json:"path,omitempty"`
 	Seconds float64 `json:"seconds,omitempty"`
 	Error   string  `json:"error,omitempty"`
+	// RelievedBytes is the memory a live change freed (relieved): what
+	// the child held before it less what it holds `grace` after, 0 when
+	// it holds as much or more; absent when either reading is missing.
+	RelievedBytes *uint64 `json:"relieved_bytes,omitempty"`
 	// Changed lists the policy keys a reload changed (reload).
 	// Non-nil on every applied reload: "changed":[] says nothing changed.
 	Changed []string `json:"changed,omitzero"`
@@ -246,6 +264,16 @@ type Event struct {
 	Ticket      string  `json:"ticket,omitempty"`
 	Attempt     int     `json:"attempt,omitempty"`
 	WaitSeconds float64 `json:"wait_seconds,omitempty"`
+
+	// Making room: For is the peer a stepdown with reason room was taken
+	// for; Slept the peers put to sleep for a room event, FreedBytes what
+	// their sleeps freed on GPU; NeedBytes, FreeBytes and CouldFreeBytes
+	// are a no_room event's figures.
+	For            string   `json:"for,omitempty"`
+	Slept          []string `json:"slept,omitempty"`
+	FreedBytes     *uint64  `json:"freed_bytes,omitempty"`
+	NeedBytes      uint64   `json:"need_bytes,omitempty"`
+	CouldFreeBytes *uint64  `json:"could_free_bytes,omitempty"`
 
 	// Totals is the content of a totals record.
 	Totals *Totals `json:"totals,omitempty"`

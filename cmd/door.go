@@ -109,7 +109,7 @@ func runDoor(ctx context.Context, o *DoorOptions) error {
 		MaxBody: int64(o.MaxBody), Version: buildinfo.Read().Version, Logf: logf})
 	var le *door.ListenError
 	if errors.As(err, &le) {
-		return &ExitError{Code: ExitFailure, Err: err}
+		return listenFailed(le.Err, le.Addr, le.Flag, ExitFailure) // as run says it
 	}
 	if err != nil {
 		return err

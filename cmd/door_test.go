@@ -47,7 +47,7 @@ func TestDoorAddressInUse(t *testing.T) {
 	var stderr bytes.Buffer
 	code := Execute(&IO{Out: &bytes.Buffer{}, ErrOut: &stderr, Getenv: func(string) string { return "" }},
 		[]string{"door", "--listen", busy.Addr().String(), "--runtime-dir", t.TempDir()})
-	want := "gpuguard: --listen " + busy.Addr().String() + ": bind: address already in use\n"
+	want := "gpuguard: cannot listen on " + busy.Addr().String() + " (--listen): address already in use\n"
 	if code != ExitFailure || stderr.String() != want {
 		t.Errorf("exit %d, stderr %q; want 1 and %q", code, stderr.String(), want)
 	}

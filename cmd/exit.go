@@ -23,10 +23,12 @@ const (
 )
 
 // ExitError carries an exit code up to Main. A nil Err with a code exits
-// silently (the child's own status, say).
+// silently (the child's own status, say). More are lines printed after
+// Err's, each as its own "gpuguard: " line (what to do about it).
 type ExitError struct {
 	Code int
 	Err  error
+	More []string
 }
 
 func (e *ExitError) Error() string {

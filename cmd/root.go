@@ -45,6 +45,11 @@ func Execute(stdio *IO, args []string) int {
 	if !asExit(err, &ee) || ee.Err != nil {
 		fmt.Fprintf(stdio.ErrOut, "gpuguard: %v\n", err)
 	}
+	if ee != nil {
+		for _, l := range ee.More {
+			fmt.Fprintf(stdio.ErrOut, "gpuguard: %s\n", l)
+		}
+	}
 	return exitCode(err)
 }
 

@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuguard/gpuguard/internal/backends"
 	probeopen "github.com/gpuguard/gpuguard/internal/backends/open"
 	"github.com/gpuguard/gpuguard/internal/paths"
 	"github.com/gpuguard/gpuguard/policy"
@@ -80,9 +79,11 @@ replaced from the current profile's env and the GPUGUARD_* variables.`,
 	f := c.Flags()
 	f.StringVar(&opts.PolicyFile, "policy", "", "policy file (default ./policy.toml if it exists, else built-in defaults)")
 	f.StringVar(&opts.Name, "name", "", "instance name (default: the policy's name, else CMD's base name)")
-	f.StringVar(&backend, "backend", backends.Auto, "GPU backend: "+probeopen.List())
+	// --backend and --interval show no default of their own: the policy's
+	// wins over the built-in one, so "(default auto)" would mislead.
+	f.StringVar(&backend, "backend", "", "GPU backend: "+probeopen.List()+" (default: the policy's [watch] backend, else auto)")
 	f.StringVar(&devices, "devices", "", "watched GPUs: indices, UUIDs (GPU-..., MIG-...) or, for drm, PCI addresses, comma-separated\n"+probeopen.DevicesDefaultHelp())
-	f.DurationVar(&interval, "interval", 200*time.Millisecond, "GPU polling interval")
+	f.DurationVar(&interval, "interval", 0, "GPU polling interval (default: the policy's [watch] interval, else 200ms)")
 	f.StringVar(&opts.StateDir, "state-dir", "", "this instance's state dir (checkpoint, state file, journal, sim dir)")
 	f.StringVar(&opts.RuntimeDir, "runtime-dir", "", "directory of control sockets")
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics at HOST:PORT (empty disables)")

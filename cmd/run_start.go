@@ -86,14 +86,19 @@ func runRun(o *RunOptions) error {
 	g.Hold(func() { _ = srv.Close() }) // the socket goes last
 
 	// The metrics address is bound before anything else starts, so a port
-	// in use is a configuration error; a reload may move it (Endpoint).
+	// in use stops the run before a child holds GPU memory (exit 1, naming
+	// the address and what set it); a reload may move it (Endpoint).
 	var sup *supervisor.Supervisor
 	m := metrics.New(r.name, func() api.Status { return sup.Status() })
 	endpoint := metrics.NewEndpoint(m.Handler())
 	g.Hold(endpoint.Close)
 	move, err := endpoint.Prepare(r.pol.Metrics.Listen)
 	if err != nil {
-		return g.Abort(&ExitError{Code: ExitConfig, Err: fmt.Errorf("metrics listen address %q: %w", r.pol.Metrics.Listen, err)})
+		setting := "[metrics] listen"
+		if o.MetricsAddr != nil {
+			setting = "--metrics-addr"
+		}
+		return g.Abort(listenFailed(err, r.pol.Metrics.Listen, setting, ExitConfig))
 	}
 	g.Hold(move.Abort) // unless committed
 	// So is the front door's ([serve] listen): in use, exit 1 naming it.
@@ -111,7 +116,7 @@ func runRun(o *RunOptions) error {
 		Healthy: func(gen int) { sup.Healthy(gen) }, Requested: func(held bool) { sup.Requested(held) },
 		Meter: meter, Queue: queue, Logf: logf, Bodies: bodies})
 	if err != nil {
-		return g.Abort(&ExitError{Code: ExitFailure, Err: err})
+		return g.Abort(listenFailed(err, r.pol.Serve.Listen, "[serve] listen", ExitFailure))
 	}
 	if door != nil {
 		g.Add(door.Serve, func(error) { door.Close() })

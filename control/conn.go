@@ -105,7 +105,7 @@ func (c *conn) readLine(r *bufio.Reader) ([]byte, error) {
 // decisions).
 func laneType(typ string) bool {
 	switch typ {
-	case TypeStatus, TypeOOM, TypeReady, TypeTenant, TypeTenantStep, TypeTenantDecision:
+	case TypeStatus, TypeOOM, TypeReady, TypeTenant, TypeTenantStep, TypeTenantDecision, TypeTenantSleep:
 		return true
 	}
 	return false

@@ -57,6 +57,7 @@ type request struct {
 	// TenantStep and TenantDecision are the internal shared-GPU requests.
 	TenantStep     api.TenantStep
 	TenantDecision api.TenantDecision
+	TenantSleep    api.TenantSleep
 }
 
 // decodeRequest parses and validates one line. Whenever the line is a JSON

@@ -17,6 +17,7 @@ const (
 	TypeTenant         = "tenant"
 	TypeTenantStep     = "tenant_step"
 	TypeTenantDecision = "tenant_decision"
+	TypeTenantSleep    = "tenant_sleep"
 )
 
 // Tenancy is what a Backend answers for the shared-GPU requests. It is
@@ -31,6 +32,9 @@ type Tenancy interface {
 	TenantStep(ctx context.Context, st api.TenantStep) (api.TenantDecision, error)
 	// TenantDecision notes a decision another tenant executed.
 	TenantDecision(ctx context.Context, d api.TenantDecision) error
+	// TenantSleep is another tenant's ask that this one sleep to make
+	// room for it: accepted as the sleep begins, or refused with why.
+	TenantSleep(ctx context.Context, ts api.TenantSleep) error
 	// Ready records that the child has finished starting.
 	Ready(ctx context.Context) error
 }
@@ -59,6 +63,15 @@ func decodeTenant(typ string, line []byte, req *request) (handled bool, err erro
 			return true, errors.New(`tenant_decision: "gpu", "seq" > 0, "to", "at" > 0, "grace_seconds" >= 0 and a valid "kind" are required`)
 		}
 		return true, nil
+	case TypeTenantSleep:
+		if err := json.Unmarshal(line, &req.TenantSleep); err != nil {
+			return true, fmt.Errorf("tenant_sleep: %v", err)
+		}
+		ts := req.TenantSleep
+		if ts.GPU == "" || ts.For == "" || ts.At <= 0 {
+			return true, errors.New(`tenant_sleep: "gpu", "for" and "at" > 0 are required`)
+		}
+		return true, nil
 	}
 	return false, nil
 }
@@ -83,7 +96,7 @@ type decisionReply struct {
 // any other type.
 func (c *conn) handleTenant(ctx context.Context, b Backend, req request) (handled, alive bool) {
 	switch req.Type {
-	case TypeReady, TypeTenant, TypeTenantStep, TypeTenantDecision:
+	case TypeReady, TypeTenant, TypeTenantStep, TypeTenantDecision, TypeTenantSleep:
 	default:
 		return false, true
 	}
@@ -106,6 +119,8 @@ func (c *conn) handleTenant(ctx context.Context, b Backend, req request) (handle
 		reply = decisionReply{OK: true, ID: req.ID, TenantDecision: d}
 	case TypeTenantDecision:
 		err = t.TenantDecision(ctx, req.TenantDecision)
+	case TypeTenantSleep:
+		err = t.TenantSleep(ctx, req.TenantSleep)
 	case TypeReady:
 		err = t.Ready(ctx)
 	}
@@ -157,5 +172,15 @@ func (c *Client) TenantDecision(ctx context.Context, d api.TenantDecision) error
 		Type string `json:"type"`
 		api.TenantDecision
 	}{TypeTenantDecision, d})
+	return err
+}
+
+// TenantSleep asks an instance to sleep to make room for another (ts);
+// a refusal is a *RemoteError saying why.
+func (c *Client) TenantSleep(ctx context.Context, ts api.TenantSleep) error {
+	_, err := c.call(ctx, struct {
+		Type string `json:"type"`
+		api.TenantSleep
+	}{TypeTenantSleep, ts})
 	return err
 }

@@ -17,6 +17,7 @@ type fakeTenancy struct {
 	mu        sync.Mutex
 	steps     []api.TenantStep
 	decisions []api.TenantDecision
+	sleeps    []api.TenantSleep
 	readies   int
 }
 
@@ -39,6 +40,16 @@ func (f *fakeTenancy) TenantDecision(_ context.Context, d api.TenantDecision) er
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.decisions = append(f.decisions, d)
+	return nil
+}
+
+func (f *fakeTenancy) TenantSleep(_ context.Context, ts api.TenantSleep) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ts.For == "busy" {
+		return errors.New("not sleeping for busy: a request is in flight or held at its door")
+	}
+	f.sleeps = append(f.sleeps, ts)
 	return nil
 }
 
@@ -70,6 +81,11 @@ func TestTenantRequests(t *testing.T) {
 		{"tenant_decision", `{"type":"tenant_decision","gpu":"G","seq":5,"kind":"critical","to":"batch","at":9,"grace_seconds":3}`, map[string]any{"ok": true}},
 		{"tenant_decision without to", `{"type":"tenant_decision","gpu":"G","seq":5,"kind":"down","at":9}`, map[string]any{"ok": false}},
 		{"tenant_decision with a negative grace", `{"type":"tenant_decision","gpu":"G","seq":5,"kind":"down","to":"b","at":9,"grace_seconds":-1}`, map[string]any{"ok": false}},
+		{"tenant_sleep", `{"type":"tenant_sleep","gpu":"G","for":"chat","priority":2,"at":9,"id":3}`, map[string]any{"ok": true, "id": 3.0}},
+		{"tenant_sleep refused", `{"type":"tenant_sleep","gpu":"G","for":"busy","at":9}`,
+			map[string]any{"ok": false, "error": "not sleeping for busy: a request is in flight or held at its door"}},
+		{"tenant_sleep without for", `{"type":"tenant_sleep","gpu":"G","at":9}`, map[string]any{"ok": false}},
+		{"tenant_sleep without at", `{"type":"tenant_sleep","gpu":"G","for":"chat"}`, map[string]any{"ok": false}},
 		{"the connection still works", `{"type":"ready"}`, map[string]any{"ok": true}},
 	} {
 		got := c.roundTrip(tt.line)
@@ -87,6 +103,9 @@ func TestTenantRequests(t *testing.T) {
 	}
 	if len(b.decisions) != 1 || b.decisions[0] != (api.TenantDecision{GPU: "G", Seq: 5, Kind: "critical", To: "batch", At: 9, GraceSeconds: 3}) {
 		t.Errorf("TenantDecision got %+v", b.decisions)
+	}
+	if len(b.sleeps) != 1 || b.sleeps[0] != (api.TenantSleep{GPU: "G", For: "chat", Priority: 2, At: 9}) {
+		t.Errorf("TenantSleep got %+v", b.sleeps)
 	}
 }
 
@@ -132,6 +151,12 @@ func TestTenantClient(t *testing.T) {
 	}
 	if err := cl.Ready(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if err := cl.TenantSleep(ctx, api.TenantSleep{GPU: "G", For: "chat", At: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.TenantSleep(ctx, api.TenantSleep{GPU: "G", For: "busy", At: 1}); !errors.As(err, &re) {
+		t.Fatalf("a refused sleep: %v, want a RemoteError", err)
 	}
 }
 

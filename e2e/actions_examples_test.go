@@ -50,6 +50,7 @@ func (x *exampleRun) sleepAndWake(t *testing.T, awake string, check func(t *test
 // asleep, only once the memory is free. The wake loads the model (an
 // empty prompt) and waits for /api/ps to name it.
 func TestOllamaExampleWaitsForPs(t *testing.T) {
+	t.Parallel()
 	fake := fakeServer(t, "ollama_fake.py")
 	x := startExample(t, "ollama.toml", [][2]string{{"llama3.1:8b", "m"}},
 		[]string{"/usr/bin/python3", fake, "PORT", "1", strconv.Itoa(fakeAwake), strconv.Itoa(fakeAsleep)})
@@ -67,6 +68,7 @@ func TestOllamaExampleWaitsForPs(t *testing.T) {
 // sleep and wake each confirmed by GET /is_sleeping as vLLM writes it
 // ({"is_sleeping":true}, no spaces).
 func TestVLLMExampleWaitsForIsSleeping(t *testing.T) {
+	t.Parallel()
 	fake := fakeServer(t, "vllm_fake.py")
 	x := startExample(t, "vllm-sleep.toml", nil, []string{"/usr/bin/python3", fake, "PORT", "1", strconv.Itoa(fakeAwake), strconv.Itoa(fakeAsleep)})
 	x.sleepAndWake(t, "awake", func(t *testing.T, pid int) {

@@ -47,6 +47,8 @@ name = "small"
 // "Server actions" section. It runs only with GPUGUARD_FIGURES=1:
 //
 //	GPUGUARD_FIGURES=1 go test ./e2e -run TestFiguresServerActions -v
+//
+// Serial: its figures are times, which other tests' load would stretch.
 func TestFiguresServerActions(t *testing.T) {
 	if os.Getenv("GPUGUARD_FIGURES") != "1" {
 		t.Skip("figures: set GPUGUARD_FIGURES=1")

@@ -14,6 +14,7 @@ import (
 // (reason request, counted in gpuguard_stepups_total), and is answered by
 // the same process.
 func TestIdleSleepAndWakeOnRequest(t *testing.T) {
+	t.Parallel()
 	s := startSleepRunEdited(t, "vllm_fake.py", vllmActions("60s"), func(p string) string {
 		p = strings.Replace(p, `recover_after = "0s"`, `recover_after = "200ms"`, 1)
 		return strings.Replace(p, "retry    = false", "retry    = false\nidle     = \"1s\"", 1)
@@ -77,6 +78,7 @@ func TestIdleSleepAndWakeOnRequest(t *testing.T) {
 // wakes the instance and is answered. The profile's needs are stated, or
 // (without needs) what the server used while it served: 4 GiB either way.
 func TestWakeWaitsForRoomThen503(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ name, needs string }{{"stated", "\nneeds = \"4GiB\""}, {"measured", ""}} {
 		t.Run(tt.name, func(t *testing.T) { testWakeWaitsForRoom(t, tt.needs) })
 	}

@@ -192,6 +192,7 @@ func (x *exampleRun) routerStatus(t *testing.T) string {
 // from the first moment see no error. (With health = "/health" they do:
 // the fake reproduces what the router does.)
 func TestRouterExampleHoldsUntilLoaded(t *testing.T) {
+	t.Parallel()
 	x := startRouter(t, true, "FAKE_LOAD_SECONDS=2")
 	waitListening(t, "the door", x.door)
 	load := startLoad(t, "http://"+x.door, 4)
@@ -239,6 +240,7 @@ func TestRouterExampleHoldsUntilLoaded(t *testing.T) {
 // sleeps with the router still running. A request then wakes it: the
 // load, its until, and the answer.
 func TestRouterUnloadBeforeLoad(t *testing.T) {
+	t.Parallel()
 	x := startRouter(t, false)
 	waitListening(t, "the router", x.child)
 	if code, stderr := x.step(t, "down"); code != 0 {
@@ -270,6 +272,7 @@ func TestRouterUnloadBeforeLoad(t *testing.T) {
 // and its until sees /props answer 200: the router keeps running and the
 // request is answered.
 func TestRouterLoadOfLoadedModel(t *testing.T) {
+	t.Parallel()
 	x := startRouter(t, true)
 	waitFor(t, "the first ready event", 30*time.Second, func() bool { return len(events(x.e, "ready")) == 1 })
 	if code, stderr := x.step(t, "down"); code != 0 {
@@ -313,6 +316,7 @@ func TestRouterLoadOfLoadedModel(t *testing.T) {
 // than meeting "already running" and opening the door on a model about
 // to leave. No request fails, and the router ends with m loaded.
 func TestRouterStepDownAndUpUnderLoad(t *testing.T) {
+	t.Parallel()
 	x := startRouter(t, true, "FAKE_UNLOAD_LAG=0.5")
 	waitFor(t, "the first ready event", 30*time.Second, func() bool { return len(events(x.e, "ready")) == 1 })
 	load := startLoad(t, "http://"+x.door, 4)

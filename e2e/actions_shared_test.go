@@ -56,6 +56,7 @@ func tenantEvents(e *env, tenant, name string) []string {
 // and the LLM does not step at all; it journals the embedder's step as a
 // yield.
 func TestSleepingTenantSparesTheLLM(t *testing.T) {
+	t.Parallel()
 	fake := fakeServer(t, "vllm_fake.py")
 	e := newEnv(t)
 	door, child := freeLoopbackAddr(t), freeLoopbackAddr(t)

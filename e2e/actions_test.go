@@ -201,6 +201,7 @@ func (s *sleepRun) childMemory(t *testing.T, pid int) uint64 {
 // it through POST /wake_up. No request of the client load fails across
 // both: the door drained before the sleep and held requests until the wake.
 func TestActionsSleepAndWakeUnderLoad(t *testing.T) {
+	t.Parallel()
 	s := startSleepRun(t, "vllm_fake.py", vllmActions("60s"), "VLLM_SERVER_DEV_MODE=1")
 	pid := int(s.status(t)["child_pid"].(float64))
 	load := startLoad(t, "http://"+s.door, 4)
@@ -243,6 +244,7 @@ func TestActionsSleepAndWakeUnderLoad(t *testing.T) {
 // fallback to a restart into a serving profile is
 // supervisor.TestActionsFailureFallsBack.)
 func TestActionsFailedFallsBack(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name, timeout string
 		env           []string
@@ -302,6 +304,7 @@ serving = false
 // asleep, its memory gone from the sim GPU); a request through the door
 // starts it again, and is answered.
 func TestStopAndStartOnRequest(t *testing.T) {
+	t.Parallel()
 	fake := fakeServer(t, "vllm_fake.py")
 	e := newEnv(t)
 	s := &sleepRun{e: e, door: freeLoopbackAddr(t), child: freeLoopbackAddr(t)}
@@ -360,6 +363,7 @@ func TestStopAndStartOnRequest(t *testing.T) {
 // release, the poller kept off /health while released, and the resume ran
 // only after a release.
 func TestSGLangSleepUnderLoad(t *testing.T) {
+	t.Parallel()
 	s := startSleepRun(t, "sglang_fake.py", sglangActions)
 	pid := int(s.status(t)["child_pid"].(float64))
 	load := startLoad(t, "http://"+s.door, 4)
@@ -387,6 +391,7 @@ func TestSGLangSleepUnderLoad(t *testing.T) {
 // seen to go afterwards, and the step back (no leave: Ollama reloads by
 // itself) opens the door again; no request fails.
 func TestOllamaUnloadUnderLoad(t *testing.T) {
+	t.Parallel()
 	s := startSleepRun(t, "ollama_fake.py", ollamaActions)
 	pid := int(s.status(t)["child_pid"].(float64))
 	load := startLoad(t, "http://"+s.door, 4)

@@ -29,6 +29,7 @@ while :; do sleep 0.02; done
 // reads level 1 there once its handler is in. From then on it gets the
 // signal exactly once per change.
 func TestLiveChangeNeverKillsAStartingChild(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(ladder)
 	addr := freeLoopbackAddr(t)
@@ -95,6 +96,7 @@ func TestLiveChangeNeverKillsAStartingChild(t *testing.T) {
 // that is found but cannot be executed 126, as env and nohup do, with one
 // line on stderr naming it, and nothing started.
 func TestCommandThatCannotRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	notExec := e.path("notexec.sh")
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\necho started\n"), 0o644); err != nil {

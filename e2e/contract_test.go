@@ -17,6 +17,7 @@ import (
 const idle = `trap 'exit 0' TERM INT HUP; echo "up $GPUGUARD_PROFILE"; while :; do sleep 0.02; done`
 
 func TestExitCodes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	bad := e.path("bad.toml")
 	os.WriteFile(bad, []byte("[watermark]\nhigh = 0.99\ncritical = 0.95\n"), 0o644)
@@ -66,6 +67,7 @@ func TestExitCodes(t *testing.T) {
 }
 
 func TestPolicyCheckPrintsLadder(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	code, out, stderr := e.run([]string{"policy", "check", e.policy(ladder)})
 	if code != 0 || !strings.Contains(out, "fp16") || !strings.Contains(out, "int8") || !strings.Contains(out, "int4") {
@@ -76,6 +78,7 @@ func TestPolicyCheckPrintsLadder(t *testing.T) {
 // TestAlreadyRunning: a second run of the same name exits 1 and leaves
 // the state dir alone.
 func TestAlreadyRunning(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.start(append([]string{"run", "--backend", "sim", "--name", "dup"}, sh(idle)...))
 	p.expect("up default")
@@ -100,6 +103,7 @@ func TestAlreadyRunning(t *testing.T) {
 
 // TestStatusStepReport drives a live instance with the other commands.
 func TestStatusStepReport(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(ladder)
 	script := `trap 'exit 0' TERM; trap 'echo "notified $(cat "$GPUGUARD_STATE")"' USR1; echo up; while :; do sleep 0.02; done`
@@ -122,10 +126,17 @@ func TestStatusStepReport(t *testing.T) {
 	}
 	in := st.Instances[0]
 	for _, k := range []string{"name", "pid", "child_pid", "state", "profile", "level", "levels", "watermark",
-		"restarts", "uptime_seconds", "child_uptime_seconds", "observe", "gpus", "leases", "tasks", "last_event"} {
+		"restarts", "uptime_seconds", "child_uptime_seconds", "observe", "gpus", "leases", "tasks", "last_event",
+		"in_flight", "idle_seconds", "room_for"} {
 		if _, ok := in[k]; !ok {
 			t.Errorf("status object lacks %q", k)
 		}
+	}
+	// Without a front door: no request in flight, idle_seconds null; not
+	// asleep for a peer: room_for null.
+	if in["in_flight"] != 0.0 || in["idle_seconds"] != nil || in["room_for"] != nil {
+		t.Errorf("status object without a door: in_flight %v, idle_seconds %v, room_for %v; want 0, null, null",
+			in["in_flight"], in["idle_seconds"], in["room_for"])
 	}
 	if in["name"] != "svc" || in["profile"] != "fp16" || in["levels"] != 3.0 || in["child_pid"] == 0.0 {
 		t.Errorf("status object: %v", in)
@@ -182,6 +193,7 @@ func TestStatusStepReport(t *testing.T) {
 // TestSocketOOMReport: a child that says "oom" on the socket and exits 0
 // is restarted one profile lower.
 func TestSocketOOMReport(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(ladder)
 	script := `
@@ -210,15 +222,17 @@ exit 0
 }
 
 func TestMetricsEndpoint(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	// While the port is taken, run refuses to start: 78, no child.
+	// While the port is taken, run refuses to start: 1, no child
+	// (TestAddressInUse).
 	code, out, stderr := e.run(append([]string{"run", "--backend", "sim", "--name", "m", "--metrics-addr", addr}, sh("echo started")...))
-	if code != 78 || strings.Contains(out, "started") {
+	if code != 1 || strings.Contains(out, "started") {
 		t.Fatalf("port in use: exit %d out %q stderr %s", code, out, stderr)
 	}
 	ln.Close()
@@ -249,6 +263,7 @@ func TestMetricsEndpoint(t *testing.T) {
 // TestSystemdNotify: READY=1 once the child runs, STATUS= lines, STOPPING=1;
 // the child does not see NOTIFY_SOCKET.
 func TestSystemdNotify(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	sock := e.path("notify")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
@@ -318,6 +333,7 @@ func TestSystemdNotify(t *testing.T) {
 // TestStderrPassThrough: stderr reaches gpuguard's stderr byte for byte;
 // with scan_stderr = false the child writes to gpuguard's stderr itself.
 func TestStderrPassThrough(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	payload := strings.Repeat("line with \t tabs and ünïcode\n", 5000) + "no newline at the end"
 	os.WriteFile(e.path("payload"), []byte(payload), 0o644)
@@ -340,6 +356,7 @@ func TestStderrPassThrough(t *testing.T) {
 // TestStateDirDefault: without --state-dir the instance's dir is
 // $GPUGUARD_STATE_DIR/<name>.
 func TestStateDirDefault(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	root := e.path("root")
 	code, out, stderr := e.runRaw(append([]string{"run", "--backend", "sim", "--name", "dflt", "--runtime-dir", e.runDir},
@@ -353,6 +370,7 @@ func TestStateDirDefault(t *testing.T) {
 // TestUnusableStateDir: a state dir that cannot be created is a clear
 // error, and no child starts.
 func TestUnusableStateDir(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	file := e.path("a-file")
 	os.WriteFile(file, nil, 0o644)

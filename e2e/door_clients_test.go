@@ -21,6 +21,7 @@ const clientsDir = "testdata/clients"
 // model_not_found; Ollama's list, chat (and its stream) and embed. Without
 // node or the installed packages it skips, except in CI, where it fails.
 func TestDoorRealClients(t *testing.T) {
+	t.Parallel()
 	node, err := exec.LookPath("node")
 	_, modErr := os.Stat(filepath.Join(clientsDir, "node_modules", "openai"))
 	if _, olErr := os.Stat(filepath.Join(clientsDir, "node_modules", "ollama")); modErr == nil {

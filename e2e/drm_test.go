@@ -52,6 +52,7 @@ func statusGPUs(t *testing.T, e *env, args []string, env ...string) []map[string
 // GPUs in ROCm's order, with ROCm's UUID (else the PCI address), memory
 // and processes (fdinfo and KFD); ROCR_VISIBLE_DEVICES selects.
 func TestDRMStatus(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	env, _ := drmTree(t, e)
 	gpus := statusGPUs(t, e, []string{"--backend", "drm"}, env...)
@@ -77,6 +78,7 @@ func TestDRMStatus(t *testing.T) {
 
 // TestDRMAuto: without NVML (as on this machine), auto picks DRM.
 func TestDRMAuto(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if code, _, _ := e.run(append([]string{"run", "--backend", "nvml"}, sh("true")...)); code != 69 {
 		t.Skip("NVML works here: auto would pick it")
@@ -95,6 +97,7 @@ func TestDRMAuto(t *testing.T) {
 // TestDRMStepDown: a policy with backend "drm" watches the fake GPU; when
 // its mem_info_vram_used passes high, the child steps down live.
 func TestDRMStepDown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	env, sysfs := drmTree(t, e)
 	pol := e.policy(strings.Replace(ladder, `backend = "sim"`, `backend = "drm"`, 1))

@@ -81,6 +81,7 @@ func checkpointVersion(path string) (int, error) {
 // every kill the checkpoint, and at the end every generation, must be a
 // whole version, and versions never go backwards.
 func TestCheckpointSurvivesKills(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("python3 is not installed")
 	}
@@ -105,6 +106,7 @@ interval = "50ms"
 backoff = "0s"
 backoff_max = "0s"
 max_restarts = 1000000
+start_secs = "0s"
 release_timeout = "1s"
 [checkpoint]
 keep = 3
@@ -217,6 +219,7 @@ func removeTemps(t *testing.T, dir string) {
 // checkpoint itself is left byte for byte as it was, with no partial
 // generation; the restarted child finds it whole.
 func TestFullDiskWhileRotating(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	mnt := e.path("tiny")
 	if err := os.Mkdir(mnt, 0o700); err != nil {

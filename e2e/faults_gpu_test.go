@@ -65,6 +65,7 @@ interval = "50ms"
 // (not twenty times a second), and when the GPU reads again gpuguard
 // says so and goes on.
 func TestGPUFaultKeep(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(faultPolicy)
 	addr := freeLoopbackAddr(t)
@@ -98,6 +99,7 @@ func TestGPUFaultKeep(t *testing.T) {
 // lost_after stops the child with stop_signal and gpuguard exits 1, even
 // though the child itself exits 0.
 func TestGPUFaultStop(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(strings.Replace(faultPolicy, "[watch]", "[watch]\non_gpu_lost = \"stop\"\nlost_after = \"1s\"", 1))
 	p := e.start(append([]string{"run", "--policy", pol, "--name", "gs"},

@@ -90,6 +90,7 @@ func fhTried(ev map[string]any) string {
 // "start complete: the child exited" follows an exit, and the first stop
 // signal says that a second one forces the stop.
 func TestFirstHourFitSaysWhy(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(fhLadder)
 	simDir := filepath.Join(e.stateDir, "sim")
@@ -149,8 +150,10 @@ while :; do sleep 0.05; done`
 // TestFirstHourStepThatDoesNotFit (point 2): `step up` into a restart
 // profile that does not fit is refused before anything is stopped, on the
 // CLI (exit 1, needs against free) and on the socket (ok:false); the child
-// keeps running. Once memory is freed, the same step goes through.
+// keeps running. Once memory is freed, the same step goes through, and
+// the restart's line says it was for the manual step.
 func TestFirstHourStepThatDoesNotFit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(fhLadder)
 	simDir := filepath.Join(e.stateDir, "sim")
@@ -211,6 +214,10 @@ while :; do sleep 0.05; done`
 	p.expect("up fp16")
 	p.signal(syscall.SIGTERM)
 	p.wait()
+	// The restart's line names its real reason, the manual step.
+	if want := "fit for the restart after manual step: starting in fp16"; !strings.Contains(p.stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, p.stderr.String())
+	}
 }
 
 // TestFirstHourNeverFits (point 3): the vLLM example on the default 16 GiB
@@ -218,6 +225,7 @@ while :; do sleep 0.05; done`
 // both sizes, whatever when_full says; `policy check` warns, and so it
 // does for a quota smaller than every needs, with no backend at all.
 func TestFirstHourNeverFits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	vllm, err := filepath.Abs("../examples/policies/vllm.toml")
 	if err != nil {
@@ -255,6 +263,7 @@ func TestFirstHourNeverFits(t *testing.T) {
 // TestFirstHourStartupLine (point 5): the start-up line names the policy
 // file (or the built-in defaults), the backend and the watched GPUs.
 func TestFirstHourStartupLine(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	code, _, stderr := e.run([]string{"run", "--backend", "sim", "--name", "bare", "--", "true"})
 	if code != 0 || !strings.Contains(stderr, "gpuguard[bare]: policy built-in defaults (no policy.toml), backend sim (sim dir "+filepath.Join(e.stateDir, "sim")+"), watching GPU 0 (Simulated GPU, 16 GiB)") {
@@ -273,6 +282,7 @@ func TestFirstHourStartupLine(t *testing.T) {
 // dir); --name picks one; --dir and --sim-dir are accepted by both
 // `sim set` and `status`.
 func TestFirstHourSimSet(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	root := e.path("root")
 	envs := []string{"GPUGUARD_STATE_DIR=" + root, "GPUGUARD_RUNTIME_DIR=" + e.runDir}
@@ -318,6 +328,7 @@ func TestFirstHourSimSet(t *testing.T) {
 // duration; a one-line no-GPU warning with the hint first; the socket of
 // a killed instance swept by status.
 func TestFirstHourConventions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	code, out, _ := e.run([]string{"--version"})
 	if code != 0 || !strings.HasPrefix(out, "gpuguard ") || !strings.Contains(out, "revision") {
@@ -359,6 +370,7 @@ func TestFirstHourConventions(t *testing.T) {
 // TestFirstHourCompletion: the completion the shell scripts ask for knows
 // the running instances, step's down|up and the backends.
 func TestFirstHourCompletion(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.start(append([]string{"run", "--backend", "sim", "--name", "llama"}, sh("trap 'exit 0' TERM; echo up; while :; do sleep 0.05; done")...))
 	p.expect("up")
@@ -401,6 +413,7 @@ func TestFirstHourCompletion(t *testing.T) {
 // dies of it leaves gpuguard exiting with a status the unit counts as a
 // success, and systemd-analyze verify accepts the unit.
 func TestFirstHourSystemdUnit(t *testing.T) {
+	t.Parallel()
 	unit, err := os.ReadFile("../scripts/systemd/gpuguard@.service")
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,7 @@ func hungCounter(t *testing.T, sysfs string) string {
 // seconds, but says so on stderr every 10 s, and a SIGTERM then ends it
 // at once with 143 (a stop while no child runs), its socket and lock removed.
 func TestRunHungBackendOpen(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	env, sysfs := drmTree(t, e)
 	hungCounter(t, sysfs)
@@ -64,6 +65,7 @@ func TestRunHungBackendOpen(t *testing.T) {
 // with a warning, and exits 0: first when the backend's discovery blocks,
 // then, with one writer letting discovery through, when the reading does.
 func TestStatusHungBackend(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	env, sysfs := drmTree(t, e)
 	used := hungCounter(t, sysfs)
@@ -108,6 +110,7 @@ func TestStatusHungBackend(t *testing.T) {
 // journal's open would block for ever) makes `run` fail at once with exit
 // 1 and an error naming it, before any child starts.
 func TestRunJournalFIFO(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if err := os.MkdirAll(e.stateDir, 0o700); err != nil {
 		t.Fatal(err)

@@ -55,10 +55,12 @@ const (
 //
 // It runs the plain build: its RSS is what users get.
 func TestDeferralsBoundedAndStreamedSQLite(t *testing.T) {
+	t.Parallel()
 	testDeferralsBoundedAndStreamed(t, "")
 }
 
 func TestDeferralsBoundedAndStreamedRedis(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	testDeferralsBoundedAndStreamed(t, fmt.Sprintf("store = %q", srv.URL()))
 }

@@ -23,6 +23,7 @@ var reasonServer = pyServer(`
 // control: the same flow with a plain path shows that path as it is (the
 // error is there to be seen).
 func TestTextOutputEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
 	d := startDeferDoor(t, deferDoorOptions{child: reasonServer, deferKeys: "max_attempts = 1"})
 	d.deferP2(t, "/plain-path", []byte("x"))
 	d.deferP2(t, "/%1B%07", []byte("x")) // short: the table cuts an error at 60 characters

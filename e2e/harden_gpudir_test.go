@@ -33,6 +33,7 @@ import (
 // Under GPUGUARD_SOAK=1 (scripts/soak.sh) the cycle repeats for
 // GPUGUARD_SOAK_GPUDIR_SECONDS (600), planting a fresh set every cycle.
 func TestGPUDirFaultInjection(t *testing.T) {
+	t.Parallel()
 	plain, err := pfPlain()
 	if err != nil {
 		t.Fatal(err)

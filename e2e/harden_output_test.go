@@ -91,6 +91,7 @@ done
 // the dead pipe raised SIGPIPE and gpuguard died with 141, cutting the
 // child's drain short and leaving its socket behind.
 func TestStderrReaderDies(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(ladder)
 	addr := freeLoopbackAddr(t)

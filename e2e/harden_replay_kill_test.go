@@ -36,9 +36,13 @@ var loggingServer = pyServer(`
 // but the one in flight at the kill, which may have reached it twice
 // (delivery is at least once). None is lost. The control: at the kill
 // some requests were done and some not, so the kill came mid-queue.
-func TestReplayKilledSQLite(t *testing.T) { testReplayKilled(t, "") }
+func TestReplayKilledSQLite(t *testing.T) {
+	t.Parallel()
+	testReplayKilled(t, "")
+}
 
 func TestReplayKilledRedis(t *testing.T) {
+	t.Parallel()
 	testReplayKilled(t, fmt.Sprintf("store = %q", redistest.Start(t).URL()))
 }
 

@@ -20,6 +20,7 @@ import (
 // gpuguard used it as it was, and the user who owned it could plant links
 // for root to write through.
 func TestStateDirOfAnotherUser(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to make a dir of another uid")
 	}
@@ -56,6 +57,7 @@ func TestStateDirOfAnotherUser(t *testing.T) {
 // checkpoint.1 link is moved along as a link; and the generation a restart
 // makes is 0600, though the checkpoint is 0644.
 func TestStateDirLinksNotFollowed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(ladder + "[checkpoint]\nkeep = 3\n")
 	if err := os.Mkdir(e.stateDir, 0o700); err != nil {
@@ -127,6 +129,7 @@ while :; do sleep 0.02; done
 // the state file could be written again, at level 1. Before, the step
 // said ok, the child got SIGUSR1 and read the old profile.
 func TestStepWithoutStateFile(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ name, says string }{{"full", "no space left"}, {"read-only", "read-only file system"}} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -202,6 +205,7 @@ exit 1
 // OOM), and `gpuguard status` still shows the instance, not unreachable.
 // Before, both were refused and a real OOM counted as a crash.
 func TestSlowConnectionsShutNobodyOut(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("needs python3")
 	}
@@ -257,6 +261,7 @@ func TestSlowConnectionsShutNobodyOut(t *testing.T) {
 // loaded race build, a minute for 10,000; the unit tests check the bound
 // in every run).
 func TestSocketBoundsOfTheRealServer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(ladder)
 	p := e.start(append([]string{"run", "--policy", pol, "--name", "lb"}, sh(notifyChild)...))

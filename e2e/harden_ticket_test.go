@@ -24,9 +24,13 @@ import (
 // search finds a ticket where one is).
 //
 // It runs on each store (issue 42's eighth item: Redis had the same hole).
-func TestDoorTicketOnlyToItsClientSQLite(t *testing.T) { testDoorTicketOnlyToItsClient(t, "") }
+func TestDoorTicketOnlyToItsClientSQLite(t *testing.T) {
+	t.Parallel()
+	testDoorTicketOnlyToItsClient(t, "")
+}
 
 func TestDoorTicketOnlyToItsClientRedis(t *testing.T) {
+	t.Parallel()
 	testDoorTicketOnlyToItsClient(t, fmt.Sprintf("store = %q", redistest.Start(t).URL()))
 }
 

@@ -3,10 +3,13 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,23 +18,40 @@ import (
 	"github.com/gpuguard/gpuguard/internal/testbin"
 )
 
-// bin is the gpuguard binary built once for the whole package.
-var bin string
+// bin is the gpuguard binary, race detector on, shared by every test of
+// the package (testbin.RaceBinEnv names one built before; scripts/test.sh
+// builds it once for all); buildDir is where the package builds the
+// binaries no variable names, removed at the end.
+var bin, buildDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "gpuguard-e2e-")
-	if err != nil {
+	flag.Parse()
+	parallelByDefault(runtime.GOMAXPROCS(0))
+	var err error
+	if buildDir, err = os.MkdirTemp("", "gpuguard-e2e-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin = filepath.Join(dir, "gpuguard")
-	if err := testbin.Build(bin, "..", true); err != nil {
+	if bin, err = testbin.Binary(buildDir, "..", true); err != nil {
 		fmt.Fprintln(os.Stderr, "building gpuguard:", err)
+		os.RemoveAll(buildDir)
 		os.Exit(1)
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	os.RemoveAll(buildDir)
 	os.Exit(code)
+}
+
+// parallelByDefault runs up to 4 tests a CPU at a time (go test's default
+// is one a CPU) unless -parallel was given: an end-to-end test spends most
+// of its time waiting for children, sleeps and timers of its own, not on a
+// CPU (doc.go).
+func parallelByDefault(cpus int) {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", strconv.Itoa(4*cpus))
+	}
 }
 
 // env is one test's sandbox: its own state and runtime dirs.

@@ -18,6 +18,7 @@ import (
 // `report --json` still counts the step-down, every admission, and the
 // supervised time in both profiles.
 func TestJournalFloodKeepsTheRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(ladder + "\n[journal]\nmax_size = \"64KiB\"\nmax_files = 1\n")
 	script := `trap 'exit 0' TERM; trap 'echo notified' USR1; echo up; while :; do sleep 0.02; done`

@@ -56,6 +56,7 @@ func startStepupRun(t *testing.T, recoverAfter string) (e *env, p *proc, metrics
 // TestStepUpCountedManual: `gpuguard step NAME up` counts one
 // gpuguard_stepups_total{reason="manual"}, read from a live /metrics.
 func TestStepUpCountedManual(t *testing.T) {
+	t.Parallel()
 	e, p, metricsAt := startStepupRun(t, "0s")
 	if code, out, stderr := e.run([]string{"step", "up", "up", "--runtime-dir", e.runDir}); code != 0 || strings.TrimSpace(out) != "fp16" {
 		t.Fatalf("step up: exit %d %q %s", code, out, stderr)
@@ -71,6 +72,7 @@ func TestStepUpCountedManual(t *testing.T) {
 // for recover_after) steps the instance back up, and that counts one
 // gpuguard_stepups_total{reason="recovered"}.
 func TestStepUpCountedRecovered(t *testing.T) {
+	t.Parallel()
 	_, p, metricsAt := startStepupRun(t, "300ms")
 	waitFor(t, "the recovery's step up in /metrics", 30*time.Second, func() bool { return stepups(t, metricsAt)["recovered"] >= 1 })
 	if got := stepups(t, metricsAt); got["recovered"] != 1 || got["manual"] != 0 || got["request"] != 0 {

@@ -19,6 +19,7 @@ import (
 // figures depend on the machine (status, a granted reserve) are checked by
 // their ok and id alone.
 func TestProtocolExampleSession(t *testing.T) {
+	t.Parallel()
 	session := exampleSession(t)
 	e := newEnv(t)
 	pol := e.policy(`name = "demo"

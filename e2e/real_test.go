@@ -28,6 +28,10 @@ const completion = `{"model":"m","prompt":"hello","max_tokens":8}`
 // TestRealSingleStepsFailNoRequest: llama-server with -m, under client
 // load, through its start and two restart steps (live = false): no
 // request fails, and each step is a launch.
+//
+// Serial: a real model server loads and answers on every CPU (the opt-in
+// suite); side by side, the servers would stretch each other past their
+// bounds.
 func TestRealSingleStepsFailNoRequest(t *testing.T) {
 	r := needReal(t, envLlamaServer)
 	x := startRealSingle(t, r, r.small)
@@ -54,6 +58,10 @@ func TestRealSingleStepsFailNoRequest(t *testing.T) {
 
 // TestRealSSETokenByToken: a streamed completion reaches the client
 // through the door event by event, as llama-server sends them.
+//
+// Serial: a real model server loads and answers on every CPU (the opt-in
+// suite); side by side, the servers would stretch each other past their
+// bounds.
 func TestRealSSETokenByToken(t *testing.T) {
 	r := needReal(t, envLlamaServer)
 	x := startRealSingle(t, r, r.large)
@@ -79,6 +87,10 @@ func TestRealSSETokenByToken(t *testing.T) {
 // TestRealKillMidRequestRetried: llama-server killed with SIGKILL while it
 // answers a request that may be repeated (an Idempotency-Key): gpuguard
 // restarts it and the door sends the request again; the client gets 200.
+//
+// Serial: a real model server loads and answers on every CPU (the opt-in
+// suite); side by side, the servers would stretch each other past their
+// bounds.
 func TestRealKillMidRequestRetried(t *testing.T) {
 	r := needReal(t, envLlamaServer)
 	x := startRealSingle(t, r, r.large)
@@ -109,6 +121,10 @@ func TestRealKillMidRequestRetried(t *testing.T) {
 
 // TestRealMissingModelGivesUp: llama-server with a model file that does
 // not exist exits at once, each time: gpuguard gives up, exit 1.
+//
+// Serial: a real model server loads and answers on every CPU (the opt-in
+// suite); side by side, the servers would stretch each other past their
+// bounds.
 func TestRealMissingModelGivesUp(t *testing.T) {
 	r := needReal(t, envLlamaServer)
 	x := startRealSingle(t, r, "/nonexistent/model.gguf",
@@ -120,6 +136,10 @@ func TestRealMissingModelGivesUp(t *testing.T) {
 
 // TestRealMissingCommand: a llama-server path that does not exist exits
 // 127.
+//
+// Serial: a real model server loads and answers on every CPU (the opt-in
+// suite); side by side, the servers would stretch each other past their
+// bounds.
 func TestRealMissingCommand(t *testing.T) {
 	r := needReal(t, envLlamaServer)
 	r.llama = "/nonexistent/llama-server"
@@ -133,6 +153,10 @@ func TestRealMissingCommand(t *testing.T) {
 // door once the model is loaded: clients from the first moment get no
 // error (the router's /health says 200 at once; its 500 "proxy error" or
 // 503 while loading never reaches them).
+//
+// Serial: a real model server loads and answers on every CPU (the opt-in
+// suite); side by side, the servers would stretch each other past their
+// bounds.
 func TestRealRouterHoldsUntilLoaded(t *testing.T) {
 	r := needReal(t, envLlamaServer)
 	x := startRealRouter(t, r, r.small, true)
@@ -152,6 +176,10 @@ func TestRealRouterHoldsUntilLoaded(t *testing.T) {
 // (400 accepted), a load of a model loaded behind gpuguard's back (400
 // accepted). The router is never restarted, no action fails, no request
 // fails.
+//
+// Serial: a real model server loads and answers on every CPU (the opt-in
+// suite); side by side, the servers would stretch each other past their
+// bounds.
 func TestRealRouterUnloadLoad(t *testing.T) {
 	r := needReal(t, envLlamaServer)
 	t.Run("down and up under load", func(t *testing.T) {
@@ -212,6 +240,10 @@ func TestRealRouterUnloadLoad(t *testing.T) {
 // TestRealOllama: Ollama behind the shipped example: unload (until
 // /api/ps lists none), a wake by request (the load, until /api/ps names
 // it), a token stream arriving line by line, and sleep when idle.
+//
+// Serial: a real model server loads and answers on every CPU (the opt-in
+// suite); side by side, the servers would stretch each other past their
+// bounds.
 func TestRealOllama(t *testing.T) {
 	r := needReal(t, envOllama)
 	x := startRealOllama(t, r, r.small, [2]string{`idle     = "5m"`, `idle     = "4s"`})
@@ -255,6 +287,10 @@ func TestRealOllama(t *testing.T) {
 // arrives while a step into serving = false is under way (the door
 // draining for the unload) wakes the instance as soon as that step is
 // done, and is answered well under hold. Depends on issue 41 item 2.
+//
+// Serial: a real model server loads and answers on every CPU (the opt-in
+// suite); side by side, the servers would stretch each other past their
+// bounds.
 func TestRealHeldDuringStepDown(t *testing.T) {
 	r := needReal(t, envLlamaServer)
 	x := startRealRouter(t, r, r.large, true, [2]string{`idle     = "15m"`, "idle     = \"15m\"\nhold     = \"60s\""})
@@ -289,6 +325,10 @@ func TestRealHeldDuringStepDown(t *testing.T) {
 // stream that lasts longer than idle is neither cut nor drained by an
 // idle step, and the idle sleep comes idle after its end. Depends on
 // issue 41 item 3.
+//
+// Serial: a real model server loads and answers on every CPU (the opt-in
+// suite); side by side, the servers would stretch each other past their
+// bounds.
 func TestRealLongStreamNotCutByIdle(t *testing.T) {
 	r := needReal(t, envLlamaServer)
 	x := startRealSingle(t, r, r.large, [2]string{`idle     = "15m"`, `idle     = "3s"`})
@@ -329,6 +369,10 @@ func TestRealLongStreamNotCutByIdle(t *testing.T) {
 // launch's stderr line names its real reason: a restart by `step` says
 // step (not watermark), a start after a sleep says request. Depends on
 // issue 41 item 4.
+//
+// Serial: a real model server loads and answers on every CPU (the opt-in
+// suite); side by side, the servers would stretch each other past their
+// bounds.
 func TestRealLaunchReasons(t *testing.T) {
 	r := needReal(t, envLlamaServer)
 	x := startRealSingle(t, r, r.small)

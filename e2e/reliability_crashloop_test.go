@@ -15,7 +15,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pfCrashPolicy restarts a crashing child forever, 1 ms apart.
+// pfCrashPolicy restarts a crashing child forever, 1 ms apart (start_secs
+// = 0: a child that never starts is the crash loop under test, not a
+// reason to give up).
 const pfCrashPolicy = `
 [watch]
 backend = "sim"
@@ -25,6 +27,7 @@ backoff = "1ms"
 backoff_max = "1ms"
 max_restarts = 1000000
 window = "1s"
+start_secs = "0s"
 stop_timeout = "5s"
 release_timeout = "1s"
 `
@@ -45,6 +48,7 @@ type pfSample struct {
 // journal. GPUGUARD_SOAK=1: 10,000 exits, checkpoints at 20, 100 and
 // every 1,000.
 func TestCrashLoop(t *testing.T) {
+	t.Parallel()
 	exits := pfSize("CRASHLOOP", 200, 10_000)
 	// Checkpoints at most 1,000 exits apart: the harness waits 60 s for a
 	// line.

@@ -35,6 +35,7 @@ func pfReadPID(t *testing.T, path string) int {
 // per child the daemon is killed; with process groups only it survives,
 // re-parented to init once gpuguard exits (docs/reliability.md).
 func TestEscapedDaemonAtStop(t *testing.T) {
+	t.Parallel()
 	for _, mode := range pfModes(t) {
 		for _, how := range []string{"setsid", "double-fork"} {
 			t.Run(mode.name+"/"+how, func(t *testing.T) {
@@ -113,6 +114,7 @@ while :; do sleep 0.02; done`
 // TestOrphansReaped: orphans re-parented to gpuguard (a child subreaper)
 // are reaped when they exit: none is left a zombie.
 func TestOrphansReaped(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(pfPolicy)
 	pids, fifo := e.path("orphans"), e.path("fifo")
@@ -160,6 +162,7 @@ func TestOrphansReaped(t *testing.T) {
 // runs inside the namespace, in the child: the orphans' pids must vanish
 // from /proc, which a zombie never does.
 func TestOrphansReapedAsPID1(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for a pid namespace")
 	}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -221,14 +220,14 @@ func pfCgroupsUnusable() string {
 	return "no cgroup2 mount"
 }
 
-// pfPlain builds, once, a gpuguard without the race detector: its memory
-// figures are the ones a user sees (the race runtime's grow with every
-// goroutine ever started, ~2 KB per restart).
+// pfPlain is, built once, a gpuguard without the race detector (or the one
+// testbin.BinEnv names): its memory figures are the ones a user sees (the
+// race runtime's grow with every goroutine ever started, ~2 KB per
+// restart).
 var pfPlain = sync.OnceValues(func() (string, error) {
-	path := filepath.Join(filepath.Dir(bin), "gpuguard-plain")
-	out, err := exec.Command("go", "build", "-o", path, "..").CombinedOutput()
+	path, err := testbin.Binary(buildDir, "..", false)
 	if err != nil {
-		return "", fmt.Errorf("building gpuguard without -race: %v\n%s", err, out)
+		return "", fmt.Errorf("building gpuguard without -race: %w", err)
 	}
 	return path, nil
 })

@@ -32,6 +32,7 @@ release_timeout = "1s"
 // with process groups only it survives, which the test records (see
 // docs/reliability.md). GPUGUARD_SOAK=1: 200 rounds per mode.
 func TestKill9(t *testing.T) {
+	t.Parallel()
 	rounds := pfSize("KILL9", 10, 200)
 	for _, mode := range pfModes(t) {
 		t.Run(mode.name, func(t *testing.T) {

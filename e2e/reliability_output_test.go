@@ -21,6 +21,7 @@ import (
 // gpuguard runs outside the harness here: the harness reads gpuguard's
 // stdout to EOF, which the surviving grandchild would withhold.
 func TestGrandchildHoldingOutput(t *testing.T) {
+	t.Parallel()
 	for _, mode := range pfModes(t) {
 		for _, scan := range []bool{true, false} {
 			t.Run(mode.name+"/scan_stderr="+strconv.FormatBool(scan), func(t *testing.T) {

@@ -43,6 +43,7 @@ func pfLines(path string) []string {
 // that ignores the stop is SIGKILLed with its group after stop_timeout:
 // gpuguard exits 137.
 func TestStopSignalForwardedOnce(t *testing.T) {
+	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		name := strings.TrimPrefix(pfSigName(sig), "SIG")
 		t.Run(name, func(t *testing.T) {
@@ -76,6 +77,7 @@ func TestStopSignalForwardedOnce(t *testing.T) {
 // TestSecondInterruptKills: a second Ctrl-C does not wait for stop_timeout
 // (60 s here): it kills the group at once. The child saw one SIGINT.
 func TestSecondInterruptKills(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(pfSignalPolicy("60s", "1ms"))
 	got := e.path("signals")
@@ -101,6 +103,7 @@ func TestSecondInterruptKills(t *testing.T) {
 // TestChildIgnoringTermIsKilled: SIG_IGN for SIGTERM (no trap to run at
 // all) ends in SIGKILL after stop_timeout, exit 137.
 func TestChildIgnoringTermIsKilled(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(pfSignalPolicy("300ms", "1ms"))
 	p := e.start(append([]string{"run", "--policy", pol, "--name", "ign"}, sh(`trap '' TERM; echo ready; while :; do sleep 0.02; done`)...))
@@ -118,6 +121,7 @@ func TestChildIgnoringTermIsKilled(t *testing.T) {
 // TestChildExitingZeroOnTerm: a child that exits 0 on SIGTERM makes
 // gpuguard exit 0, without waiting for stop_timeout (30 s here).
 func TestChildExitingZeroOnTerm(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(pfSignalPolicy("30s", "1ms"))
 	p := e.start(append([]string{"run", "--policy", pol, "--name", "zero"}, sh(`trap 'exit 0' TERM; echo ready; while :; do sleep 0.02; done`)...))
@@ -135,6 +139,7 @@ func TestChildExitingZeroOnTerm(t *testing.T) {
 // TestStopDuringBackoff: a stop signal while no child runs (it crashed and
 // the next start is 30 s away) ends gpuguard at once with 128+signal.
 func TestStopDuringBackoff(t *testing.T) {
+	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		t.Run(strings.TrimPrefix(pfSigName(sig), "SIG"), func(t *testing.T) {
 			e := newEnv(t)

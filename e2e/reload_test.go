@@ -53,6 +53,7 @@ func lineOf(t *testing.T, text, prefix string) int {
 // problem with file:line); a profile that is gone restarts the child with
 // GPUGUARD_LAST_EXIT=reload; a lower high steps down at once.
 func TestReload(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a, b := freeLoopbackAddr(t), freeLoopbackAddr(t)
 	pol := reloadPolicy{name: "rl", high: 0.9, listen: a, ladder: []string{"fp16", "int8", "int4"}}
@@ -169,6 +170,7 @@ func TestReload(t *testing.T) {
 // defaults has nothing to re-read: every reload is refused (78), even once
 // a ./policy.toml exists.
 func TestReloadWithoutPolicyFile(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.start(append([]string{"run", "--backend", "sim", "--name", "bare"}, sh(idle)...))
 	p.expect("up default")

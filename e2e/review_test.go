@@ -31,6 +31,7 @@ needs = "4GiB"
 // the line. The run also leaves a watermark record (the child's partial
 // minute, closed at its exit), and `report --html` draws it.
 func TestReportNeverFits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(neverFits)
 	// The child holds 8 GiB of the simulated GPU for a second and a half.

@@ -36,6 +36,7 @@ env = { MAX_BATCH = "8" }
 `
 
 func TestExitCodeIsTheChilds(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(ladder + "\n")
 	if code, _, _ := e.run(append([]string{"run", "--policy", pol, "--name", "x"}, sh("exit 0")...)); code != 0 {
@@ -54,6 +55,7 @@ func TestExitCodeIsTheChilds(t *testing.T) {
 // lower each time, the child's env and ${VAR} arguments follow the
 // profile, the checkpoint survives and generations are kept.
 func TestOOMLadderKeepsCheckpoint(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(ladder)
 	script := `
@@ -121,6 +123,7 @@ func journal(t *testing.T, e *env) []map[string]any {
 // TestLiveStepDown: usage above high makes gpuguard write the state file,
 // then signal the child, which reads the new profile.
 func TestLiveStepDown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(ladder)
 	script := `
@@ -151,6 +154,7 @@ while :; do sleep 0.02; done
 // TestStepIntoNonLiveProfileRestarts: a profile with live = false is
 // entered by a graceful restart with GPUGUARD_LAST_EXIT=watermark.
 func TestStepIntoNonLiveProfileRestarts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(strings.Replace(ladder, "name = \"int8\"\nlive = true", "name = \"int8\"\nlive = false", 1))
 	script := `
@@ -169,6 +173,7 @@ while :; do sleep 0.02; done
 }
 
 func TestObserveNeverActs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(ladder)
 	script := `
@@ -194,6 +199,7 @@ echo "still $GPUGUARD_PROFILE"
 }
 
 func TestWhenFullExit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(strings.Replace(ladder, "[restart]", "[restart]\nwhen_full = \"exit\"", 1) + `
 [[profile]]
@@ -218,6 +224,7 @@ needs = "4GiB"
 // count (here a grandchild's usage), against the quota; another tenant's
 // 10 GB on the same GPU does not.
 func TestProcessScope(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(strings.Replace(ladder, "interval = \"50ms\"", "interval = \"50ms\"\nscope = \"process\"\nquota = \"4GiB\"", 1))
 	script := `

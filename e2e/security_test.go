@@ -89,6 +89,7 @@ func asNobody(t *testing.T, sock string) string {
 // turn: the dir's mode, the socket's mode, and, with both widened by
 // hand, the server's own SO_PEERCRED check.
 func TestPrivateFilesAndPeers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(ladder)
 	p := e.start(append([]string{"run", "--policy", pol, "--name", "sec"}, sh("echo up; exec sleep 300")...))
@@ -167,6 +168,7 @@ func TestPrivateFilesAndPeers(t *testing.T) {
 // each generation is 0600, whatever the mode of the checkpoint it copies
 // (the contract; a generation may be a copy of what a link pointed to).
 func TestCheckpointGenerationsArePrivate(t *testing.T) {
+	t.Parallel()
 	for _, umask := range []string{"077", "027", "000"} {
 		t.Run(umask, func(t *testing.T) {
 			e := newEnv(t)
@@ -188,6 +190,7 @@ func TestCheckpointGenerationsArePrivate(t *testing.T) {
 // from `--` and from the policy (through ${VAR} expansion of a profile's
 // env), reaches the child verbatim and runs nothing.
 func TestCommandNeverGoesThroughAShell(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pwned := func(n string) string { return e.path("pwned-" + n) }
 	hostile := []string{
@@ -259,6 +262,7 @@ env = { EVIL = "` + strings.ReplaceAll(evil, `"`, `\"`) + `" }
 // scrapes the pod's IP there (docs/kubernetes.md says how to fence the port
 // off with a NetworkPolicy).
 func TestMetricsListenLoopbackInShippedFiles(t *testing.T) {
+	t.Parallel()
 	listen := regexp.MustCompile(`\blisten\s*=\s*"([^"]*)"`)
 	flag := regexp.MustCompile(`--metrics-addr[= ]+["']?([^\s"'` + "`" + `]*)`)
 	addr := regexp.MustCompile(`^(.*):([0-9]+)$`)

@@ -37,6 +37,7 @@ live = true
 // in), with reason predicted in the journal and the report, and its status
 // shows the ETA while the usage rises.
 func TestPredictedStepOnARamp(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	// At the notification the child also reports the usage then (the ramp
 	// file's bytes): the test reads its lines later, after its own status

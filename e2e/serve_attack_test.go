@@ -23,6 +23,7 @@ import (
 // takes the freed place (it is held, not refused as full), then reaches
 // the child whole and is answered.
 func TestDoorHeldClientGone(t *testing.T) {
+	t.Parallel()
 	a := startAttackRun(t, "8", "max_held = 1")
 	post := func(path string) string {
 		body := `{"prompt":"hello"}`
@@ -69,6 +70,7 @@ func TestDoorHeldClientGone(t *testing.T) {
 // Content-Length with a second one pipelined behind it passes both (so the
 // child would have shown a smuggled request, had one passed).
 func TestDoorSmuggling(t *testing.T) {
+	t.Parallel()
 	a := startAttackRun(t, "0", "")
 	a.waitReady(t)
 	smuggled := "GET /smuggled HTTP/1.1\r\nHost: door\r\n\r\n"
@@ -120,6 +122,7 @@ func TestDoorSmuggling(t *testing.T) {
 // Transfer-Encoding is not passed on: the client gets 502. Control: the
 // same child's well-framed answer passes.
 func TestDoorChildFraming(t *testing.T) {
+	t.Parallel()
 	a := startAttackRun(t, "0", "")
 	a.waitReady(t)
 	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
@@ -146,6 +149,7 @@ func TestDoorChildFraming(t *testing.T) {
 // Idempotency-Key, and a GET, are sent once more and answered. Control: a
 // POST the child answers reaches it once and is answered.
 func TestDoorRetryRule(t *testing.T) {
+	t.Parallel()
 	a := startAttackRun(t, "0", "")
 	a.waitReady(t)
 	c := &http.Client{Timeout: 30 * time.Second}
@@ -208,6 +212,7 @@ const bodyTimeouts = "GPUGUARD_DOOR_BODY_TIMEOUTS=2s,8s"
 // 10 min). Controls: the same POSTs whose bodies come in time reach the
 // child whole and are answered.
 func TestDoorSilentBody(t *testing.T) {
+	t.Parallel()
 	a := startAttackRun(t, "0", "", bodyTimeouts)
 	a.waitReady(t)
 	head := func(path string, n int) string {
@@ -286,6 +291,7 @@ func TestDoorSilentBody(t *testing.T) {
 // TestDoorSilentBodyFullTime is TestDoorSilentBody's first case with the
 // real bound, 60 s without a byte, under GPUGUARD_SOAK=1 only.
 func TestDoorSilentBodyFullTime(t *testing.T) {
+	t.Parallel()
 	if !pfSoak() {
 		t.Skip("60 s: runs under GPUGUARD_SOAK=1")
 	}
@@ -312,6 +318,7 @@ func TestDoorSilentBodyFullTime(t *testing.T) {
 // sending), half large (streamed to the child as they come). Control:
 // the same median measured before the tricklers come.
 func TestDoorManyTricklers(t *testing.T) {
+	t.Parallel()
 	n := pfSize("TRICKLERS", 1000, 1000)
 	a := startAttackRunOf(t, shippedBin(t), "0", "", "GPUGUARD_DOOR_BODY_TIMEOUTS=5s,10m")
 	a.waitReady(t)

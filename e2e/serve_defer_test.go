@@ -34,6 +34,7 @@ func httpDo(t *testing.T, method, url string, body []byte, hdr ...string) (int, 
 // still queued; once memory frees gpuguard replays it to the child, and
 // its status URL answers the child's response.
 func TestDoorDeferredRequest(t *testing.T) {
+	t.Parallel()
 	d := startDeferDoor(t, deferDoorOptions{})
 	e, p, base := d.e, d.p, d.base
 

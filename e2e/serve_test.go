@@ -24,6 +24,7 @@ const noRetry = "retry = false"
 // false profile (a restart with another 2 s of loading) fails a request.
 // The ready events say when each child first answered its health check.
 func TestDoorFirstStartAndWatermarkStep(t *testing.T) {
+	t.Parallel()
 	d := startDoorRun(t, noRetry)
 	d.waitReady(t, 1)
 	d.moreRequests(t, 20)
@@ -55,6 +56,7 @@ func TestDoorFirstStartAndWatermarkStep(t *testing.T) {
 // TestDoorStep: `gpuguard step NAME down` into a live = false profile
 // fails no request.
 func TestDoorStep(t *testing.T) {
+	t.Parallel()
 	d := startDoorRun(t, noRetry)
 	d.waitReady(t, 1)
 	d.moreRequests(t, 20)
@@ -70,6 +72,7 @@ func TestDoorStep(t *testing.T) {
 // TestDoorReloadDropsProfile: a reload whose ladder no longer has the
 // running profile restarts the child, and fails no request.
 func TestDoorReloadDropsProfile(t *testing.T) {
+	t.Parallel()
 	d := startDoorRun(t, noRetry)
 	d.waitReady(t, 1)
 	d.moreRequests(t, 20)
@@ -95,6 +98,7 @@ func TestDoorReloadDropsProfile(t *testing.T) {
 // may have read whole is sent again only with one (TestDoorRetryRule has
 // one without).
 func TestDoorOOM(t *testing.T) {
+	t.Parallel()
 	d := startDoorRunLoad(t, "", true)
 	d.waitReady(t, 1)
 	d.moreRequests(t, 20)
@@ -123,6 +127,7 @@ func TestDoorOOM(t *testing.T) {
 // TestDoorConfigErrors: bad [serve] values are configuration errors (78),
 // and a listen address in use exits 1 naming it, with nothing started.
 func TestDoorConfigErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, bad := range []string{
 		"[serve]\nlisten = \"127.0.0.1:1\"\n",
@@ -151,6 +156,7 @@ func TestDoorConfigErrors(t *testing.T) {
 // child's first healthy answer, not at its launch: when it arrives the
 // server has loaded (2 s) and the door's status path answers 200.
 func TestDoorSystemdReady(t *testing.T) {
+	t.Parallel()
 	dir, err := os.MkdirTemp("", "ggsd")
 	if err != nil {
 		t.Fatal(err)

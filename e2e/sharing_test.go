@@ -25,6 +25,7 @@ import (
 // the step-ups go the other way: llm first, one at a time. Every decision
 // is journaled as a yield by the two tenants that did not step.
 func TestTenantsStepInPriorityOrder(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const levels = 8
 	use := func(l int) uint64 { return uint64(levels-l) * 256 * mib }
@@ -208,6 +209,9 @@ func mapsEqual(a, b map[string]int) bool {
 // sustained: a dead tenant's socket refuses at once, a stopped one drops
 // out after 500 ms without an answer. Resumed, the stopped tenant steps no
 // more.
+//
+// Serial: it bounds the next decision's latency (2 s), which other tests'
+// load on the CPUs would stretch.
 func TestTenantKilledOrStoppedMidDecision(t *testing.T) {
 	for _, sig := range []string{"KILL", "STOP"} {
 		t.Run("SIG"+sig, func(t *testing.T) {
@@ -330,6 +334,7 @@ while :; do sleep 5 >/dev/null 2>&1 & s=$!; wait $s; done
 // settle) or said ready, and its profile is chosen against what the first
 // really uses: fp16 (needs 8 GiB) no longer fits, int8 (4 GiB) does.
 func TestTenantsStartOneAtATime(t *testing.T) {
+	t.Parallel()
 	for _, variant := range []string{"settle", "ready"} {
 		t.Run(variant, func(t *testing.T) {
 			settle, extra := "1s", []string{}
@@ -431,6 +436,7 @@ func nsTime(t *testing.T, s string) time.Time {
 // under high, because each decision counts every tenant's leases. Each
 // round the first reservation decided fits alone, so some are granted.
 func TestTenantsAdmissionNeverOverAdmits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	use := func(int) uint64 { return 1 << 30 }
 	names := []string{"a", "b", "c"}

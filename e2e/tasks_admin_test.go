@@ -14,6 +14,7 @@ import (
 // journaled once; a retry of a task that is not dead fails (exit 1) and
 // changes nothing.
 func TestTasksDropTellsTheInstance(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(tasksPolicy)
 	setSim(t, filepath.Join(e.stateDir, "sim"), "other", "16106127360") // above high: P2 is deferred

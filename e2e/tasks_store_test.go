@@ -31,6 +31,7 @@ const fullGPU = "16106127360" // 15 GiB of the sim's 16: above high
 // An unreachable Redis never stops the instance: the deferral is denied
 // with the reason, and no ticket is given.
 func TestTasksUnreachableRedisDenies(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(strings.Replace(tasksPolicy, "[defer]\n", "[defer]\nstore = \"redis://127.0.0.1:1/0\"\n", 1))
 	setSim(t, filepath.Join(e.stateDir, "sim"), "other", fullGPU)
@@ -49,6 +50,7 @@ func TestTasksUnreachableRedisDenies(t *testing.T) {
 // A full disk: the deferral is denied with the reason and no ticket;
 // once there is room again, deferrals get tickets.
 func TestTasksFullDiskDenies(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a tmpfs needs root")
 	}
@@ -97,6 +99,7 @@ func TestTasksFullDiskDenies(t *testing.T) {
 // Two instances of one name on a real Redis share a queue: a task
 // deferred on one (no memory there) runs on the other (memory free).
 func TestTasksTwoInstancesShareRedis(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	a, b := newEnv(t), newEnv(t)
 	pol := strings.Replace(tasksPolicy, "[defer]\n", "[defer]\nstore = \""+srv.URL()+"\"\n", 1)

@@ -42,6 +42,7 @@ func taskByTicket(list []map[string]any, ticket string) map[string]any {
 // No ticket is lost, and a task whose done was acknowledged never runs
 // again.
 func TestTasksSurviveSIGKILL(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pol := e.policy(tasksPolicy)
 	simDir := filepath.Join(e.stateDir, "sim")

@@ -77,6 +77,7 @@ func waitFault(t *testing.T, e *env, xid int) journalEvent {
 // TestXidStop: the child dies after Xid 79; with the default
 // on_gpu_fault = "stop" gpuguard exits 1 and journals giveup gpu_fault.
 func TestXidStop(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.start(append([]string{"run", "--policy", e.policy(xidPolicy("")), "--name", "xs"}, sh(xidChild)...))
 	p.expect("up none")
@@ -103,6 +104,7 @@ func TestXidStop(t *testing.T) {
 // the same profile with GPUGUARD_LAST_EXIT=gpu_fault, and not before the
 // simulated GPU answers again (1s after the event).
 func TestXidRestart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	addr := freeLoopbackAddr(t)
 	pol := e.policy(xidPolicy("on_gpu_fault = \"restart\"\n"))
@@ -138,6 +140,7 @@ func TestXidRestart(t *testing.T) {
 // TestXidApplication: Xid 13 is journaled and counted, and the child runs
 // on untouched.
 func TestXidApplication(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	addr := freeLoopbackAddr(t)
 	child := `trap 'echo "got TERM"; exit 0' TERM; echo up; i=0; while :; do i=$((i+1)); echo "beat $i"; sleep 0.02; done`

@@ -4,9 +4,7 @@ package nvml
 
 import (
 	"fmt"
-	"os"
 	"runtime"
-	"strings"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -29,7 +27,7 @@ func Open(o Options) (gpu.Probe, error) {
 			return nil, err
 		}
 	} else if ret := lib.Init(); ret != gonvml.SUCCESS {
-		return nil, initError(o, ret, nil)
+		return nil, initError(o, ret)
 	}
 	p, err := newProbe(lib, o)
 	if err != nil {
@@ -56,16 +54,14 @@ func load(o Options, root string, newLib func(path string) Library) (Library, er
 	if o.LibraryPath != "" {
 		lib := newLib(o.LibraryPath)
 		if ret := lib.Init(); ret != gonvml.SUCCESS {
-			return nil, initError(o, ret, nil)
+			return nil, initError(o, ret)
 		}
 		return lib, nil
 	}
 	lib := newLib("")
 	ret := lib.Init()
-	var looked []string
 	if ret == gonvml.ERROR_LIBRARY_NOT_FOUND {
-		var found []string
-		found, looked = findLibrary(root, libraryDirs(runtime.GOARCH))
+		found, _ := findLibrary(root, libraryDirs(runtime.GOARCH))
 		for _, p := range found {
 			lib = newLib(p)
 			if ret = lib.Init(); ret != gonvml.ERROR_LIBRARY_NOT_FOUND {
@@ -74,36 +70,29 @@ func load(o Options, root string, newLib func(path string) Library) (Library, er
 		}
 	}
 	if ret != gonvml.SUCCESS {
-		return nil, initError(o, ret, looked)
+		return nil, initError(o, ret)
 	}
 	return lib, nil
 }
 
 // initError explains a failed nvmlInit; every cause means "no NVIDIA GPU
-// can be watched here", so all wrap gpu.ErrUnavailable. looked lists the
-// places searched after the dynamic loader.
-func initError(o Options, ret gonvml.Return, looked []string) error {
-	const hint = "use --backend sim to run without a GPU"
+// can be watched here", so all wrap gpu.ErrUnavailable. Each says it in a
+// few words (not found: after the dynamic loader, in every one of
+// libraryDirs, which docs/gpus.md lists); the command adds what to do
+// without a GPU (--backend sim).
+func initError(o Options, ret gonvml.Return) error {
 	switch ret {
 	case gonvml.ERROR_LIBRARY_NOT_FOUND:
 		if o.LibraryPath != "" {
-			return fmt.Errorf("%w: NVML: cannot load %s; is the NVIDIA driver installed? (%s)",
-				gpu.ErrUnavailable, o.LibraryPath, hint)
+			return fmt.Errorf("%w: NVML: cannot load %s (named by %s)", gpu.ErrUnavailable, o.LibraryPath, EnvLibrary)
 		}
-		where := ""
-		if len(looked) > 0 {
-			where = ", nor in " + strings.Join(looked, ", ")
-		}
-		return fmt.Errorf("%w: NVML: cannot load %s: the dynamic loader did not find it "+
-			"(LD_LIBRARY_PATH=%q, then the ld.so cache and /lib, /usr/lib)%s; is the NVIDIA driver installed? "+
-			"Set %s=PATH to name it (%s)",
-			gpu.ErrUnavailable, libraryName, os.Getenv("LD_LIBRARY_PATH"), where, EnvLibrary, hint)
+		return fmt.Errorf("%w: NVML: %s not found (%s=PATH names it)", gpu.ErrUnavailable, libraryName, EnvLibrary)
 	case gonvml.ERROR_DRIVER_NOT_LOADED:
-		return fmt.Errorf("%w: NVML: the NVIDIA kernel driver is not loaded (%w) (%s)", gpu.ErrUnavailable, ret, hint)
+		return fmt.Errorf("%w: NVML: the NVIDIA kernel driver is not loaded (%w)", gpu.ErrUnavailable, ret)
 	case gonvml.ERROR_LIB_RM_VERSION_MISMATCH:
 		return fmt.Errorf("%w: NVML: the driver library and kernel module versions differ; reload the nvidia module or reboot (%w)", gpu.ErrUnavailable, ret)
 	case gonvml.ERROR_NO_PERMISSION:
 		return fmt.Errorf("%w: NVML: no permission to open the GPU device files /dev/nvidia* (%w)", gpu.ErrUnavailable, ret)
 	}
-	return fmt.Errorf("%w: NVML: initialising: %w (%s)", gpu.ErrUnavailable, ret, hint)
+	return fmt.Errorf("%w: NVML: initialising: %w", gpu.ErrUnavailable, ret)
 }

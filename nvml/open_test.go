@@ -147,7 +147,7 @@ func TestInitErrorsAreUnavailable(t *testing.T) {
 	srv := newH200()
 	srv.InitFunc = func() gonvml.Return { return gonvml.ERROR_LIBRARY_NOT_FOUND }
 	_, err := Open(Options{Lib: srv})
-	for _, want := range []string{"libnvidia-ml.so.1", "LD_LIBRARY_PATH", "--backend sim"} {
+	for _, want := range []string{"libnvidia-ml.so.1", "GPUGUARD_NVML_LIB=PATH"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("library not found: error %q does not mention %q", err, want)
 		}

@@ -48,7 +48,7 @@ func selectTargets(lib Library, sel []string) ([]target, error) {
 		return nil, fmt.Errorf("NVML: counting GPUs: %w", ret)
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("%w: NVML: the driver sees no GPU (use --backend sim to run without one)", gpu.ErrUnavailable)
+		return nil, fmt.Errorf("%w: NVML: the driver sees no GPU", gpu.ErrUnavailable)
 	}
 	inv := &inventory{lib: lib, n: n}
 	if len(sel) == 0 {

@@ -14,5 +14,5 @@ type Library = any
 // Open always fails: go-nvml needs cgo, and this gpuguard was built without
 // it.
 func Open(Options) (gpu.Probe, error) {
-	return nil, fmt.Errorf("%w: NVML: this gpuguard was built without cgo (CGO_ENABLED=0), which NVML needs; rebuild with cgo or use --backend sim", gpu.ErrUnavailable)
+	return nil, fmt.Errorf("%w: NVML: this gpuguard was built without cgo (CGO_ENABLED=0), which NVML needs (rebuild with cgo)", gpu.ErrUnavailable)
 }

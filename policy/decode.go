@@ -119,8 +119,16 @@ func nearMiss(a, b string) bool {
 	if abs(len(a)-len(b)) > limit || len(a) > 64 {
 		return false
 	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
+	return editDistance(a, b) <= limit
+}
+
+// editDistance is the Damerau-Levenshtein distance of a and b (the
+// optimal string alignment form): insertions, deletions, substitutions
+// and transpositions of two neighbouring bytes each count as one edit, so
+// "hihg" is one edit from "high", as a typist would count it.
+func editDistance(a, b string) int {
+	// Three rows: a transposition looks two rows back.
+	back, prev, cur := make([]int, len(b)+1), make([]int, len(b)+1), make([]int, len(b)+1)
 	for j := range prev {
 		prev[j] = j
 	}
@@ -132,10 +140,13 @@ func nearMiss(a, b string) bool {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], back[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		back, prev, cur = prev, cur, back
 	}
-	return prev[len(b)] <= limit
+	return prev[len(b)]
 }
 
 func abs(n int) int {

@@ -190,9 +190,13 @@ func (p *Policy) WriteSummary(w io.Writer) error {
 		pw.Backend, polling, pw.Scope, quota, fmtDuration(pw.Settle))
 	fmt.Fprintf(tw, "watermark\tlow=%v high=%v critical=%v sustain=%s grace=%s recover_after=%s lead=%s\n",
 		wm.Low, wm.High, wm.Critical, fmtDuration(wm.Sustain), fmtDuration(wm.Grace), recoverAfter, lead)
-	fmt.Fprintf(tw, "restart\ton_crash=%v backoff=%s..%s reset_after=%s max_restarts=%d window=%s when_full=%s on_gpu_fault=%s\n",
+	startSecs := fmtDuration(r.StartSecs)
+	if r.StartSecs == 0 {
+		startSecs = "0 (off)"
+	}
+	fmt.Fprintf(tw, "restart\ton_crash=%v backoff=%s..%s reset_after=%s max_restarts=%d window=%s when_full=%s on_gpu_fault=%s start_secs=%s start_retries=%d\n",
 		r.OnCrash, fmtDuration(r.Backoff), fmtDuration(r.BackoffMax), fmtDuration(r.ResetAfter),
-		r.MaxRestarts, fmtDuration(r.Window), r.WhenFull, r.OnGPUFault)
+		r.MaxRestarts, fmtDuration(r.Window), r.WhenFull, r.OnGPUFault, startSecs, r.StartRetries)
 	fmt.Fprintf(tw, "stop\tsignal=%s timeout=%s release_timeout=%s\n",
 		SignalName(r.StopSignal), fmtDuration(r.StopTimeout), fmtDuration(r.ReleaseTimeout))
 	fmt.Fprintf(tw, "notify\tsignal=%s\n", SignalName(p.Notify.Signal))

@@ -135,7 +135,7 @@ func TestWriteSummary(t *testing.T) {
 		"command     python3 serve.py --batch ${MAX_BATCH}\n",
 		"watch       backend=sim interval=50ms (fixed) scope=process quota=20 GiB settle=8s\n",
 		"watermark   low=0.5 high=0.85 critical=0.95 sustain=2s grace=5s recover_after=1m lead=30s\n",
-		"max_restarts=0 window=1h when_full=exit on_gpu_fault=restart\n",
+		"max_restarts=0 window=1h when_full=exit on_gpu_fault=restart start_secs=0 (off) start_retries=2\n",
 		"stop        signal=SIGINT timeout=10s release_timeout=0s\n",
 		"notify      signal=none\n",
 		fmt.Sprintf("patterns=%d built-in + 1 own, exit_codes=42, scan_stderr=false", len(BuiltinOOMPatterns())),

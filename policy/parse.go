@@ -56,6 +56,8 @@ func Default() *Policy {
 			ResetAfter:     10 * time.Minute,
 			MaxRestarts:    10,
 			Window:         10 * time.Minute,
+			StartSecs:      5 * time.Second,
+			StartRetries:   3,
 			StopSignal:     syscall.SIGTERM,
 			StopTimeout:    30 * time.Second,
 			ReleaseTimeout: 30 * time.Second,

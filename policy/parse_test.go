@@ -23,14 +23,14 @@ func TestDefault(t *testing.T) {
 			Sustain: time.Second, Grace: 10 * time.Second},
 		Restart: Restart{OnCrash: true, Backoff: time.Second, BackoffMax: 60 * time.Second,
 			ResetAfter: 10 * time.Minute, MaxRestarts: 10, Window: 10 * time.Minute,
-			StopSignal: syscall.SIGTERM, StopTimeout: 30 * time.Second,
+			StartSecs: 5 * time.Second, StartRetries: 3, StopSignal: syscall.SIGTERM, StopTimeout: 30 * time.Second,
 			ReleaseTimeout: 30 * time.Second, WhenFull: "wait", OnGPUFault: "stop"},
 		Notify:     Notify{Signal: syscall.SIGUSR1},
 		OOM:        OOM{Patterns: p.OOM.Patterns, ScanStderr: true},
 		Checkpoint: Checkpoint{Keep: 3},
 		Journal:    Journal{MaxSize: 16 << 20, MaxFiles: 4},
 		Serve: Serve{Health: "/health", Hold: 120 * time.Second, MaxHeld: 1000, Retry: true,
-			Priority: "P0", Wake: true},
+			Priority: "P0", Wake: true, MakeRoom: true, KeepAwake: 60 * time.Second},
 		Defer: Defer{AckTimeout: 10 * time.Minute, MaxAttempts: 5, MaxTasks: 100000,
 			KeepResults: 24 * time.Hour},
 		Profiles: []Profile{{Name: "default", Env: map[string]string{}}},
@@ -96,6 +96,8 @@ stop_timeout    = "10s"
 release_timeout = "0s"
 when_full       = "exit"
 on_gpu_fault    = "restart"
+start_secs      = "0s"
+start_retries   = 2
 [notify]
 signal = "none"
 [oom]
@@ -122,6 +124,8 @@ fallback = "http://127.0.0.1:8002"
 priority = "P1"
 wake     = false
 idle     = "10m"
+make_room = false
+keep_awake = "5m"
 [defer]
 store        = "redis://:secret@10.0.0.5:6379/2"
 window       = "22:30-06:00"
@@ -162,7 +166,8 @@ func TestParseFull(t *testing.T) {
 			Grace: 5 * time.Second, RecoverAfter: time.Minute, Lead: 30 * time.Second},
 		Restart: Restart{OnCrash: false, Backoff: 500 * time.Millisecond, BackoffMax: 30 * time.Second,
 			ResetAfter: 5 * time.Minute, MaxRestarts: 0, Window: time.Hour, StopSignal: syscall.SIGINT,
-			StopTimeout: 10 * time.Second, ReleaseTimeout: 0, WhenFull: "exit", OnGPUFault: "restart"},
+			StopTimeout: 10 * time.Second, ReleaseTimeout: 0, WhenFull: "exit", OnGPUFault: "restart",
+			StartSecs: 0, StartRetries: 2},
 		Notify:     Notify{Signal: 0},
 		OOM:        OOM{ExitCodes: []int{42}, ScanStderr: false},
 		Checkpoint: Checkpoint{Path: "/data/ckpt.pt", Keep: 0},
@@ -170,7 +175,7 @@ func TestParseFull(t *testing.T) {
 		Journal:    Journal{MaxSize: 1 << 20, MaxFiles: 10, MaxAge: 180 * Day},
 		Serve: Serve{Listen: "127.0.0.1:8000", Upstream: "http://127.0.0.1:8001", Health: "/",
 			Hold: 30 * time.Second, MaxHeld: 10, Retry: false, Fallback: "http://127.0.0.1:8002",
-			Priority: "P1", Wake: false, Idle: 10 * time.Minute},
+			Priority: "P1", Wake: false, Idle: 10 * time.Minute, MakeRoom: false, KeepAwake: 5 * time.Minute},
 		Defer: Defer{Store: "redis://:secret@10.0.0.5:6379/2", Window: Window{Start: 22*60 + 30, End: 6 * 60, Set: true},
 			AckTimeout: 90 * time.Second, MaxAttempts: 3, MaxTasks: 500, KeepResults: time.Hour},
 		Profiles: []Profile{
@@ -249,6 +254,10 @@ func TestParseErrors(t *testing.T) {
 		{"unknown top", "\n\nfoo = 1", 3, "foo", "unknown key"},
 		{"unknown section", "[watchh]\nbackend = \"sim\"", 1, "watchh", `did you mean "watch"`},
 		{"typo", "[watch]\nintervall = \"1s\"", 2, "watch.intervall", `did you mean "interval"`},
+		{"transposed", "[watermark]\nhihg = 0.8", 2, "watermark.hihg", `did you mean "high"`},
+		{"transposed, long", "[restart]\nstart_retires = 2", 2, "restart.start_retires", `did you mean "start_retries"`},
+		{"start_retries 0", "[restart]\nstart_retries = 0", 2, "restart.start_retries", "must be between 1 and"},
+		{"start_secs negative", "[restart]\nstart_secs = \"-1s\"", 2, "restart.start_secs", "must not be negative"},
 		{"misplaced", "interval = \"1s\"", 1, "interval", "[watch] section"},
 		{"misplaced in profile", "[[profile]]\nname = \"a\"\nhigh = 0.5", 3, "profile[0].high", "[watermark]"},
 		{"unknown profile key", "[[profile]]\nname = \"a\"\n\nneed = \"1GiB\"", 4, "profile[0].need", `did you mean "needs"`},
@@ -559,5 +568,31 @@ func TestIntervalBoundsFollow(t *testing.T) {
 	p.SetInterval(2 * time.Second)
 	if w := p.Watch; w.Interval != 2*time.Second || w.MinInterval != 3*time.Millisecond || w.MaxInterval != 2*time.Second {
 		t.Errorf("SetInterval(2s): %+v", w)
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0},
+		{"high", "high", 0},
+		{"hihg", "high", 1}, // a transposition is one edit
+		{"ihgh", "high", 1}, // at the start too
+		{"ab", "ba", 1},
+		{"intervall", "interval", 1},
+		{"hig", "high", 1},
+		{"", "abc", 3},
+		{"abc", "ca", 3}, // the optimal string alignment form: no edits of a transposed pair
+		{"backof", "backoff", 1},
+		{"start_retires", "start_retries", 1},
+	} {
+		if got := editDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+		if got := editDistance(tt.b, tt.a); got != tt.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d (symmetric)", tt.b, tt.a, got, tt.want)
+		}
 	}
 }

@@ -143,6 +143,11 @@ func (d *decoder) sectionFields(pol *Policy) map[string][]field {
 				return int(n), ok
 			})},
 			{"window", set(&r.Window, func(p path, v any) (time.Duration, bool) { return d.val.duration(p, v, minWindow) })},
+			{"start_secs", set(&r.StartSecs, nonNeg)},
+			{"start_retries", set(&r.StartRetries, func(p path, v any) (int, bool) {
+				n, ok := d.val.integer(p, v, 1, MaxRestarts)
+				return int(n), ok
+			})},
 			{"stop_signal", set(&r.StopSignal, func(p path, v any) (syscall.Signal, bool) { return d.val.signal(p, v, false) })},
 			{"stop_timeout", set(&r.StopTimeout, nonNeg)},
 			{"release_timeout", set(&r.ReleaseTimeout, nonNeg)},

@@ -22,6 +22,12 @@ type Serve struct {
 	Priority string        // P0 | P1 | P2: requests without X-GPUGuard-Priority
 	Wake     bool          // a request while asleep steps up (server actions)
 	Idle     time.Duration // > 0: no request for this long steps down to sleep (server actions)
+	// MakeRoom: a wake, start or restart that does not fit may put idle
+	// peers of its GPU to sleep (docs/sharing.md, Making room).
+	MakeRoom bool
+	// KeepAwake: this instance is not put to sleep for a peer within this
+	// long of its last answer or wake.
+	KeepAwake time.Duration
 	// Models are the names this instance answers to at `gpuguard door`,
 	// the first being the one its server knows; empty: the instance's
 	// name (ModelNames).
@@ -58,13 +64,17 @@ const (
 	PriorityP2 = "P2"
 )
 
+// DefaultKeepAwake is [serve] keep_awake's default: long enough that two
+// models taking turns on one GPU serve a burst each between swaps.
+const DefaultKeepAwake = 60 * time.Second
+
 // MaxHeld bounds [serve] max_held: each held request costs a goroutine
 // and its connection's buffers.
 const MaxHeld = 1_000_000
 
 func defaultServe() Serve {
 	return Serve{Health: "/health", Hold: 120 * time.Second, MaxHeld: 1000, Retry: true,
-		Priority: PriorityP0, Wake: true}
+		Priority: PriorityP0, Wake: true, MakeRoom: true, KeepAwake: DefaultKeepAwake}
 }
 
 func (d *decoder) serveFields(s *Serve) []field {
@@ -92,6 +102,8 @@ func (d *decoder) serveFields(s *Serve) []field {
 		})},
 		{"wake", set(&s.Wake, d.val.boolean)},
 		{"idle", set(&s.Idle, nonNeg)},
+		{"make_room", set(&s.MakeRoom, d.val.boolean)},
+		{"keep_awake", set(&s.KeepAwake, nonNeg)},
 		{"models", set(&s.Models, d.val.modelNames)},
 	}
 }

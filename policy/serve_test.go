@@ -31,6 +31,10 @@ func TestServeErrors(t *testing.T) {
 		{"retry string", "[serve]\nretry = \"yes\"", 2, "serve.retry", "true or false"},
 		{"fallback ftp", "[serve]\nfallback = \"ftp://x\"", 2, "serve.fallback", "http:// URL"},
 		{"priority P3", "[serve]\npriority = \"P3\"", 2, "serve.priority", `"P0", "P1", "P2"`},
+		{"make_room string", "[serve]\nmake_room = \"yes\"", 2, "serve.make_room", "true or false"},
+		{"keep_awake negative", "[serve]\nwake = true\nkeep_awake = \"-1s\"", 3, "serve.keep_awake", "must not be negative"},
+		{"keep_awake number", "[serve]\nkeep_awake = 60", 2, "serve.keep_awake", "duration string"},
+		{"keep_awake too long", "[serve]\nkeep_awake = \"31d\"", 2, "serve.keep_awake", "must be at most"},
 		{"models not a list", "[serve]\nmodels = \"qwen\"", 2, "serve.models", "must be an array"},
 		{"models empty name", "[serve]\nmodels = [\"qwen\", \"\"]", 2, "serve.models[1]", "1 to 256 bytes"},
 		{"models twice", "[serve]\nmodels = [\"qwen\",\n  \"qwen\"]", 3, "serve.models[1]", "listed twice"},
@@ -79,7 +83,8 @@ func TestServeAccepts(t *testing.T) {
 	if err != nil || p.Serve.Enabled() {
 		t.Fatalf("upstream alone: %v, %+v", err, p.Serve)
 	}
-	if d := Default().Serve; d.Enabled() || d.Hold != 120*time.Second || d.MaxHeld != 1000 || !d.Retry {
+	if d := Default().Serve; d.Enabled() || d.Hold != 120*time.Second || d.MaxHeld != 1000 || !d.Retry ||
+		!d.MakeRoom || d.KeepAwake != 60*time.Second {
 		t.Fatalf("default serve = %+v", d)
 	}
 }

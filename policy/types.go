@@ -89,12 +89,19 @@ type Watermark struct {
 
 // Restart governs restarts, backoff and stopping.
 type Restart struct {
-	OnCrash        bool
-	Backoff        time.Duration
-	BackoffMax     time.Duration
-	ResetAfter     time.Duration
-	MaxRestarts    int
-	Window         time.Duration
+	OnCrash     bool
+	Backoff     time.Duration
+	BackoffMax  time.Duration
+	ResetAfter  time.Duration
+	MaxRestarts int
+	Window      time.Duration
+	// StartSecs and StartRetries are supervisord's startsecs and
+	// startretries: a child that exits on its own (not by OOM) before it
+	// ran StartSecs or said it was ready never started, and StartRetries
+	// such exits in a row give up at once (a typo in the command costs
+	// seconds, not max_restarts backoffs). StartSecs 0 turns the rule off.
+	StartSecs      time.Duration
+	StartRetries   int
 	StopSignal     syscall.Signal
 	StopTimeout    time.Duration
 	ReleaseTimeout time.Duration

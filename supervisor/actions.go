@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // Actions is the server actions' HTTP caller (package actions) as the
@@ -62,6 +63,13 @@ type actionRun struct {
 	reason, why string
 	reply       chan response
 	cancel      context.CancelFunc
+	// sleeping: to serves nothing (a request held meanwhile wakes the
+	// instance once the change is done); before: what the child held
+	// before the change, measured as a sample's usage is (measure), known
+	// when there was a reading.
+	sleeping bool
+	before   uint64
+	known    bool
 }
 
 // actionStep is one call and the profile it belongs to, for the journal.
@@ -190,10 +198,11 @@ func runActions(ctx context.Context, caller Actions, steps []actionStep, drain <
 	}
 }
 
-// onActionsDone ends a live change with actions: journal each call, then
-// either finish the change (state file, publish, notify, reopen the door
-// unless the new profile serves nothing) or, after a failed call, fall
-// back to the change's non-live form, a graceful restart.
+// onActionsDone ends a live change with actions: it journals each call,
+// then hands the outcome to the core (core.ActionsDone), which says
+// whether the change is done (core.Entered: entered) or falls back to
+// its non-live form (core.FallBack: a graceful restart, or stopping the
+// child); a wake a request asked for meanwhile follows.
 func (l *loop) onActionsDone(d actionDone) {
 	run := l.life.acts.done(d)
 	if run == nil {
@@ -216,26 +225,23 @@ func (l *loop) onActionsDone(d actionDone) {
 		ev.Profile, ev.Level = o.profile, levelOf(l.pol, o.profile, l.life.level)
 		l.out.Emit(ev)
 	}
-	level, ok := l.pol.ProfileIndex(run.to)
 	if l.life.stop.stopping || l.life.run.child == nil {
 		if run.reply != nil {
 			run.reply <- response{err: errShutdown}
 		}
 		return
 	}
-	if failed || !ok {
-		l.life.acts.entered = false
-		if !ok {
-			level = min(l.life.level, len(l.pol.Profiles)-1)
-		}
-		if !l.pol.Profiles[level].Serving() {
-			l.life.beginRestart(l.pol, level, run.reason, run.reply, true)
-			return
-		}
-		l.deps.Logf("falling back to a restart into profile %s", l.pol.Profiles[level].Name)
-		l.life.beginRestart(l.pol, level, run.reason, run.reply, false)
-		return
-	}
+	now := time.Now()
+	level, ok := l.pol.ProfileIndex(run.to)
+	l.feed(core.ActionsDone{Now: now, To: level, Reason: core.Reason(run.reason), Why: run.why,
+		Failed: failed, Gone: !ok, Before: run.before, Known: run.known}, run.reply)
+	l.wakeIfWanted(now)
+}
+
+// entered finishes a live change with actions into level (why): the
+// state file, the notify signal, the publication, the door open again
+// unless the profile serves nothing; reply (if any) gets the profile.
+func (l *loop) entered(level int, why string, reply chan response) {
 	l.life.level = level
 	prof := l.pol.Profiles[level]
 	l.life.acts.entered = len(prof.Enter) > 0
@@ -243,22 +249,31 @@ func (l *loop) onActionsDone(d actionDone) {
 	if !prof.Serving() {
 		l.life.state = api.StateAsleep
 	}
-	st, err := l.life.file.writeAt(l.pol.Profiles[l.life.level], l.life.level, run.why)
+	st, err := l.life.file.writeAt(l.pol.Profiles[l.life.level], l.life.level, why)
 	if err != nil {
 		l.deps.Logf("%v", err)
 	}
 	l.life.run.notify(l.pol.Notify.Signal, st, &l.out)
 	l.out.publish(st)
 	if prof.Serving() {
-		l.life.run.awake = time.Now()
+		l.s.act.woke(time.Now())
 	}
 	if prof.Serving() && l.deps.Door != nil {
 		l.deps.Door.Launched(l.life.hist.starts) // open again at the next healthy answer
 	}
-	l.deps.Logf("now in profile %s (%s)", prof.Name, run.why)
-	if run.reply != nil {
+	l.deps.Logf("now in profile %s (%s)", prof.Name, why)
+	if reply != nil {
 		l.publishSnapshot()
-		run.reply <- response{profile: prof.Name}
+		reply <- response{profile: prof.Name}
+	}
+}
+
+// wakeIfWanted gives a wake that a held request asked for while a step
+// into a serving = false profile was under way its chance as soon as that
+// step is done (core.Wake), not a sample later.
+func (l *loop) wakeIfWanted(now time.Time) {
+	if l.core.Waking() && !l.life.end.finished {
+		l.feed(l.wakeFacts(now, false, time.Time{}), nil)
 	}
 }
 

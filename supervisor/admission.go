@@ -27,8 +27,11 @@ type Admission struct {
 	// them, and Reserve's coordination and the `tenant` answer read it off
 	// the loop (it is safe for that).
 	ledger *admission.Ledger
-	// tenant is what the `tenant` request answers, published by the loop.
-	tenant atomic.Pointer[api.TenantInfo]
+	// tenant is what the `tenant` request answers, published by the loop;
+	// liveRoom fills in its making-room facts that change with every
+	// request (Supervisor.liveRoom).
+	tenant   atomic.Pointer[api.TenantInfo]
+	liveRoom func(*api.TenantRoom)
 }
 
 func newAdmission(port loopPort, peers Peers, snap *atomic.Pointer[snapshot]) *Admission {
@@ -43,7 +46,20 @@ func (a *Admission) TenantInfo() api.TenantInfo {
 	info := *a.tenant.Load()
 	info.Starting = a.peers != nil && a.peers.Starting()
 	info.LeasesBytes = a.ledger.Outstanding()
+	if info.Room != nil && a.liveRoom != nil {
+		r := *info.Room
+		a.liveRoom(&r)
+		info.Room = &r
+	}
 	return info
+}
+
+// TenantSleep is another tenant's ask that this instance sleep to make
+// room for it: its core accepts (the reply comes as the sleep begins) or
+// refuses, saying why.
+func (a *Admission) TenantSleep(ctx context.Context, ts api.TenantSleep) error {
+	_, err := a.port.call(ctx, request{op: opTenantSleep, tenantSleep: ts})
+	return err
 }
 
 // TenantStep executes a decision another tenant took for this instance, or

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // Sleeping and waking as the loop performs them. The core decides when
@@ -18,7 +19,7 @@ import (
 // stored for the idle rule, and a held request asks the loop to wake a
 // sleeping server ([serve] wake).
 func (s *Supervisor) Requested(held bool) {
-	s.lastRequest.Store(time.Now().UnixNano())
+	s.act.lastRequest.Store(time.Now().UnixNano())
 	if !held {
 		return
 	}
@@ -76,5 +77,5 @@ func (c *lifecycle) wakeStopped(pol *policy.Policy, ratio float64, level int, re
 	c.plan = plan
 	c.out.Logf("waking: starting the child in profile %s (%s)", name, why)
 	c.level = level
-	c.enterWaiting(level, nil)
+	c.enterWaiting(level, nil, core.Reason(reason))
 }

@@ -203,8 +203,9 @@ func TestReloadWakesStoppedSleep(t *testing.T) {
 				if got := c.env("GPUGUARD_PROFILE"); got != tt.wants {
 					t.Fatalf("child started in %q, want %q", got, tt.wants)
 				}
-				if st := h.rec.lastState(); st.Reason != "restart after reload" {
-					t.Errorf("state file reason %q, want restart after reload", st.Reason)
+				// The run began asleep: this is its first child.
+				if st := h.rec.lastState(); st.Reason != "start after reload" {
+					t.Errorf("state file reason %q, want start after reload", st.Reason)
 				}
 				c.end(Exit{})
 				h.wait()

@@ -8,6 +8,7 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // history is what the loop remembers of the children so far: how many it
@@ -20,21 +21,26 @@ type history struct {
 	lastExit string // none | oom | crash | watermark | reload | gpu_fault
 }
 
-// startReason is why the coming start happens: "start" for the first,
-// else what ended the last child (oom, crash, watermark, ...).
-func (h history) startReason() string {
-	if h.starts == 0 && h.lastExit == "none" {
+// launchWhat names the coming launch, made for why, for people: "start"
+// for the run's first, else "restart after " its reason (the exit it
+// follows, or the step gpuguard took: crash, request, ...; a `gpuguard
+// step` is "manual step"), or "start after request" for a first launch
+// made for a step (a run that began asleep).
+func (h history) launchWhat(why core.Reason) string {
+	if why == "" { // a launch whose decision gave no reason: the last exit's
+		why = core.Reason(h.lastExit)
+	}
+	word := string(why)
+	if why == core.Manual {
+		word = "manual step"
+	}
+	switch {
+	case why == core.FirstStart:
 		return "start"
+	case h.starts == 0:
+		return "start after " + word
 	}
-	return h.lastExit
-}
-
-// startWhat names the coming start for people.
-func (h history) startWhat() string {
-	if r := h.startReason(); r != "start" {
-		return "restart after " + r
-	}
-	return "start"
+	return "restart after " + word
 }
 
 // childRun is the child that runs now (child nil: none).
@@ -47,9 +53,6 @@ type childRun struct {
 	// [notify] signal since), to tell its death by that signal.
 	notifiedAt  time.Time
 	notifiedSig syscall.Signal
-	// awake is when the server last became able to serve (its first
-	// healthy answer, or a wake by a live change), for [serve] idle.
-	awake time.Time
 }
 
 // childDone is the running child's end, or nil (a select on it blocks)

@@ -51,13 +51,14 @@ func (l *loop) onExit() {
 	in := core.Exited{Now: now, Exit: e, Ran: ran, Told: told, Stopping: l.life.stop.stopping, Lost: l.health.LostErr(),
 		Notified: notifiedAt, NotifySig: run.notifiedSig}
 	if p := l.life.plan; p != nil {
-		in.Plan = &core.Plan{Level: p.level, From: p.from, Reload: p.reason == api.ReasonReload, Sleep: p.sleep}
+		in.Plan = &core.Plan{Level: p.level, From: p.from, Reload: p.reason == api.ReasonReload, Sleep: p.sleep, Reason: core.Reason(p.reason)}
 	}
 	if f, ok := l.faults.Cause(now, run.childStart); ok {
 		in.Fault = &core.Fault{Index: f.Index, UUID: f.UUID, Meaning: gpu.XidMeaning(f.Xid)}
 	}
 	l.life.wait.release = release // the next start waits for its memory to go
 	l.feed(in, nil)
+	l.wakeIfWanted(now) // a child stopped to sleep while a request was held
 }
 
 // onStopSignal forwards a stop signal to the child exactly once, then

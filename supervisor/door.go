@@ -35,6 +35,11 @@ type Door interface {
 	// Ready and Held are the status object's ready and held.
 	Ready() bool
 	Held() int
+	// InFlight is how many requests were passed to the child and are not
+	// answered whole yet; LastAnswer when the last of them ended (zero:
+	// none yet). [serve] idle and keep_awake count from them.
+	InFlight() int
+	LastAnswer() time.Time
 }
 
 // doorLink is the loop's side of the front door: it says what the
@@ -65,7 +70,7 @@ func (l *loop) onHealthy(gen int) {
 		return
 	}
 	l.life.door.healthy = true
-	l.life.run.awake = time.Now() // the idle rule counts from here
+	l.s.act.woke(time.Now()) // the idle rule counts from here
 	after := time.Since(l.life.run.childStart)
 	l.out.Emit(api.Event{Event: api.EventReady, PID: l.life.run.child.PID(), AfterSeconds: after.Seconds()})
 	l.deps.Logf("the child answered its health check %s after its start: ready", after.Round(time.Millisecond))
@@ -148,11 +153,15 @@ func (k *doorLink) sync(profile string, level, levels int, short bool, told *ato
 	k.d.Short(short)
 }
 
-// doorStatus fills the status object's ready and held: the door's view,
-// or without one whether a child runs.
-func (s *Supervisor) doorStatus(st *api.Status) {
+// doorStatus fills the status object's ready, held, in_flight and
+// idle_seconds: the door's view, or without one whether a child runs
+// (idle_seconds null).
+func (s *Supervisor) doorStatus(st *api.Status, now time.Time) {
 	if d := s.deps.Door; d != nil {
 		st.Ready, st.Held = d.Ready(), d.Held()
+		act := s.act.read()
+		st.InFlight = act.inFlight
+		st.IdleSeconds = new(act.idle(now, s.started).Seconds())
 		return
 	}
 	st.Ready = st.ChildPID != 0

@@ -22,6 +22,8 @@ type fakeDoor struct {
 	short    bool
 	ready    bool
 	held     int
+	inFlight int
+	lastEnd  time.Time
 	profile  string
 	launched []int
 }
@@ -58,6 +60,23 @@ func (d *fakeDoor) Short(short bool) {
 }
 func (d *fakeDoor) Ready() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.ready }
 func (d *fakeDoor) Held() int   { d.mu.Lock(); defer d.mu.Unlock(); return d.held }
+func (d *fakeDoor) InFlight() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.inFlight
+}
+func (d *fakeDoor) LastAnswer() time.Time { d.mu.Lock(); defer d.mu.Unlock(); return d.lastEnd }
+
+// answering sets the requests in flight; their end (n back to 0) is the
+// last answer, at the fake clock's now.
+func (d *fakeDoor) answering(n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n < d.inFlight {
+		d.lastEnd = time.Now()
+	}
+	d.inFlight = n
+}
 
 func (d *fakeDoor) got() []string {
 	d.mu.Lock()

@@ -33,14 +33,14 @@ func (l *loop) do(e core.Effect, reply chan response) {
 	case core.Reply:
 		reply <- response{err: e.Err}
 	case core.NoteFit:
-		l.fit.note(&l.out, l.pol, l.life.hist, time.Time{}, e.Fit, e.Outcome)
+		l.fit.note(&l.out, l.pol, l.life.hist, time.Time{}, e.Fit, e.Outcome, e.Why)
 	case core.Launch:
-		l.launch(e.Level, e.Fit, e.Outcome)
+		l.launch(e)
 	case core.Wait:
 		// Told once per wait.
 		if !l.life.wait.waitNoted {
 			l.life.wait.waitNoted = true
-			l.fit.note(&l.out, l.pol, l.life.hist, time.Time{}, e.Fit, "no profile fits; waiting for memory")
+			l.fit.note(&l.out, l.pol, l.life.hist, time.Time{}, e.Fit, "no profile fits; waiting for memory", e.Why)
 			l.deps.Logf("no profile fits the free GPU memory (%s); waiting", e.Free)
 			l.out.Emit(api.Event{Event: api.EventWaiting, Detail: e.Free})
 		}
@@ -54,14 +54,14 @@ func (l *loop) do(e core.Effect, reply chan response) {
 			To: l.pol.Profiles[e.To].Name, FromLevel: new(l.life.level), ToLevel: new(e.To),
 			Restarts: l.life.hist.restarts, Status: new(e.Status), Detail: e.Evidence})
 	case core.Relaunch:
-		l.life.restartAfter(e.Delay, e.Level, l.life.wait.release)
+		l.life.restartAfter(e.Delay, e.Level, l.life.wait.release, e.Why)
 	case core.Requested:
 		// Counted and journaled at once, outside the crash budget.
 		l.life.hist.restarts++
 		l.life.hist.lastExit = string(e.Kind)
 		l.out.Emit(api.Event{Event: api.EventRestart, Reason: string(e.Kind), From: e.From,
 			To: l.pol.Profiles[e.Level].Name, Restarts: l.life.hist.restarts, Status: new(e.Status), Detail: e.Detail})
-		l.life.enterWaiting(e.Level, l.life.wait.release)
+		l.life.enterWaiting(e.Level, l.life.wait.release, e.Why)
 	case core.Released:
 		l.life.wait.release = nil
 	case core.SampleNow:
@@ -96,6 +96,13 @@ func (l *loop) do(e core.Effect, reply chan response) {
 		l.peers.Propose(l.ctx, e.Now, e.Reason, worstGPU(l.latest.lastSample.Devices, l.pol), e.Ratio, l.tenantInfo)
 	case core.ClaimStart:
 		l.peers.ClaimStart(l.ctx, e.GPUs, e.Settle)
+	case core.AskRoom:
+		l.peers.MakeRoom(l.ctx, api.RoomAsk{GPU: e.GPU, Priority: e.Priority, Shortfall: e.Shortfall})
+	case core.Entered:
+		l.entered(e.To, e.Why, reply)
+	case core.FallBack:
+		l.life.acts.entered = false
+		l.life.beginRestart(l.pol, e.To, string(e.Reason), reply, e.Sleep)
 	case core.EndStart:
 		if e.Log != "" {
 			l.deps.Logf("%s", e.Log)
@@ -114,9 +121,14 @@ func (l *loop) do(e core.Effect, reply chan response) {
 // either way (core.Woke).
 func (l *loop) performStep(s core.Step, reply chan response) {
 	reason := string(s.Reason)
+	if s.Event == api.EventStepDown {
+		l.life.roomFor = s.For // the peer it sleeps for, if any
+	}
 	if s.Restart {
+		// The non-live form of To: a restart, or stopping the child when
+		// To serves nothing (a child started there would serve against it).
 		l.out.Emit(stepEvent(l.pol, l.life.level, l.latest.ratio, s.Event, s.To, reason, s.Why))
-		l.life.beginRestart(l.pol, s.To, reason, nil, false)
+		l.life.beginRestart(l.pol, s.To, reason, nil, !l.pol.Profiles[s.To].Serving())
 		return
 	}
 	if s.Manual && !l.pol.Profiles[s.To].Live {

@@ -38,7 +38,7 @@ func (r *latest) claim(peers bool, due time.Time) core.Claim {
 func (c *lifecycle) startFacts(now time.Time, r sense.Result, faulted bool, turn core.Claim) core.Start {
 	w := &c.wait
 	in := core.Start{Now: now, Target: w.target, Err: r.Err, Release: len(w.release) > 0,
-		Waited: now.Sub(w.waitSince), Faulted: faulted, Claim: turn}
+		Waited: now.Sub(w.waitSince), Faulted: faulted, Claim: turn, First: c.hist.starts == 0, Why: w.why}
 	if r.Err == nil {
 		in.Devices = devices(r.Sample.Devices)
 		in.Alive = anyAlive(r.Sample, w.release)
@@ -46,26 +46,25 @@ func (c *lifecycle) startFacts(now time.Time, r sense.Result, faulted bool, turn
 	return in
 }
 
-// wakeFacts are a wake's facts at now: a held request (request), or a
-// sample while a wake is wanted; read (nil: none) and served judge a live
-// wake's fit.
-func (c *lifecycle) wakeFacts(now time.Time, request bool, read *core.Reading, served uint64, turn core.Claim) core.Wake {
+// wakeFacts are a wake's facts at now: a held request (request), or the
+// sample due at due while a wake is wanted; the newest reading (nil: none)
+// and what the server used when it served judge a live wake's fit, and
+// the requests the door holds whether it may make room.
+func (l *loop) wakeFacts(now time.Time, request bool, due time.Time) core.Wake {
+	c := &l.life
 	return core.Wake{Now: now, Request: request, Stopping: c.stop.stopping || c.end.finished,
 		Stopped: c.stoppedAsleep(), Live: c.steady() && c.state == api.StateAsleep, Waiting: c.state == api.StateWaiting,
-		Reading: read, Tree: c.run.childTree, Served: served, Claim: turn}
+		Sleeping: c.fallingAsleep(), Held: l.deps.Door != nil && l.deps.Door.Held() > 0,
+		Reading: l.latest.reading(l.health.Down()), Tree: c.run.childTree, Served: l.latest.served,
+		Claim: l.latest.claim(l.peers != nil, due)}
 }
 
 // idleFacts are [serve] idle's facts at now: whether the server can
-// answer (the front door saw it healthy, it serves), and since when it
-// has had nothing to do: the newest of its start, its last wake and the
-// last request (lastRequest).
-func (c *lifecycle) idleFacts(now, lastRequest time.Time) core.IdleCheck {
-	since := c.run.childStart
-	if c.run.awake.After(since) {
-		since = c.run.awake
-	}
-	if lastRequest.After(since) {
-		since = lastRequest
-	}
-	return core.IdleCheck{Now: now, Since: since, Ready: c.serving() && c.door.healthy}
+// answer (the front door saw it healthy, it serves), whether a request is
+// in flight or held (then it is not idle at all), and since when it has
+// had nothing to do: the later of its start, its last wake and the end of
+// its last answer (act).
+func (c *lifecycle) idleFacts(now time.Time, act idleness) core.IdleCheck {
+	return core.IdleCheck{Now: now, Since: later(c.run.childStart, act.since), Busy: act.busy,
+		Ready: c.serving() && c.door.healthy}
 }

@@ -44,15 +44,16 @@ func (f *fitTeller) describe(what string, r sense.Result) {
 }
 
 // note journals (through out) and prints a fit judgement dated at
-// (zero: now), for the start h is about to make, and keeps the event as
-// out stamped it, for status.
-func (f *fitTeller) note(out *reporter, pol *policy.Policy, h history, at time.Time, fit core.Fit, outcome string) {
+// (zero: now), for the start h is about to make for why, and keeps the
+// event as out stamped it, for status. The line names why: "fit for the
+// restart after manual step: ...".
+func (f *fitTeller) note(out *reporter, pol *policy.Policy, h history, at time.Time, fit core.Fit, outcome string, why core.Reason) {
 	f.sayStartup(out.Logf)
-	ev := fit.Event(pol, h.startReason(), outcome)
+	ev := fit.Event(pol, string(why), outcome)
 	ev.Time = at
 	out.Emit(ev)
 	f.lastFit = out.last
-	out.Logf("fit for the %s: %s", h.startWhat(), ev.Detail)
+	out.Logf("fit for the %s: %s", h.launchWhat(why), ev.Detail)
 }
 
 // sayStartup prints the start-up line, once.

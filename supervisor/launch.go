@@ -48,13 +48,16 @@ func childEnv(base []string, vars map[string]string) []string {
 	return env
 }
 
-// launch starts a child in profile level, chosen by fit j: the fit is
-// told once the child runs (dated as its start, journaled before it), so
-// that a command that cannot run says so in its one line and nothing else;
-// that command is found out before anything is written (when the
-// launcher can check). The fit names the profile started in, also when
-// none fitted (when_full = "lowest") or none could be judged (no reading).
-func (l *loop) launch(level int, j core.Fit, outcome string) {
+// launch starts a child in profile e.Level, chosen by fit e.Fit, for
+// e.Why: the fit is told once the child runs (dated as its start,
+// journaled before it), so that a command that cannot run says so in its
+// one line and nothing else; that command is found out before anything
+// is written (when the launcher can check). The fit names the profile
+// started in, also when none fitted (when_full = "lowest") or none could
+// be judged (no reading). The fit's line and event, the start event and
+// the state file name why.
+func (l *loop) launch(e core.Launch) {
+	level, j := e.Level, e.Fit
 	vars := childVars(&l.cfg, l.pol, level, l.life.hist)
 	argv, err := policy.ExpandArgs(l.cfg.Command, vars)
 	if err != nil {
@@ -77,16 +80,9 @@ func (l *loop) launch(level int, j core.Fit, outcome string) {
 			l.deps.Logf("keeping a checkpoint generation failed (the checkpoint is untouched): %v", err)
 		}
 	}
-	// A restart gpuguard asked for keeps its plan until the start: the
-	// state file names the plan's reason (critical, manual, ...) where
+	// The state file names the real reason (critical, manual, ...) where
 	// GPUGUARD_LAST_EXIT says watermark.
-	reason := "start"
-	if life.plan != nil {
-		reason = "restart after " + life.plan.reason
-	} else if life.hist.lastExit != "none" {
-		reason = "restart after " + life.hist.lastExit
-	}
-	life.record(l.pol, reason)
+	life.record(l.pol, life.hist.launchWhat(e.Why))
 	l.s.toldOOM.Store(nil)
 	// The child may run (and speak) before Launch returns: its start is
 	// when gpuguard began starting it, so that no one who heard from it
@@ -98,7 +94,7 @@ func (l *loop) launch(level int, j core.Fit, outcome string) {
 		return
 	}
 	j.Started, j.Level = true, level
-	l.fit.note(&l.out, l.pol, life.hist, launched, j, outcome)
+	l.fit.note(&l.out, l.pol, life.hist, launched, j, e.Outcome, e.Why)
 	life.hist.starts++
 	life.run.child = child
 	life.run.childStart = launched
@@ -107,7 +103,7 @@ func (l *loop) launch(level int, j core.Fit, outcome string) {
 	l.feed(core.Launched{Now: launched, Used: startBaseline(l.latest.lastSample, life.run.childTree)}, nil)
 	l.pace.Reset()
 	l.pace.SetTarget(child.PID(), ownedBy(child, l.deps.Owned))
-	ev := api.Event{Time: launched, Event: api.EventStart, PID: child.PID(), Restarts: life.hist.restarts, Reason: life.hist.lastExit}
+	ev := api.Event{Time: launched, Event: api.EventStart, PID: child.PID(), Restarts: life.hist.restarts, Reason: string(e.Why)}
 	if from != level {
 		ev.From, ev.To = l.pol.Profiles[from].Name, l.pol.Profiles[level].Name
 	}

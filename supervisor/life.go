@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // lifecycle is the child's lifecycle: the instance's state, the level it
@@ -29,6 +30,9 @@ type lifecycle struct {
 	end   ending       // how Run ends
 	file  stateFile    // the state file (statewrite.go)
 	door  doorLink     // the front door (door.go)
+	// roomFor is the peer the last step down was taken for (reason
+	// room; "" for any other): the instance sleeps for it (room.go).
+	roomFor string
 
 	out       *reporter // the loop's voice
 	sampleNow func()    // the pacer's: the next sample is due now
@@ -58,6 +62,12 @@ func (c *lifecycle) serving() bool { return c.steady() && c.state == api.StateRu
 // stoppedAsleep reports an instance asleep with its child stopped.
 func (c *lifecycle) stoppedAsleep() bool { return c.run.child == nil && c.state == api.StateAsleep }
 
+// fallingAsleep reports a step into a serving = false profile under way:
+// its live change (the door drains, enter runs) or the child's stop.
+func (c *lifecycle) fallingAsleep() bool {
+	return c.acts.run != nil && c.acts.run.sleeping || c.plan != nil && c.plan.sleep
+}
+
 // restartPlan is a restart or a sleep that gpuguard itself began (a step
 // into a profile with live = false, a critical restart, a manual step, a
 // reload, a sleep by stopping the child).
@@ -73,7 +83,8 @@ type restartPlan struct {
 // the backoff, and the dead child's processes whose GPU memory must go
 // first.
 type startWait struct {
-	target    int // the level the next start aims for
+	target    int         // the level the next start aims for
+	why       core.Reason // why it happens: the core's Relaunch, Requested or wake says
 	waitSince time.Time
 	release   map[int]bool // dead child's processes whose memory must go
 	waitNoted bool         // the wait for memory was told
@@ -97,27 +108,27 @@ type ending struct {
 	err      error
 }
 
-// enterWaiting prepares the next start at level: it waits (on samples) for
-// the dead child's processes to free their GPU memory, then for a profile
-// that fits. An immediate sample is taken so a restart need not wait for
-// the next period.
-func (c *lifecycle) enterWaiting(level int, release map[int]bool) {
+// enterWaiting prepares the next start at level, for why: it waits (on
+// samples) for the dead child's processes to free their GPU memory, then
+// for a profile that fits. An immediate sample is taken so a restart need
+// not wait for the next period.
+func (c *lifecycle) enterWaiting(level int, release map[int]bool, why core.Reason) {
 	c.state = api.StateWaiting
-	c.wait.target = level
+	c.wait.target, c.wait.why = level, why
 	c.wait.release = release
 	c.wait.waitSince = time.Now()
 	c.wait.waitNoted = false
 	c.sampleNow()
 }
 
-// restartAfter starts the next child in level once delay (the backoff)
-// has passed and release's GPU memory is freed.
-func (c *lifecycle) restartAfter(delay time.Duration, level int, release map[int]bool) {
+// restartAfter starts the next child in level, for why, once delay (the
+// backoff) has passed and release's GPU memory is freed.
+func (c *lifecycle) restartAfter(delay time.Duration, level int, release map[int]bool, why core.Reason) {
 	if delay <= 0 {
-		c.enterWaiting(level, release)
+		c.enterWaiting(level, release, why)
 		return
 	}
-	c.wait.target, c.wait.release = level, release
+	c.wait.target, c.wait.release, c.wait.why = level, release, why
 	c.state = api.StateBackoff
 	c.wait.backoff.arm(delay)
 }

@@ -111,8 +111,9 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 	}
 	var outcomes <-chan api.Outcome
 	var starts <-chan api.StartOutcome
+	var rooms <-chan api.RoomOutcome
 	if l.peers != nil {
-		outcomes, starts = l.peers.Outcomes(), l.peers.Starts()
+		outcomes, starts, rooms = l.peers.Outcomes(), l.peers.Starts(), l.peers.RoomAnswers()
 	}
 	ctxDone := ctx.Done()
 	for !l.life.end.finished {
@@ -129,7 +130,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 			l.onExit()
 		case <-l.life.wait.backoff.C:
 			l.life.wait.backoff.stop()
-			l.feed(core.BackoffOver{Target: l.life.wait.target}, nil)
+			l.feed(core.BackoffOver{Target: l.life.wait.target, Why: l.life.wait.why}, nil)
 		case <-l.life.stop.stopWait.C:
 			l.life.stop.stopWait.stop()
 			l.feed(core.StopWaitOver{Running: l.life.run.child != nil}, nil)
@@ -140,7 +141,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 		case d := <-l.life.acts.out:
 			l.onActionsDone(d)
 		case <-l.s.wanted:
-			l.feed(l.life.wakeFacts(time.Now(), true, l.latest.reading(l.health.Down()), l.latest.served, l.latest.claim(l.peers != nil, time.Time{})), nil)
+			l.feed(l.wakeFacts(time.Now(), true, time.Time{}), nil)
 		case <-watchdog:
 			_ = l.deps.Notifier.Watchdog()
 		case sig := <-signals:
@@ -157,6 +158,8 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 				l.feed(in, nil)
 			}
 			l.peers.Announce()
+		case o := <-rooms:
+			l.feed(core.RoomAnswer{Now: time.Now(), Outcome: o}, nil)
 		case o := <-starts:
 			l.feed(core.ClaimAnswer{Now: time.Now(), Outcome: o, Waiting: l.life.state == api.StateWaiting,
 				Asleep: l.life.state == api.StateAsleep, Stopping: l.life.stop.stopping || l.life.end.finished}, nil)
@@ -204,6 +207,8 @@ func (l *loop) onRequest(r request) {
 		r.reply <- response{}
 	case opTenantStep, opTenantDecision:
 		l.onTenant(r)
+	case opTenantSleep:
+		l.onTenantSleep(r)
 	}
 }
 

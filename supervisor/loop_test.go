@@ -485,8 +485,8 @@ func TestManualStepIntoNonLiveRepliesAfterRestart(t *testing.T) {
 		}
 		// The step was manual: the state file says so, although the
 		// child's LAST_EXIT is watermark (gpuguard stopped it for a step).
-		if st := h.rec.lastState(); st.Reason != "restart after manual" {
-			t.Errorf("state reason %q, want %q", st.Reason, "restart after manual")
+		if st := h.rec.lastState(); st.Reason != "restart after manual step" {
+			t.Errorf("state reason %q, want %q", st.Reason, "restart after manual step")
 		}
 		if got := c2.env("GPUGUARD_LAST_EXIT"); got != "watermark" {
 			t.Errorf("LAST_EXIT=%s, want watermark", got)

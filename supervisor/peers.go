@@ -21,6 +21,7 @@ type Peers interface {
 	Agreement
 	StartOrder
 	Tenancy
+	Rooms
 }
 
 // Agreement is the tenants' agreement on who steps for a shared GPU's
@@ -65,6 +66,15 @@ type Tenancy interface {
 	PublishLeases(leases func() uint64) error
 	PublishLeasesSoon(leases func() uint64, done <-chan struct{})
 	FlushLeases(leases func() uint64)
+}
+
+// Rooms is making room on a shared GPU: the ask that idle tenants sleep
+// for this instance, made off the loop (its answer comes on
+// RoomAnswers). The core says when (core.AskRoom) and what an answer
+// leads to (core.RoomAnswer).
+type Rooms interface {
+	MakeRoom(ctx context.Context, ask api.RoomAsk)
+	RoomAnswers() <-chan api.RoomOutcome
 }
 
 // sharing says how this instance takes part in the decisions of shared
@@ -131,7 +141,7 @@ func (l *loop) tenantInfo() api.TenantInfo {
 	info := api.TenantInfo{Name: l.cfg.Name, PID: l.s.snap.Load().status.PID, Priority: pol.Priority,
 		Scope: pol.Watch.Scope, Observe: l.cfg.Observe, State: l.life.state, Level: l.life.level,
 		Levels: len(pol.Profiles), GPUs: []api.TenantGPU{},
-		GraceSeconds: pol.Watermark.Grace.Seconds(), SettleSeconds: pol.Watch.Settle.Seconds()}
+		GraceSeconds: pol.Watermark.Grace.Seconds(), SettleSeconds: pol.Watch.Settle.Seconds(), Room: l.roomInfo()}
 	if !l.latest.haveSample {
 		return info
 	}

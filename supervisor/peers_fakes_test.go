@@ -33,6 +33,9 @@ type fakeCoord struct {
 	leases    []uint64 // every SetLeases figure
 	leaseErr  error
 	info      api.TenantInfo // the last published
+	// room answers a MakeRoom (nil: no candidate); asks records them.
+	room func(ask api.RoomAsk) api.RoomOutcome
+	asks []api.RoomAsk
 }
 
 func (f *fakeCoord) Decide(ctx context.Context, p api.Proposal) api.Outcome {
@@ -121,6 +124,24 @@ func (f *fakeCoord) Publish(info api.TenantInfo) {
 	f.mu.Lock()
 	f.info = info
 	f.mu.Unlock()
+}
+
+func (f *fakeCoord) MakeRoom(ctx context.Context, ask api.RoomAsk) api.RoomOutcome {
+	f.mu.Lock()
+	f.asks = append(f.asks, ask)
+	room := f.room
+	f.mu.Unlock()
+	if room != nil {
+		return room(ask)
+	}
+	return api.RoomOutcome{GPU: ask.GPU}
+}
+
+// roomAsks are the asks for room made so far.
+func (f *fakeCoord) roomAsks() []api.RoomAsk {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]api.RoomAsk(nil), f.asks...)
 }
 
 // lastInfo is the TenantInfo published last.

@@ -187,7 +187,7 @@ func (l *loop) reladder(old *policy.Policy) {
 	case core.RelevelWake:
 		l.deps.Logf("reload: profile %s serves requests: starting the child", name)
 		l.life.plan = &restartPlan{level: r.Level, reason: api.ReasonReload, from: r.From}
-		l.life.enterWaiting(r.Level, nil)
+		l.life.enterWaiting(r.Level, nil, api.ReasonReload)
 	case core.RelevelRestart:
 		l.deps.Logf("profile %s is no longer in the ladder: restarting the child", r.From)
 		l.life.beginRestart(l.pol, r.Level, api.ReasonReload, nil, false)

@@ -96,6 +96,7 @@ func (l *loop) publishSnapshot() {
 	if l.life.run.child != nil {
 		st.ChildPID = l.life.run.child.PID()
 	}
+	st.RoomFor = l.life.sleepsFor(l.pol)
 	if sv := l.pol.Serve; sv.Enabled() {
 		st.Serve, st.Models = sv.Listen, sv.ModelNames(l.cfg.Name)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/supervisor/core"
 	"github.com/gpuguard/gpuguard/supervisor/sense"
 )
@@ -67,7 +68,10 @@ func (l *loop) onSample(r sense.Result) {
 		if l.life.state == api.StateStarting {
 			l.life.state = api.StateRunning
 		}
-		l.applyWatermark(now)
+		l.measure(now, r.Sample)
+		if l.life.steady() { // the measure's next step may be under way
+			l.applyWatermark(now)
+		}
 	}
 	// What the child uses while it serves is the needs of a later wake
 	// into a profile that states none.
@@ -75,9 +79,21 @@ func (l *loop) onSample(r sense.Result) {
 		l.latest.served = servedBy(r.Sample, run.childTree)
 	}
 	if l.core.Waking() {
-		l.feed(l.life.wakeFacts(now, false, l.latest.reading(l.health.Down()), l.latest.served, l.latest.claim(l.peers != nil, r.Due)), nil)
+		l.feed(l.wakeFacts(now, false, r.Due), nil)
 	}
-	l.feed(l.life.idleFacts(now, time.Unix(0, l.s.lastRequest.Load())), nil)
+	l.feed(l.life.idleFacts(now, l.s.act.read()), nil)
+}
+
+// measure hands the core sample s while a live change's effect waits to
+// be measured (core.Measured): what the child holds now, read as before
+// the change (startUsage), and the watermark.
+func (l *loop) measure(now time.Time, s gpu.Sample) {
+	if !l.core.Measuring() {
+		return
+	}
+	used, _, _ := startUsage(s, l.life.run.childTree)
+	coordinated, _ := l.sharing()
+	l.feed(core.Measured{Now: now, Ratio: l.latest.ratio, Used: used, Shared: coordinated}, nil)
 }
 
 // applyWatermark hands the watermark rules the newest ratio. A

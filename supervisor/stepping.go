@@ -24,12 +24,16 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	from, to := l.pol.Profiles[l.life.level], l.pol.Profiles[level]
 	steps := l.life.acts.plan(from, to, l.pol.Serve.Upstream)
 	if how := core.HowToChange(l.pol, l.life.level, level, len(steps)); how != core.ByLive {
-		l.out.Emit(stepEvent(l.pol, l.life.level, l.latest.ratio, event, level, reason, why))
+		l.out.Emit(l.life.forRoom(stepEvent(l.pol, l.life.level, l.latest.ratio, event, level, reason, why)))
 		switch how {
 		case core.ByActions:
 			l.life.state = api.StateStepping
-			l.life.acts.change(l.ctx, l.deps.Actions, l.deps.Door, steps, l.pol.Restart.StopTimeout,
-				&actionRun{to: to.Name, reason: reason, why: why, reply: reply}, l.s.done, l.deps.Logf)
+			run := &actionRun{to: to.Name, reason: reason, why: why, reply: reply, sleeping: !to.Serving()}
+			if s, ok := l.latest.good(l.health.Down()); ok {
+				run.before, _, _ = startUsage(s, l.life.run.childTree)
+				run.known = true
+			}
+			l.life.acts.change(l.ctx, l.deps.Actions, l.deps.Door, steps, l.pol.Restart.StopTimeout, run, l.s.done, l.deps.Logf)
 		default:
 			l.life.beginRestart(l.pol, level, reason, reply, how == core.BySleep)
 		}
@@ -37,7 +41,7 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	}
 	// The event is dated when the step is taken, before the write; it is
 	// journaled only once the state file is written.
-	ev := stepEvent(l.pol, l.life.level, l.latest.ratio, event, level, reason, why)
+	ev := l.life.forRoom(stepEvent(l.pol, l.life.level, l.latest.ratio, event, level, reason, why))
 	ev.Time = time.Now()
 	st, err := l.life.file.writeAt(l.pol.Profiles[level], level, why)
 	if err != nil {

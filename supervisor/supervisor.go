@@ -107,13 +107,13 @@ type Supervisor struct {
 	done chan struct{} // closed when Run returns
 	port loopPort      // reqs and done, for calls to the loop
 	// wanted: a request held at the front door asks for a wake
-	// (asleep.go); lastRequest is the newest arrival, unix nanoseconds.
-	wanted      chan struct{}
-	lastRequest atomic.Int64
-	once        sync.Once
-	snap        atomic.Pointer[snapshot]
-	toldOOM     atomic.Pointer[string]
-	started     time.Time
+	// (asleep.go); act is what idle time counts from (activity.go).
+	wanted  chan struct{}
+	act     activity
+	once    sync.Once
+	snap    atomic.Pointer[snapshot]
+	toldOOM atomic.Pointer[string]
+	started time.Time
 
 	// adm decides reservations and publishes the leases (admission.go);
 	// the loop shares its ledger.
@@ -163,7 +163,9 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 	s := &Supervisor{cfg: cfg, deps: deps, reqs: make(chan request), done: make(chan struct{}), wanted: make(chan struct{}, 1), started: time.Now(),
 		probeAuto: probeAuto}
 	s.port = loopPort{reqs: s.reqs, done: s.done}
+	s.act.door = deps.Door
 	s.adm = newAdmission(s.port, deps.Peers, &s.snap)
+	s.adm.liveRoom = s.liveRoom
 	s.pol.Store(cfg.Policy)
 	s.tasks = noTasks{}
 	if deps.Tasks != nil {
@@ -202,14 +204,15 @@ func (s *Supervisor) Run(ctx context.Context, signals <-chan os.Signal) (int, er
 func (s *Supervisor) Status() api.Status {
 	snap := s.snap.Load()
 	st := snap.status
-	st.UptimeSeconds = time.Since(s.started).Seconds()
+	now := time.Now()
+	st.UptimeSeconds = now.Sub(s.started).Seconds()
 	if st.ChildPID != 0 {
-		st.ChildUptimeSeconds = time.Since(snap.childStart).Seconds()
+		st.ChildUptimeSeconds = now.Sub(snap.childStart).Seconds()
 	}
 	// The ledger is read live: reservations are decided and withdrawn off
 	// the loop too, so the snapshot's count can lag a reply just sent.
 	st.Leases = s.adm.ledger.Count()
-	s.doorStatus(&st)
+	s.doorStatus(&st, now)
 	st.Tasks = s.tasks.TaskCounts().Pending()
 	return st
 }
@@ -255,6 +258,7 @@ const (
 	opEmit
 	opReload
 	opHealthy
+	opTenantSleep
 )
 
 // request is a control call handed to the loop goroutine.
@@ -271,6 +275,7 @@ type request struct {
 	lease          string
 	tenantStep     api.TenantStep
 	tenantDecision api.TenantDecision
+	tenantSleep    api.TenantSleep
 	event          api.Event
 	reload         *Reload
 	gen            int // opHealthy: the launch

@@ -224,3 +224,73 @@ func TestLiveWakeTakesTheStartClaim(t *testing.T) {
 		h.wait()
 	})
 }
+
+// TestIdleNeverCutsAStream: a request in flight (a stream) or held keeps
+// the server from idle however long it lasts, and the idle count starts
+// again from the end of its last chunk, not from its arrival; status's
+// in_flight and idle_seconds say the same.
+func TestIdleNeverCutsAStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		door, acts := newFakeDoor(), &fakeActions{}
+		close(door.drain)
+		pol := sleepPolicy()
+		pol.Serve.Idle = 10 * time.Second
+		h := startHarness(t, pol, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts })
+		c := h.child()
+		c.setHandler(true)
+		h.sup.Healthy(1)
+		time.Sleep(5 * time.Second)
+		h.sup.Requested(false)
+		door.answering(1)            // a stream begins ...
+		time.Sleep(40 * time.Second) // ... and lasts 40 s, four times idle
+		synctest.Wait()
+		if got := acts.got(); len(got) != 0 {
+			t.Fatalf("actions %v while a stream was in flight", got)
+		}
+		if st := h.sup.Status(); st.InFlight != 1 || st.IdleSeconds == nil || *st.IdleSeconds != 0 {
+			t.Fatalf("mid-stream: in_flight %d, idle_seconds %v; want 1 and 0", st.InFlight, st.IdleSeconds)
+		}
+		door.answering(0) // its last chunk
+		door.mu.Lock()
+		door.held = 1 // a request held (the child not ready for it) is not idle either
+		door.mu.Unlock()
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		if got := acts.got(); len(got) != 0 {
+			t.Fatalf("actions %v while a request was held", got)
+		}
+		door.mu.Lock()
+		door.held = 0
+		door.lastEnd = time.Now()
+		door.mu.Unlock()
+		time.Sleep(9 * time.Second)
+		synctest.Wait()
+		if got := acts.got(); len(got) != 0 {
+			t.Fatalf("actions %v 9 s after the last answer", got)
+		}
+		if st := h.sup.Status(); st.InFlight != 0 || st.IdleSeconds == nil || *st.IdleSeconds < 8.9 || *st.IdleSeconds > 9.5 {
+			t.Fatalf("idle: in_flight %d, idle_seconds %v; want 0 and 9", st.InFlight, st.IdleSeconds)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+			t.Fatalf("actions %v after idle since the last answer", got)
+		}
+		c.end(Exit{})
+		h.wait()
+	})
+}
+
+// TestStatusIdleWithoutDoor: without a front door, in_flight is 0 and
+// idle_seconds null.
+func TestStatusIdleWithoutDoor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := startHarness(t, testPolicy(), nil)
+		c := h.child()
+		if st := h.sup.Status(); st.InFlight != 0 || st.IdleSeconds != nil {
+			t.Fatalf("in_flight %d, idle_seconds %v; want 0 and null", st.InFlight, st.IdleSeconds)
+		}
+		c.end(Exit{})
+		h.wait()
+	})
+}

@@ -12,6 +12,8 @@ and fails the way SGLang does:
   server too (probe /ping instead, or not at all while released);
   GET /ping always answers 200.
 It writes its memory into the sim dir by PID, as vllm_fake.py does.
+FAKE_NO_MEMORY_SAVER=1 is SGLang started without --enable-memory-saver: the
+release still answers 200, and frees nothing (RELEASED_BYTES is ignored).
 
 usage: sglang_fake.py PORT LOAD_SECONDS AWAKE_BYTES RELEASED_BYTES
 """
@@ -19,6 +21,8 @@ import http.server, json, os, signal, sys, threading, time, urllib.parse
 
 port, load = int(sys.argv[1]), float(sys.argv[2])
 awake_bytes, released_bytes = int(sys.argv[3]), int(sys.argv[4])
+if os.environ.get("FAKE_NO_MEMORY_SAVER") == "1":
+    released_bytes = awake_bytes
 sim = os.path.join(os.environ["GPUGUARD_SIM_DIR"], "0")
 signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
 signal.signal(signal.SIGUSR1, lambda *a: None)

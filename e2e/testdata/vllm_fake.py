@@ -10,7 +10,9 @@ docs/features/sleep_mode.md):
   404 {"detail":"Not Found"};
 - GET /health answers 200 with an empty body, asleep or not;
 - any other request that arrives while asleep is queued until the wake, so
-  its client hangs (as since vLLM PR #34528).
+  its client hangs (as since vLLM PR #34528);
+- any other request with ?seconds=N is answered as a token stream (SSE) that
+  lasts N seconds, a chunk every 0.25 s.
 It writes its own GPU memory into the sim dir by PID ($GPUGUARD_SIM_DIR/0/<pid>,
 through a temp name starting with "." then a rename): argv[3] bytes awake,
 argv[4] bytes asleep (level 1 keeps the CUDA graphs and the context).
@@ -86,12 +88,32 @@ class H(http.server.BaseHTTPRequestHandler):
                 state.wait()
             inflight += 1
         try:
-            time.sleep(0.03)
-            self.reply(200, json.dumps({"text": "ok", "pid": os.getpid()}).encode())
+            q = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+            if "seconds" in q:
+                self.stream(float(q["seconds"][0]))
+            else:
+                time.sleep(0.03)
+                self.reply(200, json.dumps({"text": "ok", "pid": os.getpid()}).encode())
         finally:
             with state:
                 inflight -= 1
                 state.notify_all()
+
+    def stream(self, seconds):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        end = time.monotonic() + seconds
+        while True:
+            chunk = b"data: token\n\n"
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            self.wfile.flush()
+            if time.monotonic() >= end:
+                break
+            time.sleep(min(0.25, max(0, end - time.monotonic())))
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     def do_GET(self):
         path = urllib.parse.urlsplit(self.path).path

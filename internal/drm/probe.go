@@ -163,15 +163,15 @@ func Open(o Options) (*Probe, error) {
 
 // unavailable explains why no device can be watched.
 func unavailable(sysfs string, others []card) error {
-	found := "none"
+	found := ""
 	if len(others) > 0 {
 		var s []string
 		for _, c := range others {
 			s = append(s, fmt.Sprintf("%s (%s at %s): %s", c.node, c.name, c.pci, c.why))
 		}
-		found = strings.Join(s, "; ")
+		found = "; found: " + strings.Join(s, "; ")
 	}
-	return fmt.Errorf("%w: DRM: no amdgpu device with memory counters (mem_info_vram_used), nor Intel one with device memory, under %s; found: %s",
+	return fmt.Errorf("%w: DRM: no AMD or Intel GPU with memory counters under %s%s",
 		gpu.ErrUnavailable, filepath.Join(sysfs, "class", "drm"), found)
 }
 

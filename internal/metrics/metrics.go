@@ -18,7 +18,7 @@ const namespace = "gpuguard"
 // Label values that exist from the start, so that rate() and dashboards see
 // a 0 rather than no series until the first event.
 var (
-	stepdownReasons = []string{api.ReasonWatermark, api.ReasonCritical, api.ReasonPredicted, api.ReasonManual, api.ReasonObserve, api.ReasonIdle}
+	stepdownReasons = []string{api.ReasonWatermark, api.ReasonCritical, api.ReasonPredicted, api.ReasonManual, api.ReasonObserve, api.ReasonIdle, api.ReasonRoom}
 	stepupReasons   = []string{api.ReasonRecovered, api.ReasonManual, api.ReasonRequest}
 	restartReasons  = []string{api.ReasonOOM, api.ReasonCrash, api.ReasonWatermark, api.ReasonGPUFault, api.ReasonReload}
 	decisions       = []string{"gpu", "cpu", "defer", "deny"}
@@ -71,6 +71,7 @@ type Metrics struct {
 	tasks         *taskMetrics // tasks.go
 	actions       *prometheus.CounterVec
 	actionSeconds prometheus.Histogram
+	roomSeconds   prometheus.Histogram // room.go
 
 	// metered is set by the first ObserveProbe call. From then on probe
 	// errors are counted there (every failed tick) and probe_error events,
@@ -152,6 +153,7 @@ func New(name string, snapshot func() api.Status) *Metrics {
 		m.actions.WithLabelValues(r)
 	}
 	m.tasks = newTaskMetrics(cl)
+	m.roomSeconds = newRoomSeconds(cl)
 	for _, r := range stepdownReasons {
 		m.stepdowns.WithLabelValues(r)
 	}
@@ -168,7 +170,7 @@ func New(name string, snapshot func() api.Status) *Metrics {
 		m.reloads.WithLabelValues(r)
 	}
 	m.reg.MustRegister(m.stepdowns, m.stepups, m.oomFallbacks, m.restarts, m.admissions,
-		m.probeErrors, m.probeDuration, m.yields, m.gpuFaults, m.reloads, m.notifySkipped, m.actions, m.actionSeconds,
+		m.probeErrors, m.probeDuration, m.yields, m.gpuFaults, m.reloads, m.notifySkipped, m.actions, m.actionSeconds, m.roomSeconds,
 		newSnapshotCollector(cl, snapshot), m.tasks)
 	// The runtime collectors take no const labels of their own; wrapping
 	// the registerer gives their series the instance name too.
@@ -232,6 +234,8 @@ func (m *Metrics) Observe(ev api.Event) {
 	case api.EventActionFailed:
 		m.actions.WithLabelValues(ActionFailed).Inc()
 		m.actionSeconds.Observe(ev.Seconds)
+	case api.EventRoom:
+		m.roomSeconds.Observe(ev.Seconds)
 	}
 }
 

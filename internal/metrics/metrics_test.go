@@ -113,6 +113,7 @@ gpuguard_stepdowns_total{name="llama",reason="idle"} 0
 gpuguard_stepdowns_total{name="llama",reason="manual"} 1
 gpuguard_stepdowns_total{name="llama",reason="observe"} 1
 gpuguard_stepdowns_total{name="llama",reason="predicted"} 1
+gpuguard_stepdowns_total{name="llama",reason="room"} 0
 gpuguard_stepdowns_total{name="llama",reason="watermark"} 1
 # HELP gpuguard_watermark_eta_seconds Projected seconds until the watermark reaches critical at the current trend; absent when not rising.
 # TYPE gpuguard_watermark_eta_seconds gauge

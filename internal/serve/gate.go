@@ -30,6 +30,7 @@ type gate struct {
 	deferring int
 	waiters   list.List       // *waiter, oldest first
 	idle      []chan struct{} // closed when inflight falls to 0
+	lastEnd   time.Time       // the last request in flight ended (activity.go)
 }
 
 type waiter struct {
@@ -168,6 +169,7 @@ func (g *gate) leave() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.inflight--
+	g.lastEnd = time.Now()
 	if g.inflight == 0 {
 		for _, c := range g.idle {
 			close(c)

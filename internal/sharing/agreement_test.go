@@ -59,6 +59,9 @@ func (f *fakeCoord) SetLeases(gpus []string, bytes uint64) error {
 	return nil
 }
 func (f *fakeCoord) Publish(info api.TenantInfo) {}
+func (f *fakeCoord) MakeRoom(ctx context.Context, ask api.RoomAsk) api.RoomOutcome {
+	return api.RoomOutcome{GPU: ask.GPU}
+}
 
 func self(now time.Time) core.Tenant {
 	return core.Tenant{Now: now, Name: "me", Coordinated: true, Notes: true, Ratio: 0.9, ETA: 2,

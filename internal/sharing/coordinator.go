@@ -28,4 +28,8 @@ type Coordinator interface {
 	// Publish tells the other tenants what this instance is (its ranking
 	// facts). It must return at once: it is called after each event.
 	Publish(info api.TenantInfo)
+	// MakeRoom asks the idle tenants of ask.GPU to make room: it ranks
+	// them, asks the first to sleep, and returns once its sleep is done
+	// (or no candidate can cover the shortfall).
+	MakeRoom(ctx context.Context, ask api.RoomAsk) api.RoomOutcome
 }

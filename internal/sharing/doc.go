@@ -11,7 +11,9 @@
 //     and the flag the others read while it lasts (start.go);
 //   - what the others see of this instance: its TenantInfo and its
 //     admission leases, published at once for a reservation and a little
-//     later for a release (tenancy.go).
+//     later for a release (tenancy.go);
+//   - making room: the ask that idle tenants sleep for this instance, off
+//     the supervisor's loop (room.go).
 //
 // The supervisor reaches it through its own interfaces (supervisor.Peers),
 // made of api's and the decision core's words, never of this package's

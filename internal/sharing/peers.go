@@ -11,6 +11,7 @@ type Peers struct {
 	agreement
 	startOrder
 	tenancy
+	roomAsker
 }
 
 // New is the instance's side of sharing over c; logf prints gpuguard's
@@ -20,5 +21,6 @@ func New(c Coordinator, logf func(format string, args ...any)) *Peers {
 		agreement:  newAgreement(c, logf),
 		startOrder: startOrder{c: c, starts: make(chan api.StartOutcome, 1)},
 		tenancy:    tenancy{c: c, logf: logf},
+		roomAsker:  roomAsker{c: c, out: make(chan api.RoomOutcome, 1)},
 	}
 }

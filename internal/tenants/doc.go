@@ -26,6 +26,12 @@
 //   - admit.lock: flocked while one reservation is decided, waited for at
 //     most LockWait.
 //
+// Making room (room.go): a tenant that needs room on a GPU reads the
+// records of the tenants that can sleep, asks each for its fresh facts
+// (`tenant`), ranks them (package room) and asks the first to sleep
+// (`tenant_sleep`), which decides by its own facts; it then follows that
+// sleep until it is done.
+//
 // Only the chosen tenant is asked, over its control socket (`tenant_step`,
 // within PeerTimeout). One that does not answer (hung, SIGSTOPped) is
 // passed over, and the next candidate is chosen within a second. Nothing

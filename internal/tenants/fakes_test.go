@@ -75,6 +75,10 @@ type fakeTenant struct {
 	hang         bool
 	confirmFirst bool
 	release      chan struct{}
+	// slept are the tenant_sleep asks it accepted; sleepAfter is how long
+	// it then shows itself stepping before it is asleep.
+	slept      []api.TenantSleep
+	sleepAfter time.Duration
 }
 
 // tenant starts a fake tenant of gpuA: device scope, running, level 0 of
@@ -207,6 +211,57 @@ func (f *fakeTenant) TenantDecision(_ context.Context, d api.TenantDecision) err
 }
 
 func (f *fakeTenant) Ready(context.Context) error { return nil }
+
+// TenantSleep accepts an ask to sleep as the supervisor's core does: only
+// when its room facts make it a candidate for that asker (the asker's own
+// ranking read them a moment before); it then shows itself stepping for
+// sleepAfter, then asleep. hang blocks it as tenant_step.
+func (f *fakeTenant) TenantSleep(ctx context.Context, ts api.TenantSleep) error {
+	f.mu.Lock()
+	hang := f.hang
+	f.mu.Unlock()
+	if hang {
+		select {
+		case <-ctx.Done():
+		case <-f.release:
+		}
+		return errors.New("released")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refuse != nil {
+		return f.refuse
+	}
+	r := f.info.Room
+	if r == nil || !r.Serving || r.Busy {
+		return errors.New("not a candidate")
+	}
+	f.slept = append(f.slept, ts)
+	asleep := func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.info.State = api.StateAsleep
+		room := *f.info.Room
+		room.Serving, room.For = false, ts.For
+		f.info.Room = &room
+	}
+	f.info.State = api.StateStepping
+	if f.sleepAfter <= 0 {
+		f.mu.Unlock()
+		asleep()
+		f.mu.Lock()
+		return nil
+	}
+	time.AfterFunc(f.sleepAfter, asleep)
+	return nil
+}
+
+// sleeps are the asks to sleep it accepted.
+func (f *fakeTenant) sleeps() []api.TenantSleep {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]api.TenantSleep(nil), f.slept...)
+}
 
 // The rest of control.Backend is not used here.
 func (f *fakeTenant) Status() api.Status                           { return api.Status{Name: f.info.Name} }

@@ -201,7 +201,8 @@ func worthWriting(last, next *api.TenantInfo, since time.Duration) bool {
 // they read only whether it can step (canStep): a child that goes from
 // starting to running, or an instance from waiting to backoff, changes
 // nothing for them, and a restart writes the file twice rather than three
-// times (each write is a new file in the GPU's dir).
+// times (each write is a new file in the GPU's dir). Of making room's facts
+// only those an ask does not read live count (roomChanged).
 func changed(last, next *api.TenantInfo, since time.Duration) bool {
 	if last == nil {
 		return true
@@ -209,7 +210,7 @@ func changed(last, next *api.TenantInfo, since time.Duration) bool {
 	a, b := last, next
 	if a.PID != b.PID || a.Priority != b.Priority || a.Scope != b.Scope || a.Observe != b.Observe || canStep(a.State) != canStep(b.State) ||
 		a.Level != b.Level || a.Levels != b.Levels || a.GraceSeconds != b.GraceSeconds || a.SettleSeconds != b.SettleSeconds ||
-		len(a.GPUs) != len(b.GPUs) {
+		len(a.GPUs) != len(b.GPUs) || roomChanged(a.Room, b.Room) {
 		return true
 	}
 	moved := false

@@ -5,10 +5,44 @@ package testbin
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 )
+
+// The variables that name a binary built before the tests ran, so that the
+// packages and test modules that run gpuguard share one build of each kind
+// instead of each building its own (scripts/test.sh builds both first).
+// BinEnv is a plain build, as shipped; RaceBinEnv one with the race
+// detector.
+const (
+	BinEnv     = "GPUGUARD_BIN"
+	RaceBinEnv = "GPUGUARD_RACE_BIN"
+)
+
+// Binary is the gpuguard to test: the one the variable for its kind names
+// (BinEnv, RaceBinEnv), else one built from the main package pkg into dir.
+// race chooses the race detector (the e2e tests); benchmarks and memory
+// figures measure the binary as shipped.
+func Binary(dir, pkg string, race bool) (string, error) {
+	name, file := BinEnv, "gpuguard"
+	if race {
+		name, file = RaceBinEnv, "gpuguard-race"
+	}
+	if p := os.Getenv(name); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%s names a binary that cannot be used: %w", name, err)
+		}
+		return filepath.Abs(p)
+	}
+	out := filepath.Join(dir, file)
+	if err := Build(out, pkg, race); err != nil {
+		return "", err
+	}
+	return out, nil
+}
 
 // Build compiles the main package pkg into out, its output to stderr. race
 // builds with the race detector (the e2e tests); benchmarks measure the

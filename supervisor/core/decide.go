@@ -44,6 +44,7 @@ func Decide(st State, g Given, in Input) (State, []Effect) {
 		effs := st.claim.settling(in, g.Policy.Watch.Settle)
 		return st, effs
 	case Ready:
+		st.starts.ready = true
 		effs := st.claim.end(in.Why)
 		return st, effs
 	case StopSignal:
@@ -57,7 +58,7 @@ func Decide(st State, g Given, in Input) (State, []Effect) {
 		}
 		return st, effs
 	case BackoffOver:
-		return st, []Effect{Relaunch{Level: in.Target}}
+		return st, []Effect{Relaunch{Level: in.Target, Why: in.Why}}
 	case Begin:
 		return st, begin(g)
 	case Unstartable:
@@ -70,6 +71,15 @@ func Decide(st State, g Given, in Input) (State, []Effect) {
 		return st.woke(g, in)
 	case PeerNobody:
 		return st.nobody(g, in)
+	case RoomAnswer:
+		effs := st.room.answer(in)
+		return st, effs
+	case SleepFor:
+		return st.sleepFor(g, in)
+	case ActionsDone:
+		return st.actionsDone(g, in)
+	case Measured:
+		return st.measured(g, in)
 	}
 	return st, nil
 }
@@ -191,7 +201,8 @@ func (st State) manual(g Given, in ManualStep) (State, []Effect) {
 // failed is the restart rules for a child that failed (or ended cleanly)
 // on its own, with nothing of gpuguard's to explain it: a clean exit ends the run; an OOM restarts one profile
 // lower; a crash restarts in place when on_crash says so; both count
-// against max_restarts within the window, after a growing backoff.
+// against max_restarts within the window, after a growing backoff. A child
+// that never started (Starts) ends the run at once.
 func (st State) failed(g Given, in Exited) (State, []Effect) {
 	pol, e := g.Policy, in.Exit
 	kind, evidence := ClassifyExit(e, pol.OOM, in.Told)
@@ -209,6 +220,10 @@ func (st State) failed(g Given, in Exited) (State, []Effect) {
 		}
 	}
 	rp := pol.Restart
+	quick, never := st.starts.failed(in.Ran, kind, rp)
+	if never {
+		return st, append(effs, st.starts.neverStarted(e, in.Ran, rp)...)
+	}
 	delay, giveUp := st.budget.Failure(in.Now, in.Ran, rp)
 	if giveUp {
 		return st, append(effs,
@@ -222,10 +237,13 @@ func (st State) failed(g Given, in Exited) (State, []Effect) {
 	if kind == ExitOOM {
 		text = fmt.Sprintf("out of memory (%s): restarting in profile %s (%d of %d) after backoff %s", evidence, pol.Profiles[next].Name, n, of, delay)
 	}
+	if quick {
+		text += st.starts.quickNote(in.Ran, rp)
+	}
 	return st, append(effs,
 		Restart{Kind: kind, To: next, Evidence: evidence, Status: e.Status()},
 		Log{text},
-		Relaunch{Delay: delay, Level: next})
+		Relaunch{Delay: delay, Level: next, Why: Reason(kind)})
 }
 
 // stop is an operator's stop: forwarded once, a second one kills; with no
@@ -257,7 +275,7 @@ func begin(g Given) []Effect {
 	if p := g.Policy.Profiles[g.Level]; !p.Serving() {
 		return []Effect{StayAsleep{"start: asleep in profile " + p.Name}}
 	}
-	return []Effect{Relaunch{Level: g.Level}}
+	return []Effect{Relaunch{Level: g.Level, Why: FirstStart}}
 }
 
 // unstartable ends a run whose child could not start. The launcher's

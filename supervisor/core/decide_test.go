@@ -23,7 +23,12 @@ func brief(e Effect) string {
 		if e.Manual {
 			s += " manual"
 		}
+		if e.For != "" {
+			s += " for " + e.For
+		}
 		return s
+	case AskRoom:
+		return fmt.Sprintf("ask room on %s for %.1f GiB", e.GPU, float64(e.Shortfall)/(1<<30))
 	case Journal:
 		return "journal " + e.Event.Event
 	case Log:
@@ -78,6 +83,13 @@ func brief(e Effect) string {
 			return "end start: " + e.Log
 		}
 		return "end start"
+	case Entered:
+		return fmt.Sprintf("entered %d", e.To)
+	case FallBack:
+		if e.Sleep {
+			return fmt.Sprintf("fall back to %d (%s) asleep", e.To, e.Reason)
+		}
+		return fmt.Sprintf("fall back to %d (%s)", e.To, e.Reason)
 	}
 	return fmt.Sprintf("%T", e)
 }
@@ -337,6 +349,10 @@ func TestDecide(t *testing.T) {
 			{0, NotTaken{}, ""}, // not undone: the grace holds the next watermark step
 			{0, smp(time.Minute, 0.93), ""},
 			{0, smp(time.Minute+time.Second, 0.93), ""},
+		}},
+		{"idle: never while a request is in flight or held, however long since the last answer", sleepy, false, []in{
+			{0, IdleCheck{Now: at(time.Hour), Since: at(0), Ready: true, Busy: true}, ""},
+			{0, IdleCheck{Now: at(time.Hour + time.Second), Since: at(time.Hour), Ready: true}, ""},
 		}},
 		{"idle: never out of a serving = false profile, never without [serve] idle", sleepy, false, []in{
 			{2, IdleCheck{Now: at(time.Hour), Since: at(0), Ready: true}, ""},

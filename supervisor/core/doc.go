@@ -15,9 +15,11 @@
 // The decisions, one file each: the watermark rules and the steps they
 // ask for (decide.go, rules.go), the restart rules for an exit (ends.go,
 // exit.go), a start and what it waits for (start.go) and its turn on a
-// shared GPU (claim.go), sleeping and waking (sleep.go), a manual step and
-// the fit of a profile (fit.go), what the tenants of a shared GPU ask
-// (peer.go), and where a reload's ladder puts the instance (reladder.go).
+// shared GPU (claim.go), sleeping and waking (sleep.go), the end of a live
+// change through server actions (actions.go) and its measured effect
+// (measure.go), a manual step and the fit of a profile (fit.go), what the
+// tenants of a shared GPU ask (peer.go), and where a reload's ladder puts
+// the instance (reladder.go).
 //
 // The core does no I/O and reads no clock: time comes in with each input.
 // It imports only values and pure functions of the standard library, api
@@ -30,5 +32,6 @@
 // files; it turns what it receives into inputs and performs the effects in
 // order, feeding back what came of them: a live change whose state file
 // cannot be written is NotTaken and the core forgets the step; a live
-// wake is Woke; a launch is Launched.
+// wake is Woke; a launch is Launched; the calls of a live change through
+// server actions end as ActionsDone.
 package core

@@ -14,7 +14,8 @@ type Effect interface{ effect() }
 // place (state file, notify signal, event, in that order, and nothing at
 // all when the state file cannot be written: then the loop feeds
 // NotTaken); any other is a graceful restart into it. Restart: a
-// critical restart, always by a restart whatever To's live says.
+// critical restart, always by To's non-live form whatever its live says:
+// a restart, or stopping the child when To serves nothing.
 type Step struct {
 	Now     time.Time
 	To      int
@@ -28,6 +29,8 @@ type Step struct {
 	// Wake: a live wake for a held request; the loop reports how it went
 	// (Woke).
 	Wake bool
+	// For: a sleep to make room for that tenant (reason room).
+	For string
 }
 
 // Journal hands an event to the observers (the loop fills in the name
@@ -40,24 +43,29 @@ type Log struct{ Text string }
 // Reply answers the request being decided; Err nil means done.
 type Reply struct{ Err error }
 
-// NoteFit journals and prints a fit judgement, and keeps it for status.
+// NoteFit journals and prints a fit judgement for a start for Why, and
+// keeps it for status.
 type NoteFit struct {
 	Fit     Fit
 	Outcome string
+	Why     Reason
 }
 
-// Launch starts the child in Level, telling Fit (Outcome says how).
+// Launch starts the child in Level, telling Fit (Outcome says how) and
+// Why: the first start, the exit restarted after, or the step's reason.
 type Launch struct {
 	Level   int
 	Fit     Fit
 	Outcome string
+	Why     Reason
 }
 
 // Wait keeps waiting for memory: no profile fits Free (the devices'
-// usage, for people).
+// usage, for people) for the start for Why.
 type Wait struct {
 	Fit  Fit
 	Free string
+	Why  Reason
 }
 
 // Ending is how a run ends.
@@ -90,11 +98,12 @@ type Restart struct {
 	Status   int
 }
 
-// Relaunch starts the next child in Level once Delay has passed (0: at
-// once) and the dead child's memory is freed.
+// Relaunch starts the next child in Level, for Why, once Delay has
+// passed (0: at once) and the dead child's memory is freed.
 type Relaunch struct {
 	Delay time.Duration
 	Level int
+	Why   Reason
 }
 
 // BeginStop marks a stop under way with Sig (the state is Stopping).

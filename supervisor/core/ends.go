@@ -47,6 +47,7 @@ type Plan struct {
 	From   string // the profile the stopped child ran in
 	Reload bool   // a reload removed the child's profile
 	Sleep  bool   // no restart: the instance sleeps in Level
+	Reason Reason // why gpuguard began it: the step's reason (watermark, critical, manual, request, reload, ...)
 }
 
 // Fault is the GPU fault a child's exit is blamed on, as the journal
@@ -69,13 +70,14 @@ type Lost struct {
 // Requested restarts a child that gpuguard ended itself (a restart it
 // asked for, or its notification) at once and outside the crash budget:
 // counted, journaled from From to Level with GPUGUARD_LAST_EXIT = Kind,
-// then started in Level once the dead child's memory is freed.
+// then started in Level, for Why, once the dead child's memory is freed.
 type Requested struct {
 	Level  int
 	From   string
 	Kind   ExitKind
 	Status int
 	Detail string
+	Why    Reason
 }
 
 // FellAsleep: the child stopped to sleep is gone; the instance sleeps in
@@ -119,7 +121,7 @@ func (st State) route(g Given, in Exited) (State, []Effect) {
 		if in.Plan.Reload {
 			kind = ExitReload
 		}
-		return st, []Effect{Requested{Level: in.Plan.Level, From: in.Plan.From, Kind: kind, Status: e.Status()}}
+		return st, []Effect{Requested{Level: in.Plan.Level, From: in.Plan.From, Kind: kind, Status: e.Status(), Why: in.Plan.Reason}}
 	}
 	notifyDeath := DiedOfNotify(e, in.NotifySig, in.Notified, in.Now, NotifyDeathWindow)
 	name := pol.Profiles[g.Level].Name
@@ -140,7 +142,7 @@ func (st State) route(g Given, in Exited) (State, []Effect) {
 			policy.SignalName(e.Signal), in.Now.Sub(in.Notified).Round(time.Millisecond), name)
 		return st, []Effect{
 			Log{fmt.Sprintf("the child was %s; restarting it in profile %s", detail, name)},
-			Requested{Level: g.Level, From: name, Kind: ExitRequested, Status: e.Status(), Detail: detail},
+			Requested{Level: g.Level, From: name, Kind: ExitRequested, Status: e.Status(), Detail: detail, Why: NotifyDeath},
 		}
 	}
 	if in.Fault != nil {
@@ -176,7 +178,7 @@ func (st State) faulted(g Given, in Exited) (State, []Effect) {
 	return st, []Effect{
 		Restart{Kind: ExitGPUFault, To: g.Level, Evidence: detail, Status: e.Status()},
 		Log{fmt.Sprintf("%s: restarting in profile %s once the GPU answers again", detail, pol.Profiles[g.Level].Name)},
-		Relaunch{Delay: delay, Level: g.Level},
+		Relaunch{Delay: delay, Level: g.Level, Why: Reason(ExitGPUFault)},
 	}
 }
 

@@ -27,6 +27,7 @@ var mayImport = map[string]bool{
 	"github.com/gpuguard/gpuguard/api":               true,
 	"github.com/gpuguard/gpuguard/policy":            true,
 	"github.com/gpuguard/gpuguard/internal/exitcode": true,
+	"github.com/gpuguard/gpuguard/internal/room":     true, // the ranking of who sleeps to make room (pure)
 }
 
 // clock is what of package time reads the clock or waits on it.

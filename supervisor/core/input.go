@@ -70,8 +70,11 @@ type StopSignal struct {
 type StopWaitOver struct{ Running bool }
 
 // BackoffOver is the backoff timer: the next start may go ahead, aiming
-// at Target.
-type BackoffOver struct{ Target int }
+// at Target, for Why (the Relaunch's).
+type BackoffOver struct {
+	Target int
+	Why    Reason
+}
 
 // Begin is the run's beginning, before any sample.
 type Begin struct{}

@@ -82,3 +82,13 @@ func (r Reason) Why(ratio float64, wm policy.Watermark, eta float64) string {
 	}
 	return fmt.Sprintf("watermark %.2f > %.2f", ratio, wm.High)
 }
+
+// Why a launch happens, beside the reasons of the steps (a restart
+// gpuguard began for a step carries the step's: watermark, critical,
+// manual, request, reload, ...) and of the exits the restart rules meet
+// (oom, crash, gpu_fault: ExitKind's words). One value from the decision
+// to the launch's line, its fit and start events and the state file.
+const (
+	FirstStart  Reason = "start"  // the run's first start
+	NotifyDeath Reason = "notify" // the notify signal of a live change killed the child
+)

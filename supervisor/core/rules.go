@@ -66,6 +66,9 @@ type Rules struct {
 	criticalChecked bool
 	// lastFloorAlarm rate-limits CriticalAtLast to one per grace period.
 	lastFloorAlarm time.Time
+	// steps counts the steps recorded (Stepped) since the last Reset, so
+	// that what follows one step can tell whether another came since.
+	steps int
 }
 
 // Observe feeds one sample and returns the verdict. predicted says the
@@ -133,6 +136,7 @@ func (w *Rules) Observe(now time.Time, ratio float64, predicted bool, wm policy.
 // Stepped records a step at now (taken, or only logged in observe mode):
 // the sustain and recovery timers restart and the grace period begins.
 func (w *Rules) Stepped(now time.Time) {
+	w.steps++
 	w.lastStep = now
 	w.criticalChecked = false
 	w.aboveHighSince = time.Time{}

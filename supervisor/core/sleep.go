@@ -21,11 +21,12 @@ const (
 
 // IdleCheck is a sample's chance to apply [serve] idle. Ready: the
 // server can answer (its first healthy answer came, it runs, nothing
-// else is under way); Since is the newest of its start, its last wake
-// and the last request.
+// else is under way); Busy: a request is in flight or held at its door,
+// so it is not idle at all; Since is the newest of its start, its last
+// wake and the end of its last answer.
 type IdleCheck struct {
-	Now, Since time.Time
-	Ready      bool
+	Now, Since  time.Time
+	Ready, Busy bool
 }
 
 // Wake is a chance to wake a sleeping server for a held request: the
@@ -33,12 +34,18 @@ type IdleCheck struct {
 // over, and nothing wakes), or a sample while a wake is wanted
 // (Claim.Due set). Stopped: asleep with the child stopped; Live: asleep
 // with the child running and nothing else under way; Waiting: a start
-// waits. Reading (nil: none, or the probe is down), Tree and Served
-// judge a live wake's fit (WakeFit).
+// waits; Sleeping: a step into a serving = false profile is under way
+// (the door drains, its enter runs, or the child is being stopped), and
+// the wish waits for its end. Reading (nil: none, or the probe is down),
+// Tree and Served judge a live wake's fit (WakeFit).
 type Wake struct {
-	Now                    time.Time
-	Request, Stopping      bool
+	Now               time.Time
+	Request, Stopping bool
+	// Held: the door holds requests now (a wake with none left waiting
+	// makes no room).
+	Held                   bool
 	Stopped, Live, Waiting bool
+	Sleeping               bool
 	Reading                *Reading
 	Tree                   map[int]bool
 	Served                 uint64
@@ -61,12 +68,14 @@ func (Woke) input()      {}
 // idle steps a server that has had no request for [serve] idle down to
 // the first serving = false profile. The count starts when it became
 // ready, never at its launch: a server still loading its weights has not
-// been idle, it has not been able to answer. The step cannot be taken
+// been idle, it has not been able to answer; and it does not run while a
+// request is in flight or held: a stream longer than idle is never cut.
+// The step cannot be taken
 // back by NotTaken (the grace after it holds either way).
 func (st State) idle(g Given, in IdleCheck) (State, []Effect) {
 	pol := g.Policy
 	idle := pol.Serve.Idle
-	if idle <= 0 || !in.Ready || !pol.Profiles[g.Level].Serving() {
+	if idle <= 0 || !in.Ready || in.Busy || !pol.Profiles[g.Level].Serving() {
 		return st, nil
 	}
 	to := FirstAsleep(pol.Profiles)
@@ -78,27 +87,31 @@ func (st State) idle(g Given, in IdleCheck) (State, []Effect) {
 }
 
 // wakeUp steps up to the nearest serving profile (WakeTo) for a held
-// request ([serve] wake), as soon as it can: a stopped child is started
-// again (the start waits for that profile to fit, in the shared-GPU start
-// order); a sleeping one is woken live once the profile fits (WakeFit)
-// and, on a shared GPU, once it holds the one-start-at-a-time claim: a
-// server that wakes takes back the memory it freed, as a start takes
-// memory. Until then every sample tries again, and the request waits, up
-// to hold.
+// request ([serve] wake), as soon as it can. A request held while a step
+// into a serving = false profile is under way is a wish too: it waits
+// for that step's end, then wakes the instance like any other, so that
+// no held request waits out hold in a sleeping instance that could wake.
+// A stopped child is started again (the start waits for that profile to
+// fit, in the shared-GPU start order); a sleeping one is woken live once
+// the profile fits (WakeFit) and, on a shared GPU, once it holds the
+// one-start-at-a-time claim: a server that wakes takes back the memory
+// it freed, as a start takes memory. Until then every sample tries again,
+// and the request waits, up to hold.
 func (st State) wakeUp(g Given, in Wake) (State, []Effect) {
 	pol := g.Policy
 	if in.Request {
-		if !pol.Serve.Wake || pol.Profiles[g.Level].Serving() || in.Stopping {
+		if !pol.Serve.Wake || in.Stopping || pol.Profiles[g.Level].Serving() && !in.Sleeping {
 			return st, nil
 		}
 		st.wake = true
 	}
-	if !st.wake {
-		return st, nil
+	if !st.wake || in.Sleeping {
+		return st, nil // a step into sleep ends first: the wake follows it (the loop asks again then)
 	}
 	to := WakeTo(pol.Profiles, g.Level)
 	if to < 0 {
 		st.wake = false
+		st.room.reset()
 		var effs []Effect
 		if !in.Waiting {
 			effs = st.claim.endGranted() // a wake's claim, no longer needed
@@ -111,11 +124,15 @@ func (st State) wakeUp(g Given, in Wake) (State, []Effect) {
 		st.wake = false
 		return st, []Effect{WakeStopped{To: to, Reason: RequestWake, Why: why}}
 	case in.Live:
+		// It does not fit: its GPU's idle peers may sleep for it
+		// (room.go); it fits: a wait for room ends.
+		effs, _ := st.room.want(g, wakeNeed(g, in, to))
 		if WakeFit(pol, g.Level, to, in.Reading, in.Tree, in.Served) != "" {
-			effs := st.claim.endGranted() // the claim's fresh sample says it does not fit
+			effs = append(effs, st.claim.endGranted()...) // the claim's fresh sample says it does not fit
 			return st, effs
 		}
-		effs, ok := st.claim.gate(in.Claim, true, pol.Watch.Settle)
+		geffs, ok := st.claim.gate(in.Claim, true, pol.Watch.Settle)
+		effs = append(effs, geffs...)
 		if !ok {
 			return st, effs
 		}
@@ -175,4 +192,22 @@ func FirstAsleep(ps []policy.Profile) int {
 		}
 	}
 	return -1
+}
+
+// wakeNeed is what a live wake into profile to needs of its GPUs, to
+// make room for, judged as WakeFit judges it: to's needs (else what the
+// server used when it last served), against the usage without the
+// instance's own. Room is asked for only while a request is held.
+func wakeNeed(g Given, in Wake, to int) roomNeed {
+	pol := g.Policy
+	n := roomNeed{now: in.Now, allowed: in.Claim.Peers && pol.Serve.MakeRoom && !g.Observe && in.Held}
+	if in.Reading == nil {
+		return n
+	}
+	n.devices, n.own = in.Reading.Devices, ownUse(pol, g.Level, in.Reading, in.Tree)
+	n.bytes = pol.Profiles[to].Needs
+	if n.bytes == 0 {
+		n.bytes = in.Served
+	}
+	return n
 }

@@ -13,21 +13,29 @@ var ErrNoFit = errors.New("no profile fits")
 
 // State is what the core remembers between inputs: the watermark rules'
 // timers, the restart budget, the one start at a time, a held request's
-// wish to wake and a gpu_fault restart's wait. Its fields are the core's
+// wish to wake, a gpu_fault restart's wait and a live change's effect
+// still to be measured. Its fields are the core's
 // alone: the loop changes it only through Decide, and reads it through
 // its methods (StepPending).
 type State struct {
 	rules  Rules
 	budget Budget
+	starts Starts
 	// undo is the rules before the step last decided, until the loop
 	// reports it NotTaken (a live change whose state file failed).
 	undo  *Rules
 	claim claim
+	// room: a start or a wake that does not fit, waiting for its GPU's
+	// idle peers to sleep (room.go).
+	room roomWait
 	// wake: a held request asked for a wake not yet begun.
 	wake bool
 	// faultWait: a gpu_fault restart waits for the GPU to answer again;
 	// faultNoted: that wait was logged.
 	faultWait, faultNoted bool
+	// measure: a live change through actions whose effect is to be
+	// measured (measure.go); nil when none.
+	measure *measuring
 }
 
 // Given is what the loop holds and the core decides by, handed in with

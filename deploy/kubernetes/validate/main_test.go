@@ -42,10 +42,14 @@ func setup(dir string) error {
 		return err
 	}
 	kubeRoot = filepath.Join(repoRoot, "deploy", "kubernetes")
-	// The binary as the image builds it: cgo on (deploy/container/Dockerfile).
-	gpuguard = filepath.Join(dir, "gpuguard")
-	if err := goCmd(nil, "build", "-o", gpuguard, "."); err != nil {
-		return err
+	// The binary as the image builds it: cgo on (deploy/container/Dockerfile),
+	// or that build made before, as GPUGUARD_BIN names it (scripts/test.sh
+	// builds one for every package).
+	if gpuguard = os.Getenv("GPUGUARD_BIN"); gpuguard == "" {
+		gpuguard = filepath.Join(dir, "gpuguard")
+		if err := goCmd(nil, "build", "-o", gpuguard, "."); err != nil {
+			return err
+		}
 	}
 	// The series, from the root module's registry (deploy/series_test.go).
 	out := filepath.Join(dir, "series.json")

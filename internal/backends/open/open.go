@@ -78,8 +78,7 @@ func openAuto(o Options) (gpu.Probe, error) {
 	if derr == nil || !errors.Is(derr, gpu.ErrUnavailable) {
 		return d, derr
 	}
-	return nil, fmt.Errorf("%w: --backend auto found no GPU. %s. %s. Use --backend sim to run without a GPU",
-		gpu.ErrUnavailable, unwrapUnavailable(err), unwrapUnavailable(derr))
+	return nil, &NoGPU{NVML: err, DRM: derr}
 }
 
 func openSim(o Options) (gpu.Probe, error) {
@@ -118,6 +117,30 @@ func openDRM(o Options, devices []string) (gpu.Probe, error) {
 
 // unwrapUnavailable is err's text without the leading "GPU backend
 // unavailable: ", for an error that lists several backends.
+// NoGPU is --backend auto finding no GPU: neither NVML nor DRM could watch
+// one here, each error saying why.
+type NoGPU struct{ NVML, DRM error }
+
+func (e *NoGPU) Error() string {
+	return fmt.Sprintf("%v: no GPU found: %s; %s", gpu.ErrUnavailable, unwrapUnavailable(e.NVML), unwrapUnavailable(e.DRM))
+}
+
+func (e *NoGPU) Unwrap() error { return gpu.ErrUnavailable }
+
+// NotFound tells an unavailable backend (an error that wraps
+// gpu.ErrUnavailable) as run's exit 69 says it: a short line for each
+// backend looked for, saying what it did not find.
+//
+//	no GPU found: NVML: libnvidia-ml.so.1 not found (GPUGUARD_NVML_LIB=PATH names it)
+//	no GPU found: DRM: no AMD or Intel GPU with memory counters under /sys/class/drm
+func NotFound(err error) []string {
+	var none *NoGPU
+	if errors.As(err, &none) {
+		return []string{"no GPU found: " + unwrapUnavailable(none.NVML), "no GPU found: " + unwrapUnavailable(none.DRM)}
+	}
+	return []string{"no GPU found: " + unwrapUnavailable(err)}
+}
+
 func unwrapUnavailable(err error) string {
 	return strings.TrimPrefix(err.Error(), gpu.ErrUnavailable.Error()+": ")
 }

@@ -99,17 +99,24 @@ func TestOpenProbeDRM(t *testing.T) {
 }
 
 // TestAutoUnavailable: with neither NVML nor an amdgpu device, auto's
-// exit-69 error names what both looked for.
+// exit-69 error names what both looked for, in a short line each
+// (NotFound); another backend's in one.
 func TestAutoUnavailable(t *testing.T) {
 	empty := t.TempDir()
 	_, err := Probe(Options{Backend: "auto", Sysfs: empty, NVMLLib: empty + "/libnvidia-ml.so.1"})
 	if !errors.Is(err, gpu.ErrUnavailable) {
 		t.Fatalf("%v, want ErrUnavailable", err)
 	}
-	for _, want := range []string{"NVML", "libnvidia-ml.so.1", "DRM", "amdgpu", empty + "/class/drm", "--backend sim"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error lacks %q:\n%v", want, err)
-		}
+	want := []string{
+		"no GPU found: NVML: cannot load " + empty + "/libnvidia-ml.so.1 (named by GPUGUARD_NVML_LIB)",
+		"no GPU found: DRM: no AMD or Intel GPU with memory counters under " + empty + "/class/drm",
+	}
+	if got := NotFound(err); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("NotFound:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	_, err = Probe(Options{Backend: "drm", Sysfs: empty})
+	if got := NotFound(err); len(got) != 1 || got[0] != want[1] {
+		t.Errorf("drm: NotFound %q, want %q", got, want[1:])
 	}
 }
 

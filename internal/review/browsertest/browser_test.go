@@ -25,7 +25,8 @@ import (
 	"github.com/gpuguard/gpuguard/internal/journal"
 )
 
-// gpuguardBin is the binary under test, built once.
+// gpuguardBin is the binary under test, built once (or the one
+// GPUGUARD_BIN names: scripts/test.sh builds one for every package).
 var gpuguardBin string
 
 func TestMain(m *testing.M) {
@@ -34,14 +35,17 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	gpuguardBin = filepath.Join(dir, "gpuguard")
-	// Built in its own module (the repository's root), with its own go.mod.
-	build := exec.Command("go", "build", "-o", gpuguardBin, ".")
-	build.Dir = filepath.Join("..", "..", "..")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building gpuguard:", err)
-		os.Exit(1)
+	gpuguardBin = os.Getenv("GPUGUARD_BIN")
+	if gpuguardBin == "" {
+		gpuguardBin = filepath.Join(dir, "gpuguard")
+		// Built in its own module (the repository's root), with its own go.mod.
+		build := exec.Command("go", "build", "-o", gpuguardBin, ".")
+		build.Dir = filepath.Join("..", "..", "..")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building gpuguard:", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

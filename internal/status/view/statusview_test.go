@@ -63,6 +63,18 @@ No GPUs.
 `,
 		},
 		{
+			name: "asleep for a peer",
+			r: Report{Instances: []api.Status{
+				{Name: "coder", PID: 3, State: api.StateAsleep, Profile: "asleep", Level: 1, Levels: 2, UptimeSeconds: 59, IntervalSeconds: 1,
+					RoomFor: new("chat")},
+			}},
+			want: `NAME   PID  PRIO  PROFILE       GPU MEM  WATERMARK  POLL  ETA  RESTARTS  UPTIME  STATE                READY  LAST EVENT
+coder  3    0     asleep (1/2)  -        0.00       1s    -    0         59s     asleep (room: chat)  no     -
+
+No GPUs.
+`,
+		},
+		{
 			name:  "colours wrap the text, not the padding",
 			r:     Report{Instances: []api.Status{unreachable}},
 			color: true,
@@ -159,7 +171,7 @@ func TestWriteJSON(t *testing.T) {
 	if err := WriteJSON(&b, Report{Instances: []api.Status{{Name: "x", State: api.StateUnreachable}}}, true); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"instances":[{"name":"x","pid":0,"child_pid":0,"state":"unreachable","profile":"","level":0,"levels":0,"priority":0,"watermark":0,"interval_seconds":0,"eta_seconds":null,"restarts":0,"uptime_seconds":0,"child_uptime_seconds":0,"observe":false,"gpus":[],"leases":0,"ready":false,"held":0,"tasks":0,"last_event":null,"fit":null}],"gpus":[]}` + "\n"
+	want := `{"instances":[{"name":"x","pid":0,"child_pid":0,"state":"unreachable","profile":"","level":0,"levels":0,"priority":0,"watermark":0,"interval_seconds":0,"eta_seconds":null,"restarts":0,"uptime_seconds":0,"child_uptime_seconds":0,"observe":false,"gpus":[],"leases":0,"ready":false,"held":0,"tasks":0,"in_flight":0,"idle_seconds":null,"room_for":null,"last_event":null,"fit":null}],"gpus":[]}` + "\n"
 	if b.String() != want {
 		t.Errorf("got  %s\nwant %s", b.String(), want)
 	}

@@ -93,6 +93,9 @@ func instanceRow(st api.Status, now time.Time) []cell {
 	if st.Observe {
 		state += " (observe)"
 	}
+	if st.RoomFor != nil {
+		state += " (room: " + *st.RoomFor + ")" // asleep for a peer that needed the memory
+	}
 	return []cell{
 		plain(st.Name),
 		plain(pid(st.PID)),

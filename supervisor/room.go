@@ -1,0 +1,108 @@
+package supervisor
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/room"
+	"github.com/gpuguard/gpuguard/policy"
+	"github.com/gpuguard/gpuguard/supervisor/core"
+)
+
+// Making room, as the loop carries it out. The asker's side is the core's
+// decision (core.AskRoom, core.RoomAnswer, fed in loop.go and effects.go);
+// the asked side is here: what this instance tells the other tenants of
+// itself as a candidate (roomInfo in its tenant record, liveRoom in the
+// `tenant` answer), and a tenant's ask that it sleep for it
+// (onTenantSleep), which its core decides by its own facts of the moment.
+
+// onTenantSleep hands the core another tenant's ask that this instance
+// sleep for it, with this instance's facts read now; the core replies.
+func (l *loop) onTenantSleep(r request) {
+	ts := r.tenantSleep
+	if l.peers == nil {
+		r.reply <- response{err: fmt.Errorf("%s shares no GPU with other tenants", l.cfg.Name)}
+		return
+	}
+	now := time.Now()
+	l.feed(core.SleepFor{Now: now, For: ts.For, GPU: ts.GPU, Priority: ts.Priority,
+		Watches: l.tenant(now).Watches(ts.GPU), Self: l.roomSelf(now, ts.GPU)}, r.reply)
+}
+
+// roomSelf is this instance as a candidate to sleep for a peer on GPU
+// uuid, at now: the live facts (the core adds the policy's).
+func (l *loop) roomSelf(now time.Time, uuid string) room.Candidate {
+	act := l.s.act.read()
+	c := room.Candidate{Name: l.cfg.Name, Serving: l.life.serving() && l.life.door.healthy, CanSleep: l.deps.Door != nil,
+		Busy: act.busy, Idle: act.idle(now, l.s.started), LastUsed: act.lastUsed}
+	if info := l.roomInfo(); info != nil {
+		c.UsedBytes, c.SleepBytes = info.UsedBytes, info.SleepBytes
+	}
+	if u, ok := l.tenantInfo().Used(uuid); ok && u > 0 {
+		c.UsedBytes = u
+	}
+	return c
+}
+
+// roomInfo is what the other tenants' rankings read of this instance in
+// its tenant record (the facts that change with each request are the
+// `tenant` answer's: liveRoom); nil when it can never sleep for a peer
+// (no front door, no serving = false profile, wake = false).
+func (l *loop) roomInfo() *api.TenantRoom {
+	pol := l.pol
+	asleep := core.FirstAsleep(pol.Profiles)
+	if l.deps.Door == nil || asleep < 0 || !pol.Serve.Wake {
+		return nil
+	}
+	r := &api.TenantRoom{CanSleep: true, Serving: l.life.serving() && l.life.door.healthy && pol.Profiles[l.life.level].Serving(),
+		KeepAwakeSeconds: pol.Serve.KeepAwake.Seconds(), SleepBytes: pol.Profiles[asleep].Needs, For: l.life.sleepsForName(pol)}
+	// What it uses where the backend does not tell processes apart: what
+	// it used while it served, else its profile's needs.
+	r.UsedBytes = l.latest.served
+	if r.UsedBytes == 0 {
+		r.UsedBytes = pol.Profiles[l.life.level].Needs
+	}
+	return r
+}
+
+// liveRoom fills in the making-room facts of the `tenant` answer that
+// change with every request: whether one is in flight or held, how long
+// the instance has been idle, when it last answered. Safe from any
+// goroutine.
+func (s *Supervisor) liveRoom(r *api.TenantRoom) {
+	act := s.act.read()
+	r.Busy = act.busy
+	r.IdleSeconds = act.idle(time.Now(), s.started).Seconds()
+	if !act.lastUsed.IsZero() {
+		r.LastUsed = act.lastUsed.UnixNano()
+	}
+}
+
+// sleepsFor is the status object's room_for: the peer this instance
+// sleeps for, nil when it does not.
+func (c *lifecycle) sleepsFor(pol *policy.Policy) *string {
+	if n := c.sleepsForName(pol); n != "" {
+		return &n
+	}
+	return nil
+}
+
+// sleepsForName is the peer this instance sleeps for ("": none): the
+// last step down was taken for it, and the instance has not left its
+// serving = false profile since.
+func (c *lifecycle) sleepsForName(pol *policy.Policy) string {
+	if pol.Profiles[c.level].Serving() {
+		return ""
+	}
+	return c.roomFor
+}
+
+// forRoom adds to a step event the peer a step with reason room is taken
+// for.
+func (c *lifecycle) forRoom(ev api.Event) api.Event {
+	if ev.Reason == api.ReasonRoom {
+		ev.For = c.roomFor
+	}
+	return ev
+}

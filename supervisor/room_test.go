@@ -1,0 +1,152 @@
+package supervisor
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gpuguard/gpuguard/api"
+)
+
+// TestTenantSleepRequest: another tenant's ask that this instance sleep
+// for it is refused while it answered within keep_awake or has a request
+// in flight, and then accepted: it sleeps through its server's actions,
+// reason room, for the asker; status and its tenant answer say for whom
+// until a request wakes it.
+func TestTenantSleepRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		door, acts := newFakeDoor(), &fakeActions{}
+		close(door.drain)
+		pol := sleepPolicy()
+		pol.Serve.Wake, pol.Serve.KeepAwake = true, 30*time.Second
+		fc := &fakeCoord{}
+		h := startHarness(t, pol, withCoord(fc, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts }))
+		c := h.child()
+		c.setHandler(true)
+		h.sup.Healthy(1)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		ask := api.TenantSleep{GPU: fakeGPU, For: "chat", At: time.Now().UnixNano()}
+		sleep := func() error { return h.sup.Admission().TenantSleep(context.Background(), ask) }
+		if err := sleep(); err == nil || !strings.Contains(err.Error(), "within its keep_awake 30s") {
+			t.Fatalf("1 s after it became ready: %v, want a refusal naming keep_awake", err)
+		}
+		if info := h.sup.Admission().TenantInfo(); info.Room == nil || !info.Room.CanSleep || !info.Room.Serving ||
+			info.Room.Busy || info.Room.KeepAwakeSeconds != 30 {
+			t.Fatalf("tenant answer's room %+v", info.Room)
+		}
+		door.answering(1)
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+		if err := sleep(); err == nil || !strings.Contains(err.Error(), "in flight") {
+			t.Fatalf("with a request in flight: %v, want a refusal", err)
+		}
+		if info := h.sup.Admission().TenantInfo(); !info.Room.Busy || info.Room.IdleSeconds != 0 {
+			t.Fatalf("busy: tenant answer's room %+v", info.Room)
+		}
+		door.answering(0)
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		if got := acts.got(); len(got) != 0 {
+			t.Fatalf("actions %v before the ask", got)
+		}
+		if err := sleep(); err != nil {
+			t.Fatalf("idle past keep_awake: %v", err)
+		}
+		synctest.Wait()
+		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+			t.Fatalf("actions %v, want the sleep", got)
+		}
+		downs := h.rec.named(api.EventStepDown)
+		if len(downs) != 1 || downs[0].Reason != api.ReasonRoom || downs[0].For != "chat" || downs[0].To != "asleep" {
+			t.Fatalf("stepdown events %+v, want one to asleep, reason room, for chat", downs)
+		}
+		st := h.sup.Status()
+		if st.State != api.StateAsleep || st.RoomFor == nil || *st.RoomFor != "chat" {
+			t.Fatalf("status %s, room_for %v; want asleep for chat", st.State, st.RoomFor)
+		}
+		if info := h.sup.Admission().TenantInfo(); info.Room.For != "chat" || info.Room.Serving {
+			t.Fatalf("asleep: tenant answer's room %+v", info.Room)
+		}
+		if err := sleep(); err == nil || !strings.Contains(err.Error(), "not serving") {
+			t.Fatalf("asleep already: %v, want a refusal", err)
+		}
+		door.mu.Lock()
+		door.held = 1
+		door.mu.Unlock()
+		h.sup.Requested(true)
+		synctest.Wait()
+		if st := h.sup.Status(); st.State != api.StateRunning || st.RoomFor != nil {
+			t.Fatalf("after the wake: %s, room_for %v; want running, none", st.State, st.RoomFor)
+		}
+		c.end(Exit{})
+		h.wait()
+	})
+}
+
+// TestRoomAsked: a request held while asleep, whose profile does not fit,
+// asks the GPU's tenants for room at once, with the shortfall; once a
+// peer has slept and the memory is free, the instance wakes and journals
+// room (who slept, what was freed). With make_room = false nothing is
+// asked, and the wake waits as before.
+func TestRoomAsked(t *testing.T) {
+	for _, makeRoom := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			door, acts := newFakeDoor(), &fakeActions{}
+			close(door.drain)
+			pol := sleepPolicy()
+			pol.Serve.Wake, pol.Serve.MakeRoom = true, makeRoom
+			fc := &fakeCoord{}
+			h := startHarness(t, pol, withCoord(fc, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts }))
+			fc.set(func(f *fakeCoord) {
+				f.room = func(ask api.RoomAsk) api.RoomOutcome {
+					h.probe.setUsed(5 * gib) // the peer's sleep freed 8 GiB
+					return api.RoomOutcome{GPU: ask.GPU, Slept: "coder", CouldFree: 8 * gib}
+				}
+			})
+			c := h.child()
+			c.setHandler(true)
+			if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
+				t.Fatalf("step down = %q, %v", p, err)
+			}
+			h.probe.setUsed(13 * gib) // 1.4 GiB under high, int8 needs 6 GiB
+			time.Sleep(time.Second)
+			synctest.Wait()
+			door.mu.Lock()
+			door.held = 1
+			door.mu.Unlock()
+			h.sup.Requested(true)
+			time.Sleep(time.Second)
+			synctest.Wait()
+			asks := fc.roomAsks()
+			if !makeRoom {
+				if len(asks) != 0 || h.sup.Status().State != api.StateAsleep {
+					t.Fatalf("make_room = false: asks %+v, state %s; want none, asleep", asks, h.sup.Status().State)
+				}
+				c.end(Exit{})
+				h.wait()
+				return
+			}
+			const under = 15461882265 // floor(16 GiB x 0.90)
+			if len(asks) != 1 || asks[0].GPU != fakeGPU || asks[0].Shortfall != 6*gib-(under-13*gib) {
+				t.Fatalf("asks %+v, want one on %s for %d bytes", asks, fakeGPU, 6*gib-(under-13*gib))
+			}
+			if st := h.sup.Status(); st.State != api.StateRunning || st.Profile != "int8" {
+				t.Fatalf("after the room: %s in %s, want running in int8", st.State, st.Profile)
+			}
+			if got := acts.got(); !slices.Contains(got, "POST "+upstream+"/wake_up") {
+				t.Fatalf("actions %v, want the wake", got)
+			}
+			rooms := h.rec.named(api.EventRoom)
+			if len(rooms) != 1 || !slices.Equal(rooms[0].Slept, []string{"coder"}) || rooms[0].GPU != fakeGPU ||
+				rooms[0].FreedBytes == nil || *rooms[0].FreedBytes != 8*gib {
+				t.Fatalf("room events %+v", rooms)
+			}
+			c.end(Exit{})
+			h.wait()
+		})
+	}
+}
