@@ -118,7 +118,8 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 		return wake
 	}
 	// A deferred request waits for memory and the child (the next sample
-	// or health answer pokes); any other task for a subscriber.
+	// pokes while it waits); any other task for a subscriber (who pokes
+	// as it subscribes).
 	replay := t.Tool == ToolHTTP
 	if replay && !d.replayable() || !replay && sub.deliver == nil {
 		awaits = replay
