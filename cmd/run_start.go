@@ -189,7 +189,7 @@ func runRun(o *RunOptions) error {
 	// TaskHost; tasks is its API, for the socket, the door and metrics.
 	var tasks *deliver.Tasks
 	deliverer := func(in *supervisor.TaskHost) supervisor.Deliverer {
-		tasks = deliver.New(in, deliver.Options{Store: taskStore, Replayer: door.Replayer(), Logf: logf})
+		tasks = deliver.New(in, deliver.Options{Store: taskStore, Shared: store.Shared(r.pol.Defer.Store), Replayer: door.Replayer(), Logf: logf})
 		return tasks
 	}
 	sup, err = supervisor.New(cfg, supervisor.Deps{

@@ -46,8 +46,21 @@ type Sample struct {
 // Probe samples the watched GPUs. Implementations need not be safe for
 // concurrent use: the supervisor calls Sample from one goroutine at a time.
 type Probe interface {
-	// Sample reads every watched device. It honours ctx's deadline so a
-	// hung driver call cannot wedge the caller.
+	// Sample reads every watched device. It stops when ctx ends, as far
+	// as the backend can (between driver calls; a call in the driver
+	// cannot be cut short).
 	Sample(ctx context.Context) (Sample, error)
 	Close() error
+}
+
+// Interruptible is a Probe whose Sample returns at ctx's deadline even
+// while the backend is stuck (npu-smi's command is killed). The
+// supervisor gives a deadline (the probe timeout) only to the calls of
+// such a probe: arming one costs a runtime timer a sample, and a call of
+// any other backend that runs past it is noticed by the supervisor on its
+// own, not ended by it.
+type Interruptible interface {
+	Probe
+	// Interruptible reports whether Sample honours a deadline.
+	Interruptible() bool
 }

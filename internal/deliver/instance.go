@@ -38,6 +38,11 @@ type Options struct {
 	// Replayer replays the front door's deferred requests (tasks of tool
 	// http); nil: they wait in the queue.
 	Replayer Replayer
+	// Shared says other processes write Store (a Redis store, shared by
+	// the instances of this name on every host): the deliverer then looks
+	// for tasks it was not told of every few seconds, even with an empty
+	// queue.
+	Shared bool
 	// Logf prints one human-readable line (the store's failures, a dead
 	// task).
 	Logf func(format string, args ...any)
@@ -51,9 +56,17 @@ func (q *Tasks) Run(ctx context.Context) {
 	}
 }
 
-// Poke asks the deliverer to look again: memory may have freed (after each
-// sample). It never blocks.
-func (q *Tasks) Poke() { q.d.poke() }
+// Poke tells the deliverer that a sample was taken, so memory may have
+// freed. It wakes the deliverer only while a queued task waits for memory
+// or for the child, which only a sample tells; whatever else lets a task
+// go (a deferral, a subscriber, a finished task, a released lease, a
+// timer of its own) wakes it itself, so a sample costs an idle deliverer
+// one atomic load. It never blocks.
+func (q *Tasks) Poke() {
+	if d := q.d; d != nil && d.awaitsSample.Load() {
+		d.poke()
+	}
+}
 
 // LeaseReleased tells the deliverer that the instance's ledger let lease
 // go (on the supervisor's loop): a task's released lease frees the

@@ -44,11 +44,18 @@ func (d *deliverer) recoverTasks(ctx context.Context) {
 		d.journalAttempt(sctx, t)
 	}
 	d.refreshCounts(sctx)
+	d.housekept = time.Now() // Recover took back every lease
 }
 
 // pass does what is due at now and returns when to look again (zero:
-// at the next poke, such as the next GPU sample).
+// at the next poke). It says whether the next GPU sample should poke it
+// (awaitsSample): only when it leaves a queued task waiting for memory or
+// for the child. While it looks, a sample pokes anyway, so that one taken
+// meanwhile is not missed.
 func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
+	d.awaitsSample.Store(true)
+	awaits := false
+	defer func() { d.awaitsSample.Store(awaits) }()
 	pol := d.in.Defer()
 	var wake time.Time
 	soonest := func(t time.Time) {
@@ -81,13 +88,17 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 	}
 	d.mu.Unlock()
 
-	if busy := d.housekeep(sctx, now, pol.AckTimeout, pol.MaxAttempts, pol.KeepResults); busy {
-		soonest(d.housekept.Add(taskHousekeeping))
+	if every := d.housekeep(sctx, now, pol.AckTimeout, pol.MaxAttempts, pol.KeepResults); every > 0 {
+		soonest(d.housekept.Add(every))
 	}
+	queued := d.counts.Load().Queued > 0 || !d.countsKnown.Load()
 	switch {
-	case busy:
+	case busy || !queued: // a finished task, or a deferral, pokes
 		return wake
 	case sub.deliver == nil && !d.replayable():
+		// A subscriber pokes as it comes; the child's readiness and
+		// memory for a deferred request come with a sample.
+		awaits = d.replayer != nil
 		return wake
 	case !pol.Window.Open(now):
 		soonest(pol.Window.NextOpen(now))
@@ -107,9 +118,11 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 		return wake
 	}
 	// A deferred request waits for memory and the child (the next sample
-	// or health answer pokes); any other task for a subscriber.
+	// pokes while it waits); any other task for a subscriber (who pokes
+	// as it subscribes).
 	replay := t.Tool == ToolHTTP
 	if replay && !d.replayable() || !replay && sub.deliver == nil {
+		awaits = replay
 		return wake
 	}
 	// A deferred request takes no lease: it has no bytes to reserve, and
@@ -119,7 +132,8 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 		var err error
 		dec, err = d.in.Reserve(ctx, admission.Request{Bytes: t.Bytes, Priority: t.Priority, Tool: t.Tool, TTL: pol.AckTimeout}, true)
 		if err != nil || dec.Decision != admission.DecisionGPU {
-			return wake // the next sample looks again
+			awaits = true // the next sample looks again
+			return wake
 		}
 	}
 	leased, err := d.store.Lease(sctx, t.Ticket, now)
@@ -164,25 +178,54 @@ func payloadOrNull(p []byte) []byte {
 
 // housekeep takes back expired leases (another host's, on a shared
 // store), removes done tasks past keep_results and re-reads the counts,
-// at most every taskHousekeeping. busy says the queue holds anything, so
-// that it runs again.
-func (d *deliverer) housekeep(ctx context.Context, now time.Time, ack time.Duration, maxAttempts int, keep time.Duration) (busy bool) {
-	c := *d.counts.Load()
-	busy = c != (api.TaskCounts{})
-	if now.Sub(d.housekept) < taskHousekeeping {
-		return busy
+// each when what the queue holds asks for it and at most as often as
+// housekeepEvery says. It answers how long the next may wait after it
+// (0: until something changes).
+func (d *deliverer) housekeep(ctx context.Context, now time.Time, ack time.Duration, maxAttempts int, keep time.Duration) time.Duration {
+	c, known := *d.counts.Load(), d.countsKnown.Load()
+	every := d.housekeepEvery(c, known)
+	switch {
+	case every == 0:
+		d.housekept = time.Time{} // the clock stops
+		return 0
+	case d.housekept.IsZero():
+		// The queue just got its first task: its counts are this
+		// deliverer's own, and nothing is there to expire or purge yet.
+		d.housekept = now
+		return every
+	case now.Sub(d.housekept) < every:
+		return every
 	}
 	d.housekept = now
-	back, err := d.store.Expire(ctx, now, ack, maxAttempts)
-	d.storeErr(err, now)
-	for _, t := range back {
-		d.journalAttempt(ctx, t)
-	}
-	if _, err := d.store.Purge(ctx, now.Add(-keep)); err != nil {
+	if c.Running > 0 || !known {
+		back, err := d.store.Expire(ctx, now, ack, maxAttempts)
 		d.storeErr(err, now)
+		for _, t := range back {
+			d.journalAttempt(ctx, t)
+		}
+	}
+	if c.Done > 0 || !known {
+		if _, err := d.store.Purge(ctx, now.Add(-keep)); err != nil {
+			d.storeErr(err, now)
+		}
 	}
 	d.refreshCounts(ctx)
-	return *d.counts.Load() != (api.TaskCounts{})
+	return d.housekeepEvery(*d.counts.Load(), d.countsKnown.Load())
+}
+
+// housekeepEvery is how long housekeeping may wait, given the counts c
+// (known: read from the store, which has not failed since): see
+// taskHousekeeping. 0: no housekeeping until something changes (a
+// deferral, a delivery, `gpuguard tasks`), each of which moves the
+// counts itself.
+func (d *deliverer) housekeepEvery(c api.TaskCounts, known bool) time.Duration {
+	switch {
+	case d.shared || !known || c.Pending() > 0:
+		return taskHousekeeping
+	case c != (api.TaskCounts{}):
+		return taskResync
+	}
+	return 0
 }
 
 // storeErr notes the outcome of a store call that the deliverer makes on

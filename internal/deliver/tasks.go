@@ -37,11 +37,20 @@ type Store interface {
 	Purge(ctx context.Context, before time.Time) (int, error)
 }
 
-// Housekeeping: how often expired leases are taken back (another host's,
-// or a task of this store's left by a `gpuguard tasks` race), done tasks
-// past keep_results removed, and the counts re-read (`gpuguard tasks` may
-// drop or retry). Only while the queue holds anything.
-const taskHousekeeping = 5 * time.Second
+// Housekeeping (housekeep) takes back expired leases (another host's, or
+// one this deliverer could not put back), removes done tasks past
+// keep_results and re-reads the counts, as often as what the queue holds
+// asks (housekeepEvery): every taskHousekeeping while tasks are queued or
+// running, while the counts are unknown (the store failed), and always on
+// a shared store, where other hosts' tasks appear without a word to this
+// deliverer; every taskResync while the store only keeps done and dead
+// tasks (a done one then goes within taskResync of keep_results, and a
+// retry `gpuguard tasks` could not tell the instance of is seen); never
+// while a store of its own is empty.
+const (
+	taskHousekeeping = 5 * time.Second
+	taskResync       = time.Minute
+)
 
 // storeTimeout bounds one store call: an unreachable Redis answers deny
 // rather than holding a deferral.
@@ -60,7 +69,13 @@ type deliverer struct {
 	store Store
 	// replayer replays deferred requests (tool http); nil without a door.
 	replayer Replayer
-	kick     chan struct{}
+	// shared: other processes write the store (a Redis stream that every
+	// host of the name shares), so tasks can appear in it unannounced.
+	shared bool
+	kick   chan struct{}
+	// awaitsSample: the last pass left a queued task waiting for memory
+	// or for the child, which only a sample can change (Poke).
+	awaitsSample atomic.Bool
 
 	mu      sync.Mutex
 	subs    []taskSub // in the order they subscribed
@@ -84,6 +99,9 @@ type deliverer struct {
 
 	counts   atomic.Pointer[api.TaskCounts]
 	countsMu sync.Mutex // serialises the changes of counts
+	// countsKnown: the store's counts were read, and no read failed since;
+	// until then the queue is not taken for empty.
+	countsKnown atomic.Bool
 	// housekept is when the last housekeeping ran; retryAt is when to ask
 	// a failing store again, lastErr its last failure (deliverer goroutine).
 	housekept time.Time
@@ -155,7 +173,7 @@ func (d *deliverer) leaseReleased(lease string) {
 }
 
 func newDeliverer(in Instance, o Options) *deliverer {
-	d := &deliverer{in: in, logf: o.Logf, store: o.Store, replayer: o.Replayer, kick: make(chan struct{}, 1)}
+	d := &deliverer{in: in, logf: o.Logf, store: o.Store, replayer: o.Replayer, shared: o.Shared, kick: make(chan struct{}, 1)}
 	d.counts.Store(&api.TaskCounts{})
 	return d
 }
@@ -433,6 +451,7 @@ func (d *deliverer) refreshCounts(ctx context.Context) {
 	if err == nil {
 		d.counts.Store(&c)
 	}
+	d.countsKnown.Store(err == nil)
 }
 
 func newTicket() string {

@@ -73,6 +73,10 @@ func (n *Probe) info(ctx context.Context) (npuTable, error) {
 	return parseNPUSMI(string(out))
 }
 
+// Interruptible says that Sample honours ctx's deadline: the command is
+// killed then (gpu.Interruptible).
+func (n *Probe) Interruptible() bool { return true }
+
 // Sample runs `npu-smi info` under ctx (a hung npu-smi is killed at the
 // deadline) and keeps the selected NPUs in the order selected.
 func (n *Probe) Sample(ctx context.Context) (gpu.Sample, error) {

@@ -158,3 +158,13 @@ func TestOpenErrors(t *testing.T) {
 		t.Errorf("unknown NPU: %v, want a plain error", err)
 	}
 }
+
+// TestInterruptible: npu-smi's calls can be cut short (the command is
+// killed at the deadline), so it says so, and the supervisor gives them
+// the probe timeout as their deadline.
+func TestInterruptible(t *testing.T) {
+	var p gpu.Probe = &Probe{}
+	if i, ok := p.(gpu.Interruptible); !ok || !i.Interruptible() {
+		t.Fatal("npu-smi's probe does not say it honours a deadline")
+	}
+}

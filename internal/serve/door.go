@@ -69,7 +69,8 @@ func New(cfg Config, opts Options) *Door {
 	d.up.healthURL = func() string { c := d.cfg.Load(); return c.Upstream + c.Health }
 	d.up.check = opts.Check
 	if d.up.check == nil {
-		d.up.check = httpCheck(&http.Client{Transport: newHealthTransport(), Timeout: pollTimeout})
+		hc := &http.Client{Transport: newHealthTransport(), Timeout: pollTimeout}
+		d.up.check, d.up.fresh = httpCheck(hc), hc.CloseIdleConnections
 	}
 	d.proxy = &httputil.ReverseProxy{
 		Rewrite:   d.rewrite,

@@ -19,6 +19,7 @@ import (
 type readiness struct {
 	gate      *gate
 	check     func(ctx context.Context, url string) error
+	fresh     func()        // the next check dials afresh (nil: checks keep nothing)
 	healthURL func() string // read at each check: a reload may change it
 	onHealthy func(gen int) // nil: nobody is told
 	logf      func(string, ...any)
@@ -66,6 +67,7 @@ func (u *readiness) stopLocked() {
 	}
 	u.ready.Store(false)
 	u.gate.setOpen(false)
+	u.dropConnection() // the next launch's first check dials its child
 }
 
 // close stops polling for good and waits for the poller to return; the
@@ -79,6 +81,7 @@ func (u *readiness) close() {
 	u.ready.Store(false)
 	u.mu.Unlock()
 	u.polls.Wait()
+	u.dropConnection()
 }
 
 // suspect closes the gate after a request found the child's connection
@@ -95,9 +98,19 @@ func (u *readiness) suspect(gen int) {
 	u.ready.Store(false)
 	u.gate.setOpen(false)
 	u.fails = 0
+	u.dropConnection()
 	select {
 	case u.kick <- struct{}{}:
 	default:
+	}
+}
+
+// dropConnection makes the next check dial afresh: a kept connection
+// tells that the child still answers on it, a new one that it accepts
+// connections now, which is what a check after a failure must tell.
+func (u *readiness) dropConnection() {
+	if u.fresh != nil {
+		u.fresh()
 	}
 }
 
@@ -129,6 +142,9 @@ func (u *readiness) poll(ctx context.Context, gen int, kick <-chan struct{}) {
 		cancel()
 		if ctx.Err() != nil {
 			return
+		}
+		if err != nil {
+			u.dropConnection()
 		}
 		ready, first := u.result(gen, err == nil)
 		if first && u.onHealthy != nil {
@@ -172,7 +188,7 @@ func (u *readiness) result(gen int, ok bool) (ready, first bool) {
 }
 
 // httpCheck is the health request: GET url, any 2xx is healthy. The body
-// is read (bounded) so the connection can be reused.
+// is read (bounded) so the connection can be kept for the next check.
 func httpCheck(client *http.Client) func(ctx context.Context, url string) error {
 	return func(ctx context.Context, url string) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

@@ -41,10 +41,20 @@ func newTransport() *http.Transport {
 	}
 }
 
-// newHealthTransport opens a connection per check, so a check tells
-// whether the child accepts connections now, not whether an old one lives.
+// newHealthTransport keeps the health checks' connection while the child
+// answers on it: a ready child's check every 5 s is then one request on a
+// live connection, not a TCP connection set up and torn down (a quarter
+// of a calm door instance's CPU time, docs/performance.md). The checks
+// that can make a child unready dial afresh, and so tell whether it
+// accepts connections now: readiness drops the kept connection at each
+// launch, after each failed check, and when a request found the child's
+// connection failing (readiness.dropConnection). A child that closes idle
+// connections after 5 s (uvicorn, llama-server, Node) races the next
+// check: the check reuses the connection when it comes first, and
+// net/http sends the GET again on a new connection when the close does.
 func newHealthTransport() *http.Transport {
-	return &http.Transport{Proxy: nil, DisableKeepAlives: true, DisableCompression: true,
+	return &http.Transport{Proxy: nil, DisableCompression: true,
+		MaxIdleConnsPerHost: 1, IdleConnTimeout: 2 * pollReady,
 		DialContext: (&net.Dialer{Timeout: pollTimeout}).DialContext}
 }
 

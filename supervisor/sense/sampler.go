@@ -42,20 +42,27 @@ type target struct {
 // timer). out holds one result, so the sampler never waits for the loop to
 // take it.
 type sampler struct {
-	probe   gpu.Probe
-	timeout atomic.Int64 // nanoseconds; a reload may change it
-	next    *time.Timer
-	kick    chan struct{}
-	period  atomic.Int64           // nanoseconds
-	target  atomic.Pointer[target] // nil: no child
-	out     chan Result
-	yield   func() // before a call on the timer: newTimeSlice
+	probe gpu.Probe
+	// timeout bounds each call of an interruptible probe (npu-smi); any
+	// other gets no deadline, and the loop notices a call that runs past
+	// it on its own (Pacer.Hung). Nanoseconds; a reload may change it.
+	timeout       atomic.Int64
+	interruptible bool
+	next          *time.Timer
+	kick          chan struct{}
+	period        atomic.Int64           // nanoseconds
+	target        atomic.Pointer[target] // nil: no child
+	out           chan Result
+	yield         func() // before a call on the timer: newTimeSlice
 }
 
 func newSampler(probe gpu.Probe, timeout, period time.Duration) *sampler {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	s := &sampler{probe: probe, next: t, kick: make(chan struct{}, 1), out: make(chan Result, 1), yield: newTimeSlice}
+	if p, ok := probe.(gpu.Interruptible); ok {
+		s.interruptible = p.Interruptible()
+	}
 	s.timeout.Store(int64(timeout))
 	s.period.Store(int64(period))
 	return s
@@ -115,12 +122,8 @@ func (s *sampler) run(ctx context.Context, done <-chan struct{}) {
 func newTimeSlice() { runtime.Gosched() }
 
 func (s *sampler) sample(ctx context.Context) Result {
-	// The deadline is for backends that can honour it (npu-smi is a
-	// command); the loop notices a call that ignores it on its own.
-	cctx, cancel := context.WithTimeout(ctx, time.Duration(s.timeout.Load()))
 	t0 := time.Now()
-	smp, err := s.probe.Sample(cctx)
-	cancel()
+	smp, err := s.call(ctx)
 	r := Result{Sample: smp, Err: err, Took: time.Since(t0)}
 	if tg := s.target.Load(); tg != nil {
 		r.ForPID = tg.pid
@@ -138,4 +141,17 @@ func (s *sampler) sample(ctx context.Context) Result {
 		}
 	}
 	return r
+}
+
+// call is one probe call, bounded by the probe timeout when the probe can
+// honour a deadline: a context with one arms a runtime timer and joins the
+// run's context, about a tenth of a calm instance's CPU time with the sim
+// backend, for nothing when the backend cannot be cut short anyway.
+func (s *sampler) call(ctx context.Context) (gpu.Sample, error) {
+	if !s.interruptible {
+		return s.probe.Sample(ctx)
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Duration(s.timeout.Load()))
+	defer cancel()
+	return s.probe.Sample(cctx)
 }

@@ -38,6 +38,12 @@ func Open(url, stateDir, name string, logf func(string, ...any)) (tasks.Store, e
 	return s, nil
 }
 
+// Shared says whether the store of url is written by other processes
+// too: a Redis store is shared by the instances of one name on every
+// host, so tasks appear in it that this instance was not told of; the
+// embedded store is its instance's alone.
+func Shared(url string) bool { return url != "" }
+
 // consumerName is this instance's consumer in the Redis group: the same
 // across its restarts (Recover finds its tasks by it), another for an
 // instance of the same name on another host or in another state dir.

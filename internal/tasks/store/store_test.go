@@ -60,3 +60,14 @@ func TestConsumerName(t *testing.T) {
 		t.Errorf("consumers %q %q %q", consumerName(a), consumerName(a), consumerName(b))
 	}
 }
+
+// TestShared: a Redis store is shared by the hosts of an instance's name
+// (its deliverer looks for their tasks); the embedded store is not.
+func TestShared(t *testing.T) {
+	if Shared("") {
+		t.Error("the embedded store said shared")
+	}
+	if !Shared("redis://127.0.0.1:6379/0") {
+		t.Error("a Redis store said not shared")
+	}
+}
