@@ -53,11 +53,11 @@ func TestRecoverSweepsCutBodies(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"b-cut", "b-writing"} {
-		if err := s.putChunk(ctx, id, 0, []byte("chunk")); err != nil {
+		if err := s.chunks.put(ctx, id, 0, []byte("chunk")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s.writing.add("b-writing")
+	s.chunks.writing.add("b-writing")
 	if _, err := s.Recover(ctx, now, 5); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 
@@ -56,33 +55,15 @@ const cols = `ticket, tool, priority, bytes, payload, state, attempts, last_erro
 // listCols are cols without the payload (NULL in its place).
 const listCols = `ticket, tool, priority, bytes, NULL, state, attempts, last_error, enqueued, not_before, finished`
 
-// Store is the SQLite store. It is safe for concurrent use.
-//
-// The statements a delivered task runs (enqueue, peek, lease, ack) are
-// prepared once at open: parsing them at every call was a fifth of the
-// instance's CPU per task (perf, BenchmarkTasks). mu serialises this
-// process's writes, so that no write runs between Lease's switch to
-// synchronous=NORMAL and its switch back (the pool's one connection
-// would otherwise carry the lowered level to it).
+// listQuery selects every task without its payload, oldest first.
+const listQuery = `SELECT ` + listCols + ` FROM tasks ORDER BY enqueued, rowid`
+
+// Store is the SQLite store. It is safe for concurrent use. Its one
+// connection, with the write discipline and the prepared statements, is
+// conn (conn.go); the tasks' bodies are chunks (body.go).
 type Store struct {
-	db *sql.DB
-	st stmts
-
-	mu sync.Mutex
-	// unsynced is set while the connection may still be at
-	// synchronous=NORMAL (Lease could not switch it back): every write
-	// first switches it back, and fails rather than commit undurably.
-	unsynced bool
-
-	// writing are the bodies this store is writing now, which Recover's
-	// sweep of orphan chunks leaves alone.
-	writing bodySet
-	bodies  tasks.Bodies
-}
-
-// stmts are the prepared statements of the hot path.
-type stmts struct {
-	enqueue, exists, peek, peekWake, lease, ack, ackLease, extend, fail, normal, full *sql.Stmt
+	conn
+	chunks chunks
 }
 
 var _ tasks.Store = (*Store)(nil)
@@ -125,42 +106,13 @@ func OpenFile(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("preparing the task store %s: %w", path, err)
 	}
-	s := &Store{db: db}
+	s := &Store{conn: conn{db: db}}
+	s.chunks.c = &s.conn
 	if err := s.prepare(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("preparing the task store %s: %w", path, err)
 	}
 	return s, nil
-}
-
-// prepare prepares the hot path's statements.
-func (s *Store) prepare() error {
-	for _, p := range []struct {
-		st    **sql.Stmt
-		query string
-	}{
-		{&s.st.enqueue, enqueueQuery},
-		{&s.st.exists, `SELECT 1 FROM tasks WHERE ticket = ?`},
-		{&s.st.peek, `SELECT ` + listCols + ` FROM tasks
-			WHERE state = 'queued' AND not_before <= ? ORDER BY enqueued, rowid LIMIT 1`},
-		{&s.st.peekWake, `SELECT min(not_before) FROM tasks WHERE state = 'queued'`},
-		{&s.st.lease, `UPDATE tasks SET state = 'running', leased_at = ?
-			WHERE ticket = ? AND state = 'queued' AND not_before <= ? RETURNING ` + cols},
-		{&s.st.ack, `UPDATE tasks SET state = 'done', finished = ?, result = ?, leased_at = 0
-			WHERE ticket = ? AND state = 'running'`},
-		{&s.st.ackLease, ackLeaseQuery()},
-		{&s.st.extend, `UPDATE tasks SET leased_at = ? WHERE ticket = ? AND state = 'running'`},
-		{&s.st.fail, attempt + ` WHERE ticket = ? AND state = 'running' RETURNING ` + cols},
-		{&s.st.normal, `PRAGMA synchronous = NORMAL`},
-		{&s.st.full, `PRAGMA synchronous = FULL`},
-	} {
-		st, err := s.db.Prepare(p.query)
-		if err != nil {
-			return err
-		}
-		*p.st = st
-	}
-	return nil
 }
 
 // Close closes the statements and the database.
@@ -170,21 +122,6 @@ func (s *Store) Close() error {
 		st.Close()
 	}
 	return s.db.Close()
-}
-
-// write takes the write lock, first making sure that the connection is
-// back at synchronous=FULL; unlock with s.mu.Unlock.
-func (s *Store) write(ctx context.Context) error {
-	s.mu.Lock()
-	if !s.unsynced {
-		return nil
-	}
-	if _, err := s.st.full.ExecContext(ctx); err != nil {
-		s.mu.Unlock()
-		return fmt.Errorf("restoring synchronous=FULL: %w", err)
-	}
-	s.unsynced = false
-	return nil
 }
 
 func nanos(t time.Time) int64 {
@@ -293,13 +230,11 @@ func (s *Store) Lease(ctx context.Context, ticket string, now time.Time) (api.Ta
 		return api.Task{}, fmt.Errorf("leasing task %s: %w", ticket, err)
 	}
 	defer s.mu.Unlock()
-	if _, err := s.st.normal.ExecContext(ctx); err != nil {
-		return api.Task{}, fmt.Errorf("leasing task %s: %w", ticket, err)
-	}
-	t, err := scanTask(s.st.lease.QueryRowContext(uncancelled(ctx), now.UnixNano(), ticket, now.UnixNano()))
-	if _, ferr := s.st.full.ExecContext(context.WithoutCancel(ctx)); ferr != nil {
-		s.unsynced = true // the next write switches it back, or fails
-	}
+	var t api.Task
+	err := s.unfsynced(ctx, func() (err error) {
+		t, err = scanTask(s.st.lease.QueryRowContext(uncancelled(ctx), now.UnixNano(), ticket, now.UnixNano()))
+		return err
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, fmt.Errorf("leasing task %s: %w", ticket, tasks.ErrNotQueued)
 	}
@@ -424,22 +359,6 @@ func afterCol(column string) string {
 		AND ticket <> ?4 ORDER BY enqueued, rowid LIMIT 1) END`
 }
 
-// running runs an update of a running task; no row is ErrNotRunning.
-func (s *Store) running(ctx context.Context, ticket, what string, st *sql.Stmt, args ...any) error {
-	if err := s.write(ctx); err != nil {
-		return fmt.Errorf("%s task %s: %w", what, ticket, err)
-	}
-	res, err := st.ExecContext(uncancelled(ctx), args...)
-	s.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("%s task %s: %w", what, ticket, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("%s task %s: %w", what, ticket, tasks.ErrNotRunning)
-	}
-	return nil
-}
-
 // attempt is the update shared by Fail, Expire and Recover: one more
 // attempt, then dead or queued again.
 const attempt = `UPDATE tasks SET attempts = attempts + 1, last_error = ?, leased_at = 0,
@@ -478,62 +397,25 @@ func (s *Store) Recover(ctx context.Context, now time.Time, maxAttempts int) ([]
 	if err != nil {
 		return back, err
 	}
-	return back, s.sweepBodies(ctx)
-}
-
-// writeQuery is query for an update ... RETURNING, under the write lock.
-func (s *Store) writeQuery(ctx context.Context, what, query string, args ...any) ([]api.Task, error) {
-	if err := s.write(ctx); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer s.mu.Unlock()
-	return s.query(ctx, what, query, args...)
-}
-
-func (s *Store) query(ctx context.Context, what, query string, args ...any) ([]api.Task, error) {
-	rows, err := s.db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer rows.Close()
-	var out []api.Task
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return out, nil
+	return back, s.chunks.sweep(ctx)
 }
 
 // Get reads one task and its result.
 func (s *Store) Get(ctx context.Context, ticket string) (api.Task, []byte, error) {
 	var result []byte
-	var t api.Task
-	var payload []byte
-	var enq, nb, fin int64
-	err := s.db.QueryRowContext(ctx, `SELECT `+cols+`, result FROM tasks WHERE ticket = ?`, ticket).Scan(
-		&t.Ticket, &t.Tool, &t.Priority, &t.Bytes, &payload, &t.State, &t.Attempts, &t.LastError, &enq, &nb, &fin, &result)
+	t, err := scanTask(around{s.db.QueryRowContext(ctx, `SELECT `+cols+`, result FROM tasks WHERE ticket = ?`, ticket), nil, []any{&result}})
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, nil, fmt.Errorf("task %s: %w", ticket, tasks.ErrUnknown)
 	}
 	if err != nil {
 		return t, nil, fmt.Errorf("reading task %s: %w", ticket, err)
 	}
-	if len(payload) > 0 {
-		t.Payload = payload
-	}
-	t.Enqueued, t.NotBefore, t.Finished = fromNanos(enq), fromNanos(nb), fromNanos(fin)
 	return t, result, nil
 }
 
 // List reads every task, oldest first.
 func (s *Store) List(ctx context.Context) ([]api.Task, error) {
-	return s.query(ctx, "listing tasks", `SELECT `+listCols+` FROM tasks ORDER BY enqueued, rowid`)
+	return s.query(ctx, "listing tasks", listQuery)
 }
 
 // Drop deletes a task and its bodies.
@@ -561,20 +443,6 @@ func (s *Store) Drop(ctx context.Context, ticket string) (api.Task, error) {
 		return t, fmt.Errorf("dropping task %s: %w", ticket, err)
 	}
 	return t, nil
-}
-
-// tx runs fn in a transaction (the write lock held), committed if fn
-// answers nil.
-func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
 }
 
 // Retry puts a dead task back, attempts reset.
@@ -652,16 +520,6 @@ func (s *Store) Purge(ctx context.Context, before time.Time) (int, error) {
 	return int(n), nil
 }
 
-// Pragmas answers the journal mode and synchronous level in force (for
-// tests and `gpuguard tasks`' diagnostics).
-func (s *Store) Pragmas() (journalMode string, synchronous int, err error) {
-	if err = s.db.QueryRow(`PRAGMA journal_mode`).Scan(&journalMode); err != nil {
-		return "", 0, err
-	}
-	err = s.db.QueryRow(`PRAGMA synchronous`).Scan(&synchronous)
-	return journalMode, synchronous, err
-}
-
 // Exists reports whether stateDir holds a store (an instance ever
 // deferred a task there).
 func Exists(stateDir string) bool {
@@ -676,23 +534,21 @@ func (s *Store) EnqueueMany(ctx context.Context, ts []api.Task) error {
 		return fmt.Errorf("storing tasks: %w", err)
 	}
 	defer s.mu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("storing tasks: %w", err)
-	}
-	defer tx.Rollback()
-	st, err := tx.PrepareContext(ctx, `INSERT INTO tasks (ticket, tool, priority, bytes, payload, state, enqueued)
-		VALUES (?, ?, ?, ?, ?, 'queued', ?) ON CONFLICT (ticket) DO NOTHING`)
-	if err != nil {
-		return fmt.Errorf("storing tasks: %w", err)
-	}
-	defer st.Close()
-	for _, t := range ts {
-		if _, err := st.ExecContext(ctx, t.Ticket, t.Tool, t.Priority, t.Bytes, []byte(t.Payload), nanos(t.Enqueued)); err != nil {
-			return fmt.Errorf("storing task %s: %w", t.Ticket, err)
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		st, err := tx.PrepareContext(ctx, `INSERT INTO tasks (ticket, tool, priority, bytes, payload, state, enqueued)
+			VALUES (?, ?, ?, ?, ?, 'queued', ?) ON CONFLICT (ticket) DO NOTHING`)
+		if err != nil {
+			return err
 		}
-	}
-	if err := tx.Commit(); err != nil {
+		defer st.Close()
+		for _, t := range ts {
+			if _, err := st.ExecContext(ctx, t.Ticket, t.Tool, t.Priority, t.Bytes, []byte(t.Payload), nanos(t.Enqueued)); err != nil {
+				return fmt.Errorf("task %s: %w", t.Ticket, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("storing tasks: %w", err)
 	}
 	return nil
@@ -701,22 +557,5 @@ func (s *Store) EnqueueMany(ctx context.Context, ts []api.Task) error {
 // Each calls fn with every task, oldest first, without payloads, as the
 // rows are read: listing 100,000 tasks holds one at a time.
 func (s *Store) Each(ctx context.Context, fn func(api.Task) error) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+listCols+` FROM tasks ORDER BY enqueued, rowid`)
-	if err != nil {
-		return fmt.Errorf("listing tasks: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return fmt.Errorf("listing tasks: %w", err)
-		}
-		if err := fn(t); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("listing tasks: %w", err)
-	}
-	return nil
+	return s.each(ctx, "listing tasks", listQuery, fn)
 }
