@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/sharing/sharingtest"
 )
 
 // TestWakeOnRequestStopped: a held request while the child is stopped
@@ -164,9 +165,9 @@ func TestIdleCountsFromReady(t *testing.T) {
 // claim is granted, with this instance starting until it settles.
 func TestLiveWakeTakesTheStartClaim(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{}
+		fc := &sharingtest.Coord{}
 		var llmStarting atomic.Bool
-		fc.claim = func(gpus []string) api.StartOutcome {
+		fc.ClaimFunc = func(gpus []string) api.StartOutcome {
 			if llmStarting.Load() {
 				return api.StartOutcome{Holder: "llm", GPU: fakeGPU}
 			}
@@ -189,14 +190,14 @@ func TestLiveWakeTakesTheStartClaim(t *testing.T) {
 			t.Fatalf("step down = %q, %v", p, err)
 		}
 		llmStarting.Store(true)
-		before := fc.claimed()
+		before := fc.Claimed()
 		h.sup.Requested(true)
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
 			t.Fatalf("actions %v while another tenant starts: want the sleep only, no wake", got)
 		}
-		if fc.claimed() <= before {
+		if fc.Claimed() <= before {
 			t.Fatal("the wake claimed nothing")
 		}
 		if h.sup.Admission().TenantInfo().Starting {
