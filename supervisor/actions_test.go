@@ -58,6 +58,26 @@ func sleepPolicy() *policy.Policy {
 	return pol
 }
 
+// startServing runs pol from level 1 behind a front door whose drain is
+// over at once (no request in flight) and with server actions, and waits
+// for the child, which catches the notify signal; more changes the
+// harness further (withCoord).
+func startServing(t *testing.T, pol *policy.Policy, more ...func(*Config, *Deps)) (*harness, *fakeChild, *fakeDoor, *fakeActions) {
+	t.Helper()
+	door, acts := newFakeDoor(), &fakeActions{}
+	close(door.drain)
+	h := startHarness(t, pol, func(c *Config, d *Deps) {
+		c.StartLevel = 1
+		d.Door, d.Actions = door, acts
+		for _, m := range more {
+			m(c, d)
+		}
+	})
+	c := h.child()
+	c.setHandler(true)
+	return h, c, door, acts
+}
+
 // TestActionsLiveSleepAndWake: a step into a serving = false profile with
 // actions drains the door first, then calls enter; the instance is asleep
 // with the same child and the door stays shut. The step back calls leave
@@ -202,13 +222,9 @@ func TestActionsFailureFallsBack(t *testing.T) {
 // door again.
 func TestActionsWakeWithoutLeave(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		door, acts := newFakeDoor(), &fakeActions{}
-		close(door.drain)
 		pol := sleepPolicy()
 		pol.Profiles[2].Leave = nil
-		h := startHarness(t, pol, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts })
-		c := h.child()
-		c.setHandler(true)
+		h, c, door, _ := startServing(t, pol)
 		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
 			t.Fatalf("step down = %q, %v", p, err)
 		}

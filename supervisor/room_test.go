@@ -19,14 +19,10 @@ import (
 // until a request wakes it.
 func TestTenantSleepRequest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		door, acts := newFakeDoor(), &fakeActions{}
-		close(door.drain)
 		pol := sleepPolicy()
 		pol.Serve.Wake, pol.Serve.KeepAwake = true, 30*time.Second
 		fc := &sharingtest.Coord{}
-		h := startHarness(t, pol, withCoord(fc, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts }))
-		c := h.child()
-		c.setHandler(true)
+		h, c, door, acts := startServing(t, pol, withCoord(fc))
 		h.sup.Healthy(1)
 		time.Sleep(time.Second)
 		synctest.Wait()

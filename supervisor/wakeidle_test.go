@@ -61,13 +61,9 @@ func TestWakeOnRequestStopped(t *testing.T) {
 // its actions: its leave runs and the instance serves again.
 func TestWakeOnRequestLive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		door, acts := newFakeDoor(), &fakeActions{}
-		close(door.drain)
 		pol := sleepPolicy()
 		pol.Serve.Wake = true
-		h := startHarness(t, pol, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts })
-		c := h.child()
-		c.setHandler(true)
+		h, c, _, acts := startServing(t, pol)
 		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
 			t.Fatalf("step down = %q, %v", p, err)
 		}
@@ -93,13 +89,9 @@ func TestWakeOnRequestLive(t *testing.T) {
 // the count.
 func TestIdleSleep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		door, acts := newFakeDoor(), &fakeActions{}
-		close(door.drain)
 		pol := sleepPolicy()
 		pol.Serve.Idle = 10 * time.Second
-		h := startHarness(t, pol, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts })
-		c := h.child()
-		c.setHandler(true)
+		h, c, _, acts := startServing(t, pol)
 		h.sup.Healthy(1) // the idle count starts once the child is ready
 		time.Sleep(8 * time.Second)
 		h.sup.Requested(false)
@@ -130,13 +122,9 @@ func TestIdleSleep(t *testing.T) {
 // put it to sleep, and once it is ready the count starts from then.
 func TestIdleCountsFromReady(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		door, acts := newFakeDoor(), &fakeActions{}
-		close(door.drain)
 		pol := sleepPolicy()
 		pol.Serve.Idle = 10 * time.Second
-		h := startHarness(t, pol, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts })
-		c := h.child()
-		c.setHandler(true)
+		h, c, _, acts := startServing(t, pol)
 		time.Sleep(30 * time.Second) // loading its weights: never healthy yet
 		synctest.Wait()
 		if got := acts.got(); len(got) != 0 {
@@ -173,14 +161,10 @@ func TestLiveWakeTakesTheStartClaim(t *testing.T) {
 			}
 			return api.StartOutcome{Granted: true}
 		}
-		door, acts := newFakeDoor(), &fakeActions{}
-		close(door.drain)
 		pol := sleepPolicy()
 		pol.Serve.Wake = true
 		pol.Watch.Settle = 2 * time.Second
-		h := startHarness(t, pol, withCoord(fc, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts }))
-		c := h.child()
-		c.setHandler(true)
+		h, c, _, acts := startServing(t, pol, withCoord(fc))
 		time.Sleep(time.Minute) // the start settles; its claim ends
 		synctest.Wait()
 		if h.sup.Admission().TenantInfo().Starting {
@@ -232,13 +216,9 @@ func TestLiveWakeTakesTheStartClaim(t *testing.T) {
 // in_flight and idle_seconds say the same.
 func TestIdleNeverCutsAStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		door, acts := newFakeDoor(), &fakeActions{}
-		close(door.drain)
 		pol := sleepPolicy()
 		pol.Serve.Idle = 10 * time.Second
-		h := startHarness(t, pol, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts })
-		c := h.child()
-		c.setHandler(true)
+		h, c, door, acts := startServing(t, pol)
 		h.sup.Healthy(1)
 		time.Sleep(5 * time.Second)
 		h.sup.Requested(false)
