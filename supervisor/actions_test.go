@@ -217,6 +217,28 @@ func TestActionsFailureFallsBack(t *testing.T) {
 	}
 }
 
+// TestStatusShowsAnActionsStepBeforeTheChild: a live change through
+// server actions shows in status by the time the child is sent the
+// notify signal.
+func TestStatusShowsAnActionsStepBeforeTheChild(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, c, _, _ := startServing(t, sleepPolicy())
+		seen := make(chan string, 4) // status's profile as the child is signalled
+		c.setOnSignal(func(*fakeChild, syscall.Signal) { seen <- h.sup.Status().Profile })
+		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
+			t.Fatalf("step down = %q, %v", p, err)
+		}
+		if len(seen) != 1 {
+			t.Fatalf("%d signals, want the step's one", len(seen))
+		}
+		if p := <-seen; p != "asleep" {
+			t.Fatalf("status said profile %s as the child heard of the step to asleep", p)
+		}
+		c.end(Exit{})
+		h.wait()
+	})
+}
+
 // TestActionsWakeWithoutLeave: leaving a sleeping profile that has no
 // leave (Ollama reloads by itself on the next request) still opens the
 // door again.
