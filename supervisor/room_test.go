@@ -88,7 +88,7 @@ func TestTenantSleepRequest(t *testing.T) {
 // asks the GPU's tenants for room at once, with the shortfall; once a
 // peer has slept and the memory is free, the instance wakes and journals
 // room (who slept, what was freed). With make_room = false nothing is
-// asked, and the wake waits as before.
+// asked, and the wake waits for memory to free on its own.
 func TestRoomAsked(t *testing.T) {
 	for _, makeRoom := range []bool{true, false} {
 		synctest.Test(t, func(t *testing.T) {

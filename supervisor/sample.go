@@ -85,8 +85,8 @@ func (l *loop) onSample(r sense.Result) {
 }
 
 // measure hands the core sample s while a live change's effect waits to
-// be measured (core.Measured): what the child holds now, read as before
-// the change (startUsage), and the watermark.
+// be measured (core.Measured): what the child holds now, read the way its
+// holding before the change was (startUsage), and the watermark.
 func (l *loop) measure(now time.Time, s gpu.Sample) {
 	if !l.core.Measuring() {
 		return

@@ -618,7 +618,7 @@ func TestUnchangedInfoIsLookedAtNotRewritten(t *testing.T) {
 		if !readable() {
 			t.Fatal("an info spoiled in place was not written again")
 		}
-		// A change is written at once, as before.
+		// A change is still written at once.
 		before := inode()
 		info.Level = 1
 		c.Publish(info)
