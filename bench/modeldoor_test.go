@@ -329,18 +329,9 @@ func BenchmarkModelDoorFirstByte(b *testing.B) {
 	md := startModelDoors(b, viaFrontDoor)
 	sides := md.sides()
 	first := func(c *http.Client, url string) time.Duration {
-		t0 := time.Now()
-		resp, err := c.Post(url, "application/json", strings.NewReader(`{"model":"m","messages":[],"stream":true}`))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
-			b.Fatal(err)
-		}
-		took := time.Since(t0)
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return took
+		return benchload.FirstLine(b, func() (*http.Response, error) {
+			return c.Post(url, "application/json", strings.NewReader(`{"model":"m","messages":[],"stream":true}`))
+		})
 	}
 	clients := make([]*http.Client, len(sides))
 	for i := range sides {

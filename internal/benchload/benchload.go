@@ -6,6 +6,7 @@
 package benchload
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net/http"
@@ -60,6 +61,23 @@ func Closed(tb testing.TB, clients int, d time.Duration, send func() error) int6
 	}
 	wg.Wait()
 	return n.Load()
+}
+
+// FirstLine is how long send takes to bring back an answer's first line
+// (a stream's first event); the rest is read and dropped.
+func FirstLine(tb testing.TB, send func() (*http.Response, error)) time.Duration {
+	t0 := time.Now()
+	resp, err := send()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+		tb.Fatal(err)
+	}
+	took := time.Since(t0)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return took
 }
 
 // Quantile is the q quantile of d (which it sorts).

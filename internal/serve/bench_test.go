@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -257,18 +256,7 @@ func BenchmarkDoorFirstByte(b *testing.B) {
 	door := benchDoor(b, up.URL)
 	direct, via := benchload.Client(b, 1), benchload.Client(b, 1)
 	first := func(c *http.Client, url string) time.Duration {
-		t0 := time.Now()
-		resp, err := c.Get(url)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
-			b.Fatal(err)
-		}
-		took := time.Since(t0)
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return took
+		return benchload.FirstLine(b, func() (*http.Response, error) { return c.Get(url) })
 	}
 	for range 100 {
 		first(direct, up.URL+"/stream")
