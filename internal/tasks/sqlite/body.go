@@ -181,11 +181,11 @@ func (s *Store) AckBody(ctx context.Context, ticket string, result []byte, body 
 	if err != nil {
 		return fmt.Errorf("finishing task %s: %w", ticket, err)
 	}
-	if err := s.write(ctx); err != nil {
+	if err := s.c.write(ctx); err != nil {
 		s.chunks.drop(ctx, id)
 		return fmt.Errorf("finishing task %s: %w", ticket, err)
 	}
-	err = s.tx(uncancelled(ctx), func(tx *sql.Tx) error {
+	err = s.c.tx(uncancelled(ctx), func(tx *sql.Tx) error {
 		var old string
 		err := tx.QueryRow(`SELECT body FROM tasks WHERE ticket = ? AND state = 'running'`, ticket).Scan(&old)
 		if err != nil {
@@ -198,7 +198,7 @@ func (s *Store) AckBody(ctx context.Context, ticket string, result []byte, body 
 		_, err = tx.Exec(`DELETE FROM bodies WHERE id = ?`, old)
 		return err
 	})
-	s.mu.Unlock()
+	s.c.mu.Unlock()
 	if err != nil {
 		s.chunks.drop(ctx, id)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -225,7 +225,7 @@ func (s *Store) ResultBody(ctx context.Context, ticket string) (io.ReadCloser, i
 func (s *Store) body(ctx context.Context, ticket, which, col string) (io.ReadCloser, int64, error) {
 	var id string
 	var size int64
-	err := s.db.QueryRowContext(ctx, `SELECT `+col+`, (SELECT coalesce(sum(length(data)), 0) FROM bodies WHERE id = tasks.`+col+`)
+	err := s.c.db.QueryRowContext(ctx, `SELECT `+col+`, (SELECT coalesce(sum(length(data)), 0) FROM bodies WHERE id = tasks.`+col+`)
 		FROM tasks WHERE ticket = ?`, ticket).Scan(&id, &size)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, 0, fmt.Errorf("task %s: %w", ticket, tasks.ErrUnknown)

@@ -27,7 +27,7 @@ func openTest(t *testing.T) *Store {
 func chunkRows(t *testing.T, s *Store) int {
 	t.Helper()
 	var n int
-	if err := s.db.QueryRow(`SELECT count(*) FROM bodies`).Scan(&n); err != nil {
+	if err := s.c.db.QueryRow(`SELECT count(*) FROM bodies`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -62,7 +62,7 @@ func TestRecoverSweepsCutBodies(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ids []string
-	rows, err := s.db.Query(`SELECT id FROM bodies ORDER BY id`)
+	rows, err := s.c.db.Query(`SELECT id FROM bodies ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}

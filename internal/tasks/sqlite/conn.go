@@ -64,6 +64,15 @@ func (c *conn) prepare() error {
 	return nil
 }
 
+// close closes the statements and the database.
+func (c *conn) close() error {
+	for _, st := range []*sql.Stmt{c.st.enqueue, c.st.exists, c.st.peek, c.st.peekWake, c.st.lease,
+		c.st.ack, c.st.ackLease, c.st.extend, c.st.fail, c.st.normal, c.st.full} {
+		st.Close()
+	}
+	return c.db.Close()
+}
+
 // write takes the write lock, first making sure that the connection is
 // back at synchronous=FULL; unlock with c.mu.Unlock.
 func (c *conn) write(ctx context.Context) error {

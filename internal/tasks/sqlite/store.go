@@ -62,7 +62,7 @@ const listQuery = `SELECT ` + listCols + ` FROM tasks ORDER BY enqueued, rowid`
 // connection, with the write discipline and the prepared statements, is
 // conn (conn.go); the tasks' bodies are chunks (body.go).
 type Store struct {
-	conn
+	c      *conn
 	chunks chunks
 }
 
@@ -106,9 +106,9 @@ func OpenFile(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("preparing the task store %s: %w", path, err)
 	}
-	s := &Store{conn: conn{db: db}}
-	s.chunks.c = &s.conn
-	if err := s.prepare(); err != nil {
+	s := &Store{c: &conn{db: db}}
+	s.chunks.c = s.c
+	if err := s.c.prepare(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("preparing the task store %s: %w", path, err)
 	}
@@ -116,13 +116,7 @@ func OpenFile(path string) (*Store, error) {
 }
 
 // Close closes the statements and the database.
-func (s *Store) Close() error {
-	for _, st := range []*sql.Stmt{s.st.enqueue, s.st.exists, s.st.peek, s.st.peekWake, s.st.lease,
-		s.st.ack, s.st.ackLease, s.st.extend, s.st.fail, s.st.normal, s.st.full} {
-		st.Close()
-	}
-	return s.db.Close()
-}
+func (s *Store) Close() error { return s.c.close() }
 
 func nanos(t time.Time) int64 {
 	if t.IsZero() {
@@ -175,11 +169,11 @@ func (s *Store) Enqueue(ctx context.Context, t api.Task, maxTasks int) error {
 // enqueue stores t with the body written as bodyID ("" for none);
 // stored says whether this call stored it (not a ticket stored before).
 func (s *Store) enqueue(ctx context.Context, t api.Task, bodyID string, maxTasks int) (stored bool, err error) {
-	if err := s.write(ctx); err != nil {
+	if err := s.c.write(ctx); err != nil {
 		return false, fmt.Errorf("storing task %s: %w", t.Ticket, err)
 	}
-	res, err := s.st.enqueue.ExecContext(uncancelled(ctx), t.Ticket, t.Tool, t.Priority, t.Bytes, []byte(t.Payload), nanos(t.Enqueued), maxTasks, bodyID)
-	s.mu.Unlock()
+	res, err := s.c.st.enqueue.ExecContext(uncancelled(ctx), t.Ticket, t.Tool, t.Priority, t.Bytes, []byte(t.Payload), nanos(t.Enqueued), maxTasks, bodyID)
+	s.c.mu.Unlock()
 	if err != nil {
 		return false, fmt.Errorf("storing task %s: %w", t.Ticket, err)
 	}
@@ -187,7 +181,7 @@ func (s *Store) enqueue(ctx context.Context, t api.Task, bodyID string, maxTasks
 		return true, nil
 	}
 	var one int
-	switch err := s.st.exists.QueryRowContext(ctx, t.Ticket).Scan(&one); {
+	switch err := s.c.st.exists.QueryRowContext(ctx, t.Ticket).Scan(&one); {
 	case err == nil:
 		return false, nil // stored before: enqueue is idempotent
 	case errors.Is(err, sql.ErrNoRows):
@@ -205,7 +199,7 @@ const enqueueQuery = `INSERT INTO tasks (ticket, tool, priority, bytes, payload,
 // Peek reads the oldest due queued task, without its payload (the lease
 // reads it: not twice per task), or when the next one is due.
 func (s *Store) Peek(ctx context.Context, now time.Time) (api.Task, bool, time.Time, error) {
-	t, err := scanTask(s.st.peek.QueryRowContext(ctx, now.UnixNano()))
+	t, err := scanTask(s.c.st.peek.QueryRowContext(ctx, now.UnixNano()))
 	if err == nil {
 		return t, true, time.Time{}, nil
 	}
@@ -213,7 +207,7 @@ func (s *Store) Peek(ctx context.Context, now time.Time) (api.Task, bool, time.T
 		return t, false, time.Time{}, fmt.Errorf("reading the task queue: %w", err)
 	}
 	var wake sql.NullInt64
-	if err := s.st.peekWake.QueryRowContext(ctx).Scan(&wake); err != nil {
+	if err := s.c.st.peekWake.QueryRowContext(ctx).Scan(&wake); err != nil {
 		return api.Task{}, false, time.Time{}, fmt.Errorf("reading the task queue: %w", err)
 	}
 	return api.Task{}, false, fromNanos(wake.Int64), nil
@@ -226,13 +220,13 @@ func (s *Store) Peek(ctx context.Context, now time.Time) (api.Task, bool, time.T
 // makes it durable, since a WAL is written in order. That halves the
 // fsyncs per task delivered.
 func (s *Store) Lease(ctx context.Context, ticket string, now time.Time) (api.Task, error) {
-	if err := s.write(ctx); err != nil {
+	if err := s.c.write(ctx); err != nil {
 		return api.Task{}, fmt.Errorf("leasing task %s: %w", ticket, err)
 	}
-	defer s.mu.Unlock()
+	defer s.c.mu.Unlock()
 	var t api.Task
-	err := s.unfsynced(ctx, func() (err error) {
-		t, err = scanTask(s.st.lease.QueryRowContext(uncancelled(ctx), now.UnixNano(), ticket, now.UnixNano()))
+	err := s.c.unfsynced(ctx, func() (err error) {
+		t, err = scanTask(s.c.st.lease.QueryRowContext(uncancelled(ctx), now.UnixNano(), ticket, now.UnixNano()))
 		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -246,12 +240,12 @@ func (s *Store) Lease(ctx context.Context, ticket string, now time.Time) (api.Ta
 
 // Extend restarts the visibility timeout.
 func (s *Store) Extend(ctx context.Context, ticket string, now time.Time) error {
-	return s.running(ctx, ticket, "extending", s.st.extend, now.UnixNano(), ticket)
+	return s.c.running(ctx, ticket, "extending", s.c.st.extend, now.UnixNano(), ticket)
 }
 
 // Ack marks the task done, keeping result.
 func (s *Store) Ack(ctx context.Context, ticket string, result []byte, now time.Time) error {
-	return s.running(ctx, ticket, "finishing", s.st.ack, now.UnixNano(), result, ticket)
+	return s.c.running(ctx, ticket, "finishing", s.c.st.ack, now.UnixNano(), result, ticket)
 }
 
 // AckLease finishes ticket and leases next in one UPDATE of both rows,
@@ -262,10 +256,10 @@ func (s *Store) Ack(ctx context.Context, ticket string, result []byte, now time.
 // and answers after: the delivery of a queue takes no Peek, with its read
 // transaction, per task (a tenth of the CPU per task).
 func (s *Store) AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (api.Task, bool, api.Task, error) {
-	if err := s.write(ctx); err != nil {
+	if err := s.c.write(ctx); err != nil {
 		return api.Task{}, false, api.Task{}, fmt.Errorf("finishing task %s: %w", ticket, err)
 	}
-	defer s.mu.Unlock()
+	defer s.c.mu.Unlock()
 	r, err := s.ackLease(ctx, ticket, result, next, now)
 	if err != nil {
 		return api.Task{}, false, api.Task{}, fmt.Errorf("finishing task %s and leasing %s: %w", ticket, next, err)
@@ -294,7 +288,7 @@ type handoff struct {
 
 func (s *Store) ackLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (handoff, error) {
 	var h handoff
-	rows, err := s.st.ackLease.QueryContext(uncancelled(ctx), ticket, now.UnixNano(), result, next)
+	rows, err := s.c.st.ackLease.QueryContext(uncancelled(ctx), ticket, now.UnixNano(), result, next)
 	if err != nil {
 		return h, err
 	}
@@ -366,11 +360,11 @@ const attempt = `UPDATE tasks SET attempts = attempts + 1, last_error = ?, lease
 
 // Fail counts a failed attempt.
 func (s *Store) Fail(ctx context.Context, ticket, reason string, retryAt time.Time, maxAttempts int) (api.Task, error) {
-	if err := s.write(ctx); err != nil {
+	if err := s.c.write(ctx); err != nil {
 		return api.Task{}, fmt.Errorf("failing task %s: %w", ticket, err)
 	}
-	t, err := scanTask(s.st.fail.QueryRowContext(ctx, reason, maxAttempts, nanos(retryAt), ticket))
-	s.mu.Unlock()
+	t, err := scanTask(s.c.st.fail.QueryRowContext(ctx, reason, maxAttempts, nanos(retryAt), ticket))
+	s.c.mu.Unlock()
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, fmt.Errorf("failing task %s: %w", ticket, tasks.ErrNotRunning)
 	}
@@ -382,7 +376,7 @@ func (s *Store) Fail(ctx context.Context, ticket, reason string, retryAt time.Ti
 
 // Expire puts back the running tasks idle for visibility.
 func (s *Store) Expire(ctx context.Context, now time.Time, visibility time.Duration, maxAttempts int) ([]api.Task, error) {
-	return s.writeQuery(ctx, "expiring tasks", attempt+` WHERE state = 'running' AND leased_at <= ? RETURNING `+cols,
+	return s.c.writeQuery(ctx, "expiring tasks", attempt+` WHERE state = 'running' AND leased_at <= ? RETURNING `+cols,
 		fmt.Sprintf("not finished within %s (ack_timeout)", visibility), maxAttempts, 0, now.Add(-visibility).UnixNano())
 }
 
@@ -392,7 +386,7 @@ func (s *Store) Expire(ctx context.Context, now time.Time, visibility time.Durat
 // It also removes the chunks of bodies that were being written then (a
 // deferral or a replay's response cut off): they belong to no task.
 func (s *Store) Recover(ctx context.Context, now time.Time, maxAttempts int) ([]api.Task, error) {
-	back, err := s.writeQuery(ctx, "recovering tasks", attempt+` WHERE state = 'running' RETURNING `+cols,
+	back, err := s.c.writeQuery(ctx, "recovering tasks", attempt+` WHERE state = 'running' RETURNING `+cols,
 		"in flight when gpuguard stopped", maxAttempts, 0)
 	if err != nil {
 		return back, err
@@ -403,7 +397,7 @@ func (s *Store) Recover(ctx context.Context, now time.Time, maxAttempts int) ([]
 // Get reads one task and its result.
 func (s *Store) Get(ctx context.Context, ticket string) (api.Task, []byte, error) {
 	var result []byte
-	t, err := scanTask(around{s.db.QueryRowContext(ctx, `SELECT `+cols+`, result FROM tasks WHERE ticket = ?`, ticket), nil, []any{&result}})
+	t, err := scanTask(around{s.c.db.QueryRowContext(ctx, `SELECT `+cols+`, result FROM tasks WHERE ticket = ?`, ticket), nil, []any{&result}})
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, nil, fmt.Errorf("task %s: %w", ticket, tasks.ErrUnknown)
 	}
@@ -415,17 +409,17 @@ func (s *Store) Get(ctx context.Context, ticket string) (api.Task, []byte, error
 
 // List reads every task, oldest first.
 func (s *Store) List(ctx context.Context) ([]api.Task, error) {
-	return s.query(ctx, "listing tasks", listQuery)
+	return s.c.query(ctx, "listing tasks", listQuery)
 }
 
 // Drop deletes a task and its bodies.
 func (s *Store) Drop(ctx context.Context, ticket string) (api.Task, error) {
-	if err := s.write(ctx); err != nil {
+	if err := s.c.write(ctx); err != nil {
 		return api.Task{}, fmt.Errorf("dropping task %s: %w", ticket, err)
 	}
-	defer s.mu.Unlock()
+	defer s.c.mu.Unlock()
 	var t api.Task
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.c.tx(ctx, func(tx *sql.Tx) error {
 		var body, result string
 		var err error
 		t, err = scanTask(around{tx.QueryRowContext(ctx, `DELETE FROM tasks WHERE ticket = ? RETURNING `+cols+`, body, result_body`, ticket),
@@ -447,12 +441,12 @@ func (s *Store) Drop(ctx context.Context, ticket string) (api.Task, error) {
 
 // Retry puts a dead task back, attempts reset.
 func (s *Store) Retry(ctx context.Context, ticket string, now time.Time) error {
-	if err := s.write(ctx); err != nil {
+	if err := s.c.write(ctx); err != nil {
 		return fmt.Errorf("retrying task %s: %w", ticket, err)
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE tasks SET state = 'queued', attempts = 0, not_before = 0
+	res, err := s.c.db.ExecContext(ctx, `UPDATE tasks SET state = 'queued', attempts = 0, not_before = 0
 		WHERE ticket = ? AND state = 'dead'`, ticket)
-	s.mu.Unlock()
+	s.c.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("retrying task %s: %w", ticket, err)
 	}
@@ -468,7 +462,7 @@ func (s *Store) Retry(ctx context.Context, ticket string, now time.Time) error {
 // Counts counts the tasks by state.
 func (s *Store) Counts(ctx context.Context) (api.TaskCounts, error) {
 	var c api.TaskCounts
-	rows, err := s.db.QueryContext(ctx, `SELECT state, count(*) FROM tasks GROUP BY state`)
+	rows, err := s.c.db.QueryContext(ctx, `SELECT state, count(*) FROM tasks GROUP BY state`)
 	if err != nil {
 		return c, fmt.Errorf("counting tasks: %w", err)
 	}
@@ -495,12 +489,12 @@ func (s *Store) Counts(ctx context.Context) (api.TaskCounts, error) {
 
 // Purge deletes done tasks finished before before, and their bodies.
 func (s *Store) Purge(ctx context.Context, before time.Time) (int, error) {
-	if err := s.write(ctx); err != nil {
+	if err := s.c.write(ctx); err != nil {
 		return 0, fmt.Errorf("purging done tasks: %w", err)
 	}
-	defer s.mu.Unlock()
+	defer s.c.mu.Unlock()
 	var n int64
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.c.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM bodies WHERE id IN (
 			SELECT body FROM tasks WHERE state = 'done' AND finished < ?1 AND body <> ''
 			UNION ALL SELECT result_body FROM tasks WHERE state = 'done' AND finished < ?1 AND result_body <> '')`,
@@ -530,11 +524,11 @@ func Exists(stateDir string) bool {
 // EnqueueMany stores ts as queued in one transaction (one fsync): an
 // import, or a benchmark's full queue. Tickets already stored are kept.
 func (s *Store) EnqueueMany(ctx context.Context, ts []api.Task) error {
-	if err := s.write(ctx); err != nil {
+	if err := s.c.write(ctx); err != nil {
 		return fmt.Errorf("storing tasks: %w", err)
 	}
-	defer s.mu.Unlock()
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	defer s.c.mu.Unlock()
+	err := s.c.tx(ctx, func(tx *sql.Tx) error {
 		st, err := tx.PrepareContext(ctx, `INSERT INTO tasks (ticket, tool, priority, bytes, payload, state, enqueued)
 			VALUES (?, ?, ?, ?, ?, 'queued', ?) ON CONFLICT (ticket) DO NOTHING`)
 		if err != nil {
@@ -557,5 +551,5 @@ func (s *Store) EnqueueMany(ctx context.Context, ts []api.Task) error {
 // Each calls fn with every task, oldest first, without payloads, as the
 // rows are read: listing 100,000 tasks holds one at a time.
 func (s *Store) Each(ctx context.Context, fn func(api.Task) error) error {
-	return s.each(ctx, "listing tasks", listQuery, fn)
+	return s.c.each(ctx, "listing tasks", listQuery, fn)
 }
