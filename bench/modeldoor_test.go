@@ -12,13 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gpuguard/gpuguard/internal/benchload"
 	"github.com/gpuguard/gpuguard/internal/testbin"
 )
 
@@ -209,32 +207,10 @@ func (md *modelDoors) sides() []string {
 	return s
 }
 
-func modelClient(b *testing.B, conns int) *http.Client {
-	tr := &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}
-	b.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}
-}
-
 // roundTripModel sends one completion for model m with prompt.
 func roundTripModel(c *http.Client, url, prompt string) error {
-	resp, err := c.Post(url, "application/json", strings.NewReader(`{"model":"m","prompt":"`+prompt+`","max_tokens":1}`))
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("status %d", resp.StatusCode)
-	}
-	return nil
+	return benchload.Post(c, url, `{"model":"m","prompt":"`+prompt+`","max_tokens":1}`)
 }
-
-func quantileOf(d []time.Duration, q float64) time.Duration {
-	slices.Sort(d)
-	return d[min(len(d)-1, int(q*float64(len(d))))]
-}
-
-func usOf(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // BenchmarkModelDoorLatency: one keep-alive client per side, small bodies,
 // the sides in turn for each round trip; reports the direct median and
@@ -251,7 +227,7 @@ func modelDoorLatency(b *testing.B, upstream string) {
 	sides := md.sides()
 	clients := make([]*http.Client, len(sides))
 	for i := range sides {
-		clients[i] = modelClient(b, 1)
+		clients[i] = benchload.Client(b, 1)
 	}
 	for range b.N {
 		took := make([][]time.Duration, len(sides))
@@ -266,13 +242,13 @@ func modelDoorLatency(b *testing.B, upstream string) {
 				}
 			}
 		}
-		med, p99 := quantileOf(took[0], 0.5), quantileOf(took[0], 0.99)
-		b.ReportMetric(usOf(med), "direct-median-µs")
-		b.ReportMetric(usOf(quantileOf(took[1], 0.5)-med), "door-added-median-µs")
-		b.ReportMetric(usOf(quantileOf(took[1], 0.99)-p99), "door-added-p99-µs")
+		med, p99 := benchload.Quantile(took[0], 0.5), benchload.Quantile(took[0], 0.99)
+		b.ReportMetric(benchload.Micros(med), "direct-median-µs")
+		b.ReportMetric(benchload.Micros(benchload.Quantile(took[1], 0.5)-med), "door-added-median-µs")
+		b.ReportMetric(benchload.Micros(benchload.Quantile(took[1], 0.99)-p99), "door-added-p99-µs")
 		if len(sides) > 2 {
-			b.ReportMetric(usOf(quantileOf(took[2], 0.5)-med), "swap-added-median-µs")
-			b.ReportMetric(usOf(quantileOf(took[2], 0.99)-p99), "swap-added-p99-µs")
+			b.ReportMetric(benchload.Micros(benchload.Quantile(took[2], 0.5)-med), "swap-added-median-µs")
+			b.ReportMetric(benchload.Micros(benchload.Quantile(took[2], 0.99)-p99), "swap-added-p99-µs")
 		}
 	}
 	b.ReportMetric(0, "ns/op")
@@ -304,26 +280,16 @@ func modelDoorThroughput(b *testing.B, upstream, prompt string) {
 	sides := md.sides()
 	pids := []int{0, md.doorPID, md.swapPID}
 	count := func(c *http.Client, url string, d time.Duration) int64 {
-		var n atomic.Int64
-		var wg sync.WaitGroup
-		stop := time.Now().Add(d)
-		for range conns {
-			wg.Go(func() {
-				for time.Now().Before(stop) {
-					if err := roundTripModel(c, url, prompt); err != nil {
-						b.Error(url, err)
-						return
-					}
-					n.Add(1)
-				}
-			})
-		}
-		wg.Wait()
-		return n.Load()
+		return benchload.Closed(b, conns, d, func() error {
+			if err := roundTripModel(c, url, prompt); err != nil {
+				return fmt.Errorf("%s: %w", url, err)
+			}
+			return nil
+		})
 	}
 	clients := make([]*http.Client, len(sides))
 	for i, base := range sides {
-		clients[i] = modelClient(b, conns)
+		clients[i] = benchload.Client(b, conns)
 		count(clients[i], base+"/v1/completions", window/2) // open and warm every connection
 	}
 	for range b.N {
@@ -346,11 +312,11 @@ func modelDoorThroughput(b *testing.B, upstream, prompt string) {
 		b.ReportMetric(float64(done[0])/secs, "direct-req/s")
 		b.ReportMetric(float64(done[1])/secs, "door-req/s")
 		b.ReportMetric(float64(done[1])/float64(done[0]), "door-ratio")
-		b.ReportMetric(usOf(cpu[1])/float64(max(done[1], 1)), "door-cpu-µs/req")
+		b.ReportMetric(benchload.Micros(cpu[1])/float64(max(done[1], 1)), "door-cpu-µs/req")
 		if len(sides) > 2 {
 			b.ReportMetric(float64(done[2])/float64(done[0]), "swap-ratio")
 			b.ReportMetric(float64(done[1])/float64(max(done[2], 1)), "door-x-swap")
-			b.ReportMetric(usOf(cpu[2])/float64(max(done[2], 1)), "swap-cpu-µs/req")
+			b.ReportMetric(benchload.Micros(cpu[2])/float64(max(done[2], 1)), "swap-cpu-µs/req")
 		}
 	}
 	b.ReportMetric(0, "ns/op")
@@ -363,22 +329,13 @@ func BenchmarkModelDoorFirstByte(b *testing.B) {
 	md := startModelDoors(b, viaFrontDoor)
 	sides := md.sides()
 	first := func(c *http.Client, url string) time.Duration {
-		t0 := time.Now()
-		resp, err := c.Post(url, "application/json", strings.NewReader(`{"model":"m","messages":[],"stream":true}`))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
-			b.Fatal(err)
-		}
-		took := time.Since(t0)
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return took
+		return benchload.FirstLine(b, func() (*http.Response, error) {
+			return c.Post(url, "application/json", strings.NewReader(`{"model":"m","messages":[],"stream":true}`))
+		})
 	}
 	clients := make([]*http.Client, len(sides))
 	for i := range sides {
-		clients[i] = modelClient(b, 1)
+		clients[i] = benchload.Client(b, 1)
 	}
 	for range b.N {
 		took := make([][]time.Duration, len(sides))
@@ -390,11 +347,11 @@ func BenchmarkModelDoorFirstByte(b *testing.B) {
 				}
 			}
 		}
-		med := quantileOf(took[0], 0.5)
-		b.ReportMetric(usOf(med), "direct-ttfb-µs")
-		b.ReportMetric(usOf(quantileOf(took[1], 0.5)-med), "door-added-ttfb-µs")
+		med := benchload.Quantile(took[0], 0.5)
+		b.ReportMetric(benchload.Micros(med), "direct-ttfb-µs")
+		b.ReportMetric(benchload.Micros(benchload.Quantile(took[1], 0.5)-med), "door-added-ttfb-µs")
 		if len(sides) > 2 {
-			b.ReportMetric(usOf(quantileOf(took[2], 0.5)-med), "swap-added-ttfb-µs")
+			b.ReportMetric(benchload.Micros(benchload.Quantile(took[2], 0.5)-med), "swap-added-ttfb-µs")
 		}
 	}
 	b.ReportMetric(0, "ns/op")

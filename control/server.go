@@ -198,8 +198,7 @@ func (s *Server) acceptLoop(ctx context.Context, b Backend) error {
 // admitted to the lane (one request that laneType allows, see serveLane) while it
 // has room, so that slow or idle clients holding every connection cannot
 // silence the child's OOM report or an operator's status; past that it is
-// refused. The refusal is written from the accept loop: the line fits in a
-// fresh socket's buffer, and the deadline bounds it anyway.
+// refused. The refusal is written from the accept loop (writeNow).
 func (s *Server) admit(ctx context.Context, nc *net.UnixConn, b Backend) {
 	s.mu.Lock()
 	regular := len(s.conns) - s.lanes
@@ -208,8 +207,7 @@ func (s *Server) admit(ctx context.Context, nc *net.UnixConn, b Backend) {
 		full := !s.closed
 		s.mu.Unlock()
 		if full {
-			nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-			nc.Write(errorLine(nil, fmt.Errorf("too many connections (limit %d)", s.lim.maxConns)))
+			writeNow(nc, errorLine(nil, fmt.Errorf("too many connections (limit %d)", s.lim.maxConns)))
 		}
 		nc.Close()
 		return
@@ -227,6 +225,21 @@ func (s *Server) admit(ctx context.Context, nc *net.UnixConn, b Backend) {
 		c.endTasks()
 		s.forget(c)
 	}()
+}
+
+// writeNow writes line to nc without blocking: what the socket's buffer
+// takes, at once (a refusal's line fits in a fresh socket's). A write
+// deadline would not do: on a loaded machine it can pass before the write
+// is even tried, and the refused client would read nothing but the close.
+func writeNow(nc *net.UnixConn, line []byte) {
+	rc, err := nc.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Write(func(fd uintptr) bool {
+		_, _ = syscall.Write(int(fd), line)
+		return true // written or not, never wait
+	})
 }
 
 func (s *Server) forget(c *conn) {

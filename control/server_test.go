@@ -229,8 +229,8 @@ func TestConnectionLimit(t *testing.T) {
 // line without ending it, the child's oom and ready and an operator's
 // status are still answered (each on a connection of its own, as the
 // Python client makes them); anything else is refused, and so is a lane
-// connection that says nothing within the lane's timeout. Before, all of
-// them got "too many connections" and a real OOM counted as a crash.
+// connection that says nothing within the lane's timeout. Refused, the
+// child's OOM report would be lost and a real OOM count as a crash.
 func TestLaneWhenFull(t *testing.T) {
 	b := newFakeBackend()
 	s := serve(t, b, func(s *Server) { s.lim.laneTimeout = 200 * time.Millisecond })
@@ -304,8 +304,8 @@ func TestSlowLineIsCut(t *testing.T) {
 }
 
 // TestLineLimitCRLF: the limit does not count the line's ending, so a
-// 65,536-byte line is a request whether it ends in LF or CRLF (before, the
-// CRLF one was refused as too long); one byte more is refused either way.
+// 65,536-byte line is a request whether it ends in LF or CRLF (the CR is
+// not counted either); one byte more is refused either way.
 func TestLineLimitCRLF(t *testing.T) {
 	s := serve(t, newFakeBackend(), nil)
 	prefix := `{"type":"status","pad":"`

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -120,17 +119,6 @@ func TestGPUFaultStop(t *testing.T) {
 	if g := events(e, "giveup"); len(g) != 1 || !strings.Contains(g[0], `"reason":"gpu_lost"`) {
 		t.Errorf("giveup events %q", g)
 	}
-}
-
-// freeLoopbackAddr is a loopback address whose port was free a moment ago.
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // probeErrors scrapes gpuguard_probe_errors_total from the metrics at addr.

@@ -87,9 +87,9 @@ done
 // (`gpuguard run ... 2>&1 | tee log`, then tee is killed). A step, an OOM
 // restart (found in the child's stderr, which gpuguard still scans) and a
 // Ctrl-C stop all behave as with a terminal: the child drains and exits,
-// and gpuguard exits with the child's status. Before, the next write to
-// the dead pipe raised SIGPIPE and gpuguard died with 141, cutting the
-// child's drain short and leaving its socket behind.
+// and gpuguard exits with the child's status: the next write to the dead
+// pipe must not raise SIGPIPE, which would kill gpuguard with 141, cut the
+// child's drain short and leave its socket behind.
 func TestStderrReaderDies(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

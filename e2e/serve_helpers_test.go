@@ -15,9 +15,9 @@ import (
 // slowServer is a stand-in model server (stdlib only): it "loads" for
 // argv[2] seconds before it listens on 127.0.0.1:argv[1], as vLLM and TGI
 // do (nothing listens while loading), answers GET /health with 200, and
-// every other request after 30 ms with its profile. GET /oom (sent to
-// its own port, not through the door) dies with a CUDA OOM message while
-// other requests are in flight. SIGTERM ends it at once: the door has
+// every other request after 30 ms with its profile, in one write. GET
+// /oom (sent to its own port, not through the door) dies with a CUDA OOM
+// message while other requests are in flight. SIGTERM ends it at once: the door has
 // drained it by then.
 const slowServer = `
 import http.server, json, os, signal, sys, time
@@ -29,6 +29,11 @@ time.sleep(load)
 
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Buffered: each answer leaves in one write when the request is done,
+    # so a child that dies (GET /oom) leaves every other answer whole or
+    # not begun, as the door's retry needs; unbuffered, its head and body
+    # went in two writes, and a death between them cut an answer.
+    wbufsize = -1
     def log_message(self, *a):
         pass
     def reply(self, code, body):

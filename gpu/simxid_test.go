@@ -182,7 +182,7 @@ func TestSimXidBadGPU(t *testing.T) {
 
 // TestSimCalmSampleDoesNotLookForFaults: the device's listing tells
 // whether its event file exists, so a sample of a device without one makes
-// no call of its own for it (a failing stat on every sample, before); one
+// no call of its own for it (not a failing stat on every sample); one
 // that appears is read, and one that goes and comes back is read from its
 // start.
 func TestSimCalmSampleDoesNotLookForFaults(t *testing.T) {

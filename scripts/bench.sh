@@ -39,17 +39,17 @@ run "deferred tasks (real binary, SQLite and a local redis-server)" ./bench -run
 run "shared GPU (real binary)" ./bench -run '^$' -benchtime 1x -timeout 20m -bench '^BenchmarkShared(Detection|Reserve)$'
 run "micro (bench)" ./bench -run '^$' -benchtime 1s -timeout 10m -bench '^Benchmark(StateFileWrite|TickParts)$'
 run "probe: 8 mocked H200s, 64 processes" ./nvml -run '^$' -bench '^BenchmarkProbeTick$' -benchmem
-run "probe: DRM, 8 GPUs, 64 processes on a fake tree" ./drm -run '^$' -bench '^BenchmarkDRMProbeTick$' -benchmem
+run "probe: DRM, 8 GPUs, 64 processes on a fake tree" ./internal/drm -run '^$' -bench '^BenchmarkDRMProbeTick$' -benchmem
 run "control socket (in process)" ./control -run '^$' -bench '^Benchmark(StatusRoundTrip|PublishToSubscriber)$'
-run "process tree" ./proc -run '^$' -bench '^BenchmarkTree$' -benchmem
-run "metrics scrape vs tick jitter" ./metrics -run '^$' -bench '^BenchmarkTickJitter$' -benchtime 50x
-run "journal, a million events" ./journal -run '^$' -bench '^BenchmarkMillionEvents$' -benchtime 1000000x
-run "front door (in process, against a direct connection in the same run)" ./serve -run '^$' -benchtime 2000x -bench '^Benchmark(DoorLatency|DoorFirstByte)$'
-run "front door throughput, 64 clients" ./serve -run '^$' -benchtime 1x -bench '^BenchmarkDoorThroughput$'
+run "process tree" ./internal/proc -run '^$' -bench '^BenchmarkTree$' -benchmem
+run "metrics scrape vs tick jitter" ./internal/metrics -run '^$' -bench '^BenchmarkTickJitter$' -benchtime 50x
+run "journal, a million events" ./internal/journal -run '^$' -bench '^BenchmarkMillionEvents$' -benchtime 1000000x
+run "front door (in process, against a direct connection in the same run)" ./internal/serve -run '^$' -benchtime 2000x -bench '^Benchmark(DoorLatency|DoorFirstByte)$'
+run "front door throughput, 64 clients" ./internal/serve -run '^$' -benchtime 1x -bench '^BenchmarkDoorThroughput$'
 run "front door (real binary)" ./bench -run '^$' -benchtime 1x -timeout 10m -bench '^BenchmarkDoor(Held|Restart)$'
 run "gpuguard door (real binary; llama-swap beside it with GPUGUARD_BENCH_LLAMA_SWAP)" ./bench -run '^$' -benchtime 1x -timeout 10m -bench '^BenchmarkModelDoor'
 run "gpuguard door, its own work per request" ./internal/door -run '^$' -benchtime 20000x -bench '^BenchmarkServeHTTP$'
-run "journal, admissions summarised or one line each" ./journal -run '^$' -bench '^BenchmarkAdmissions$' -benchtime 200000x
+run "journal, admissions summarised or one line each" ./internal/journal -run '^$' -bench '^BenchmarkAdmissions$' -benchtime 200000x
 
 echo
 header

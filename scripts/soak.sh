@@ -29,7 +29,7 @@ echo "== the runtime dir under attack: fault injection in a shared GPU's dir, ${
 go test -count=1 -timeout 60m -v -run '^(TestGPUDirFaultInjection|TestSocketBoundsOfTheRealServer)$' ./e2e 2>&1 | figures || status=1
 
 echo "== proc: cgroup and reaper unit tests x$repeat (race)"
-go test -race -count="$repeat" -timeout 30m -run 'Cgroup|Reaper|Pdeathsig|Group|Drain' ./proc 2>&1 | figures || status=1
+go test -race -count="$repeat" -timeout 30m -run 'Cgroup|Reaper|Pdeathsig|Group|Drain' ./internal/proc 2>&1 | figures || status=1
 
 echo "== crash-loop throughput of a plain (non-race) build: $exits exits"
 work=$(mktemp -d)

@@ -253,6 +253,7 @@ func (l *loop) entered(level int, why string, reply chan response) {
 	if err != nil {
 		l.deps.Logf("%v", err)
 	}
+	l.publishSnapshot() // status shows the change before the child hears of it, and before the reply
 	l.life.run.notify(l.pol.Notify.Signal, st, &l.out)
 	l.out.publish(st)
 	if prof.Serving() {
@@ -263,7 +264,6 @@ func (l *loop) entered(level int, why string, reply chan response) {
 	}
 	l.deps.Logf("now in profile %s (%s)", prof.Name, why)
 	if reply != nil {
-		l.publishSnapshot()
 		reply <- response{profile: prof.Name}
 	}
 }

@@ -58,6 +58,26 @@ func sleepPolicy() *policy.Policy {
 	return pol
 }
 
+// startServing runs pol from level 1 behind a front door whose drain is
+// over at once (no request in flight) and with server actions, and waits
+// for the child, which catches the notify signal; more changes the
+// harness further (withCoord).
+func startServing(t *testing.T, pol *policy.Policy, more ...func(*Config, *Deps)) (*harness, *fakeChild, *fakeDoor, *fakeActions) {
+	t.Helper()
+	door, acts := newFakeDoor(), &fakeActions{}
+	close(door.drain)
+	h := startHarness(t, pol, func(c *Config, d *Deps) {
+		c.StartLevel = 1
+		d.Door, d.Actions = door, acts
+		for _, m := range more {
+			m(c, d)
+		}
+	})
+	c := h.child()
+	c.setHandler(true)
+	return h, c, door, acts
+}
+
 // TestActionsLiveSleepAndWake: a step into a serving = false profile with
 // actions drains the door first, then calls enter; the instance is asleep
 // with the same child and the door stays shut. The step back calls leave
@@ -197,18 +217,36 @@ func TestActionsFailureFallsBack(t *testing.T) {
 	}
 }
 
+// TestStatusShowsAnActionsStepBeforeTheChild: a live change through
+// server actions shows in status by the time the child is sent the
+// notify signal.
+func TestStatusShowsAnActionsStepBeforeTheChild(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, c, _, _ := startServing(t, sleepPolicy())
+		seen := make(chan string, 4) // status's profile as the child is signalled
+		c.setOnSignal(func(*fakeChild, syscall.Signal) { seen <- h.sup.Status().Profile })
+		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
+			t.Fatalf("step down = %q, %v", p, err)
+		}
+		if len(seen) != 1 {
+			t.Fatalf("%d signals, want the step's one", len(seen))
+		}
+		if p := <-seen; p != "asleep" {
+			t.Fatalf("status said profile %s as the child heard of the step to asleep", p)
+		}
+		c.end(Exit{})
+		h.wait()
+	})
+}
+
 // TestActionsWakeWithoutLeave: leaving a sleeping profile that has no
 // leave (Ollama reloads by itself on the next request) still opens the
 // door again.
 func TestActionsWakeWithoutLeave(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		door, acts := newFakeDoor(), &fakeActions{}
-		close(door.drain)
 		pol := sleepPolicy()
 		pol.Profiles[2].Leave = nil
-		h := startHarness(t, pol, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts })
-		c := h.child()
-		c.setHandler(true)
+		h, c, door, _ := startServing(t, pol)
 		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
 			t.Fatalf("step down = %q, %v", p, err)
 		}

@@ -137,6 +137,14 @@ func (a *Admission) reserve(ctx context.Context, req admission.Request, quiet bo
 	return d, err
 }
 
+// leasesChanged publishes the leases after the loop changed them
+// (expiry, the child's exit), off the loop.
+func (a *Admission) leasesChanged() {
+	if a.peers != nil {
+		go a.peers.PublishLeases(a.ledger.Outstanding)
+	}
+}
+
 // flushLeases publishes at the end of the run what releases left and the
 // others have not seen yet.
 func (a *Admission) flushLeases() {

@@ -32,7 +32,7 @@ func (l *loop) onExit() {
 	l.life.door.exited()
 	l.life.acts.exited()
 	l.ledger.Clear()
-	l.leasesChanged()
+	l.s.adm.leasesChanged()
 	l.s.tasks.ChildExited() // its lease ended with the child
 	told := ""
 	if p := l.s.toldOOM.Swap(nil); p != nil {

@@ -15,7 +15,10 @@
 // state file and the front door): launching (launch.go), changing profile
 // (stepping.go), sleeping and waking (asleep.go). How the GPUs are read is
 // supervisor/sense: the pacer and its sampler, a run of failed calls, Xid
-// faults, the per-minute record.
+// faults, the per-minute record. What the other tenants of a shared GPU
+// see of the instance (its tenant record, its facts when their decisions
+// are judged, and as a candidate to sleep for one of them) is self
+// (peers.go, room.go), read from the lifecycle and the newest reading.
 //
 // Off the loop, the public handle is three types, each reaching the loop
 // through a loopPort (port.go): Supervisor (Run, Status, Step, MarkOOM,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/internal/sharing/sharingtest"
 )
 
 // fakeDoor records what the supervisor tells the front door; its drains
@@ -287,7 +288,7 @@ func TestDoorHealthyEndsStart(t *testing.T) {
 		pol.Watch.Settle = 2 * time.Second
 		door := newFakeDoor()
 		h := startHarness(t, pol, func(c *Config, d *Deps) {
-			withCoord(&fakeCoord{})(c, d)
+			withCoord(&sharingtest.Coord{})(c, d)
 			d.Door = door
 		})
 		c := h.child()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/internal/admission"
 	"github.com/gpuguard/gpuguard/internal/sharing"
+	"github.com/gpuguard/gpuguard/internal/sharing/sharingtest"
 )
 
 // TestLeasesNotRepublished: the child's exits clear no lease when none is
@@ -16,7 +17,7 @@ import (
 // (a crash loop wrote a file into each GPU's tenant dir per exit).
 func TestLeasesNotRepublished(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{}
+		fc := &sharingtest.Coord{}
 		h := startHarness(t, testPolicy(), withCoord(fc))
 		for range 3 {
 			h.child().end(Exit{Code: 1}) // a crash: restarted after the backoff
@@ -25,7 +26,7 @@ func TestLeasesNotRepublished(t *testing.T) {
 		}
 		h.child().end(Exit{})
 		h.wait()
-		if p := fc.published(); !slices.Equal(p, []uint64{0}) {
+		if p := fc.Published(); !slices.Equal(p, []uint64{0}) {
 			t.Fatalf("published leases %v, want 0 once", p)
 		}
 	})
@@ -38,7 +39,7 @@ func TestLeasesNotRepublished(t *testing.T) {
 // run ends is published then.
 func TestReleasePublishedLater(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{}
+		fc := &sharingtest.Coord{}
 		h := startHarness(t, testPolicy(), withCoord(fc))
 		c := h.child()
 		h.probe.setUsed(4 * gib)
@@ -61,22 +62,22 @@ func TestReleasePublishedLater(t *testing.T) {
 			}
 			lease = reserve()
 		}
-		if p := fc.published(); !slices.Equal(p, []uint64{0, 2 * gib}) {
+		if p := fc.Published(); !slices.Equal(p, []uint64{0, 2 * gib}) {
 			t.Fatalf("published %v, want 0 then 2 GiB once: the releases between reservations of the same size write nothing", p)
 		}
 		if err := h.sup.Admission().Release(ctx, lease); err != nil {
 			t.Fatal(err)
 		}
-		if p := fc.published(); len(p) != 2 {
+		if p := fc.Published(); len(p) != 2 {
 			t.Fatalf("published %v at the release: want it later", p)
 		}
 		time.Sleep(sharing.ReleasePublishDelay)
 		synctest.Wait()
-		if p := fc.published(); !slices.Equal(p, []uint64{0, 2 * gib, 0}) {
+		if p := fc.Published(); !slices.Equal(p, []uint64{0, 2 * gib, 0}) {
 			t.Fatalf("published %v, want 0 within sharing.ReleasePublishDelay of the release", p)
 		}
 		lease = reserve() // raising the figure is published before Reserve returns
-		if p := fc.published(); !slices.Equal(p, []uint64{0, 2 * gib, 0, 2 * gib}) {
+		if p := fc.Published(); !slices.Equal(p, []uint64{0, 2 * gib, 0, 2 * gib}) {
 			t.Fatalf("published %v, want the reservation at once", p)
 		}
 		if err := h.sup.Admission().Release(ctx, lease); err != nil {
@@ -84,7 +85,7 @@ func TestReleasePublishedLater(t *testing.T) {
 		}
 		c.end(Exit{}) // the run ends with the release still pending
 		h.wait()
-		if p := fc.published(); !slices.Equal(p, []uint64{0, 2 * gib, 0, 2 * gib, 0}) {
+		if p := fc.Published(); !slices.Equal(p, []uint64{0, 2 * gib, 0, 2 * gib, 0}) {
 			t.Fatalf("published %v, want the pending release flushed at the end", p)
 		}
 	})

@@ -29,6 +29,7 @@ type loop struct {
 	fit    fitTeller // the start-up line and the newest fit, told once (fitline.go)
 	latest latest    // the newest good reading and its watermark, for status, admission and the door (child.go)
 	peers  Peers     // the other tenants of the watched GPUs (peers.go); nil: none
+	self   self      // this instance as the other tenants see it (peers.go)
 
 	// The rooms around the loop, each holding its own state and given
 	// what it needs rather than a pointer to the loop.
@@ -75,6 +76,8 @@ func newLoop(s *Supervisor) *loop {
 		out:    newReporter(s.cfg.Name, s.deps.Observers, s.deps.Notifier),
 	}
 	l.life.out, l.life.sampleNow, l.life.snapshot = &l.out, l.pace.SampleNow, l.publishSnapshot
+	l.self = self{name: s.cfg.Name, pid: s.snap.Load().status.PID, observe: s.cfg.Observe, peers: l.peers != nil,
+		canSleep: s.deps.Door != nil, started: s.started, life: &l.life, latest: &l.latest, act: &s.act, pace: l.pace}
 	l.out.publisher = s.deps.Publisher
 	l.out.log = s.deps.Logf
 	l.out.inForce = func() (string, int) { return l.pol.Profiles[l.life.level].Name, l.life.level }
@@ -154,7 +157,7 @@ func (l *loop) run(ctx context.Context, signals <-chan os.Signal) (int, error) {
 		case req := <-l.s.reqs:
 			l.onRequest(req)
 		case o := <-outcomes:
-			for _, in := range l.peers.Outcome(o, l.tenant(time.Now())) {
+			for _, in := range l.peers.Outcome(o, l.self.tenant(time.Now(), l.pol)) {
 				l.feed(in, nil)
 			}
 			l.peers.Announce()

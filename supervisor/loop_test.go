@@ -169,6 +169,33 @@ func TestLiveStepDown(t *testing.T) {
 	})
 }
 
+// TestStatusShowsALiveStepBeforeTheChild: status shows a live step's
+// profile by the time the child is sent the notify signal, so that
+// whoever hears of the change from the child finds it in status.
+func TestStatusShowsALiveStepBeforeTheChild(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pol := testPolicy()
+		pol.Profiles[0].Live = true
+		h := startHarness(t, pol, nil)
+		c := h.child()
+		seen := make(chan int, 4) // status's level as the child is signalled
+		c.setOnSignal(func(*fakeChild, syscall.Signal) { seen <- h.sup.Status().Level })
+		h.probe.setUsed(15 * gib) // 0.94 > 0.90
+		time.Sleep(1100 * time.Millisecond)
+		synctest.Wait()
+		if len(seen) != 1 {
+			t.Fatalf("%d signals, want the step's one", len(seen))
+		}
+		if level := <-seen; level != 1 {
+			t.Fatalf("status said level %d as the child heard of the step to 1", level)
+		}
+		h.signals <- syscall.SIGTERM
+		synctest.Wait()
+		c.end(Exit{Code: 0})
+		h.wait()
+	})
+}
+
 func TestStepIntoNonLiveProfileRestarts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pol := testPolicy()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/sharing/sharingtest"
 	"github.com/gpuguard/gpuguard/policy"
 )
 
@@ -39,7 +40,7 @@ func rankLikeTenants(p api.Proposal, seq int64) api.Outcome {
 	if p.Self.State != api.StateRunning && p.Self.State != api.StateStarting {
 		return api.Outcome{Kind: api.OutcomeNoCandidate}
 	}
-	return selfStep(p, seq)
+	return sharingtest.SelfStep(p, seq)
 }
 
 // TestLiveActionThatFreesNothingLeadsOn: the server answers its release
@@ -55,7 +56,7 @@ func TestLiveActionThatFreesNothingLeadsOn(t *testing.T) {
 				acts := &fakeActions{}
 				mod := func(c *Config, d *Deps) { c.StartLevel = 1; d.Actions = acts }
 				if shared {
-					mod = withCoord(&fakeCoord{decide: rankLikeTenants}, mod)
+					mod = withCoord(&sharingtest.Coord{DecideFunc: rankLikeTenants}, mod)
 				}
 				h := startHarness(t, napPolicy(), mod)
 				c := h.child()

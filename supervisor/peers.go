@@ -8,6 +8,7 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor/core"
+	"github.com/gpuguard/gpuguard/supervisor/sense"
 )
 
 // Peers is how the supervisor deals with the other tenants of its GPUs
@@ -77,14 +78,33 @@ type Rooms interface {
 	RoomAnswers() <-chan api.RoomOutcome
 }
 
+// self is this instance as the other tenants of its GPUs see it: what
+// they are told of it (its tenant record: info), what it is when an input
+// of the agreement is judged (tenant), and its facts as a candidate to
+// sleep for one of them (room.go). It reads the parts of the loop it is
+// given once, and the policy in force, given with each call (a reload
+// replaces it).
+type self struct {
+	name     string
+	pid      int // gpuguard's own
+	observe  bool
+	peers    bool // it has peers (the loop's Peers is not nil)
+	canSleep bool // a front door can put it to sleep for a peer, and wake it
+	started  time.Time
+	life     *lifecycle   // the loop's
+	latest   *latest      // the loop's
+	act      *activity    // the supervisor's
+	pace     *sense.Pacer // the loop's: the forecast
+}
+
 // sharing says how this instance takes part in the decisions of shared
 // GPUs. notes: it journals the other tenants' decisions as yields (it has
 // peers and watches the device's memory: a process-scope instance steps
 // by its own quota, so a step elsewhere does not answer its pressure);
 // coordinated: it also decides with them (it enforces: not observe mode).
-func (l *loop) sharing() (coordinated, notes bool) {
-	notes = l.peers != nil && l.pol.Watch.Scope == policy.ScopeDevice
-	return notes && !l.cfg.Observe, notes
+func (me *self) sharing(pol *policy.Policy) (coordinated, notes bool) {
+	notes = me.peers && pol.Watch.Scope == policy.ScopeDevice
+	return notes && !me.observe, notes
 }
 
 // onTenant handles another tenant's decision for this instance (a step it
@@ -96,62 +116,55 @@ func (l *loop) onTenant(r request) {
 	case l.peers == nil:
 		r.reply <- response{}
 	case r.op == opTenantStep:
-		d, ins, err := l.peers.Step(r.tenantStep, l.tenant(time.Now()))
+		d, ins, err := l.peers.Step(r.tenantStep, l.self.tenant(time.Now(), l.pol))
 		for _, in := range ins {
 			l.feed(in, nil)
 		}
 		r.reply <- response{tenantDecision: d, err: err}
 	default:
-		for _, in := range l.peers.Note(r.tenantDecision, l.tenant(time.Now())) {
+		for _, in := range l.peers.Note(r.tenantDecision, l.self.tenant(time.Now(), l.pol)) {
 			l.feed(in, nil)
 		}
 		r.reply <- response{}
 	}
 }
 
-// leasesChanged publishes the leases after the loop changed them
-// (expiry, the child's exit), off the loop.
-func (l *loop) leasesChanged() {
-	if p := l.peers; p != nil {
-		go p.PublishLeases(l.ledger.Outstanding)
-	}
-}
-
 // tenant is what this instance is at now, as the agreement judges an
 // input by it: the one place the agreement's inputs read the loop.
-func (l *loop) tenant(now time.Time) core.Tenant {
-	names := make([]string, len(l.pol.Profiles))
-	for i, p := range l.pol.Profiles {
+func (me *self) tenant(now time.Time, pol *policy.Policy) core.Tenant {
+	names := make([]string, len(pol.Profiles))
+	for i, p := range pol.Profiles {
 		names[i] = p.Name
 	}
-	coordinated, notes := l.sharing()
-	return core.Tenant{Now: now, Name: l.cfg.Name, Coordinated: coordinated, Notes: notes,
-		Ratio: l.latest.ratio, ETA: l.pace.Forecast().ETA.Seconds(), GPUs: watchedUUIDs(l.latest.lastSample.Devices),
-		Steady: l.life.steady(), State: l.life.state, Level: l.life.level, Profiles: names,
-		Grace: l.pol.Watermark.Grace, Sustain: l.pol.Watermark.Sustain,
-		Writable: func() error { return l.life.file.writable(l.pol.Profiles[l.life.level], l.life.level) }}
+	coordinated, notes := me.sharing(pol)
+	c := me.life
+	return core.Tenant{Now: now, Name: me.name, Coordinated: coordinated, Notes: notes,
+		Ratio: me.latest.ratio, ETA: me.pace.Forecast().ETA.Seconds(), GPUs: watchedUUIDs(me.latest.lastSample.Devices),
+		Steady: c.steady(), State: c.state, Level: c.level, Profiles: names,
+		Grace: pol.Watermark.Grace, Sustain: pol.Watermark.Sustain,
+		Writable: func() error { return c.file.writable(pol.Profiles[c.level], c.level) }}
 }
 
-// tenantInfo is what the other tenants are told of this instance (the
-// `tenant` request answers it), without the parts read live (starting,
-// the leases): its ranking facts and, on each watched GPU, what its child
+// info is what the other tenants are told of this instance (the `tenant`
+// request answers it), without the parts read live (starting, the
+// leases): its ranking facts and, on each watched GPU, what its child
 // uses there when the backend lists processes.
-func (l *loop) tenantInfo() api.TenantInfo {
-	pol := l.pol
-	info := api.TenantInfo{Name: l.cfg.Name, PID: l.s.snap.Load().status.PID, Priority: pol.Priority,
-		Scope: pol.Watch.Scope, Observe: l.cfg.Observe, State: l.life.state, Level: l.life.level,
+func (me *self) info(pol *policy.Policy) api.TenantInfo {
+	c := me.life
+	info := api.TenantInfo{Name: me.name, PID: me.pid, Priority: pol.Priority,
+		Scope: pol.Watch.Scope, Observe: me.observe, State: c.state, Level: c.level,
 		Levels: len(pol.Profiles), GPUs: []api.TenantGPU{},
-		GraceSeconds: pol.Watermark.Grace.Seconds(), SettleSeconds: pol.Watch.Settle.Seconds(), Room: l.roomInfo()}
-	if !l.latest.haveSample {
+		GraceSeconds: pol.Watermark.Grace.Seconds(), SettleSeconds: pol.Watch.Settle.Seconds(), Room: me.room(pol)}
+	if !me.latest.haveSample {
 		return info
 	}
-	s := l.latest.lastSample
-	own := !s.ProcessesAt.IsZero() && l.life.run.child != nil
+	s := me.latest.lastSample
+	own := !s.ProcessesAt.IsZero() && c.run.child != nil
 	for _, d := range s.Devices {
 		g := api.TenantGPU{UUID: d.UUID}
 		if own {
 			for _, p := range s.Processes {
-				if p.Device == d.Index && l.life.run.childTree[p.PID] {
+				if p.Device == d.Index && c.run.childTree[p.PID] {
 					g.UsedBytes += p.Used
 				}
 			}

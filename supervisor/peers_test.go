@@ -16,6 +16,7 @@ import (
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/internal/admission"
 	"github.com/gpuguard/gpuguard/internal/sharing"
+	"github.com/gpuguard/gpuguard/internal/sharing/sharingtest"
 	"github.com/gpuguard/gpuguard/internal/tenants"
 	"github.com/gpuguard/gpuguard/policy"
 )
@@ -25,8 +26,8 @@ import (
 // proposes nothing more during its grace.
 func TestSharedProposalStepsSelf(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{decide: func(p api.Proposal, seq int64) api.Outcome {
-			o := selfStep(p, seq)
+		fc := &sharingtest.Coord{DecideFunc: func(p api.Proposal, seq int64) api.Outcome {
+			o := sharingtest.SelfStep(p, seq)
 			o.Peers, o.Shared = []string{"/run/other.sock"}, true
 			return o
 		}}
@@ -35,7 +36,7 @@ func TestSharedProposalStepsSelf(t *testing.T) {
 		h.probe.setUsed(15 * gib) // 0.94 > 0.90
 		time.Sleep(1100 * time.Millisecond)
 		synctest.Wait()
-		props, confirms, _, announced := fc.got()
+		props, confirms, _, announced := fc.Got()
 		if len(props) != 1 || props[0].Kind != api.KindDown || props[0].GPU != fakeGPU || props[0].Self.Name != "t" ||
 			props[0].Self.Level != 0 || props[0].Watermark < 0.93 {
 			t.Fatalf("proposals %+v", props)
@@ -55,12 +56,12 @@ func TestSharedProposalStepsSelf(t *testing.T) {
 		}
 		time.Sleep(3 * time.Second) // within grace
 		synctest.Wait()
-		if props, _, _, _ := fc.got(); len(props) != 1 {
+		if props, _, _, _ := fc.Got(); len(props) != 1 {
 			t.Fatalf("%d proposals within the grace, want 1", len(props))
 		}
 		time.Sleep(2 * time.Second) // grace over, sustain long since met
 		synctest.Wait()
-		if props, _, _, _ := fc.got(); len(props) != 2 {
+		if props, _, _, _ := fc.Got(); len(props) != 2 {
 			t.Fatalf("%d proposals after the grace, want 2", len(props))
 		}
 		c.end(Exit{})
@@ -72,7 +73,7 @@ func TestSharedProposalStepsSelf(t *testing.T) {
 // instance's: the rules' own detail.
 func TestSharedLoneDetail(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := startHarness(t, livePolicy(), withCoord(&fakeCoord{}))
+		h := startHarness(t, livePolicy(), withCoord(&sharingtest.Coord{}))
 		c := h.child()
 		h.probe.setUsed(15 * gib)
 		time.Sleep(1100 * time.Millisecond)
@@ -91,7 +92,7 @@ func TestSharedLoneDetail(t *testing.T) {
 // only after a pause.
 func TestSharedProposalAtTheLastProfile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{decide: func(p api.Proposal, _ int64) api.Outcome {
+		fc := &sharingtest.Coord{DecideFunc: func(p api.Proposal, _ int64) api.Outcome {
 			return api.Outcome{Kind: api.OutcomeNoCandidate, Shared: true}
 		}}
 		h := startHarness(t, testPolicy(), withCoord(fc, func(c *Config, d *Deps) { c.StartLevel = 2 }))
@@ -99,7 +100,7 @@ func TestSharedProposalAtTheLastProfile(t *testing.T) {
 		h.probe.setUsed(16 * gib) // 1.0 >= critical
 		time.Sleep(1100 * time.Millisecond)
 		synctest.Wait()
-		props, _, _, _ := fc.got()
+		props, _, _, _ := fc.Got()
 		if len(props) != 1 || props[0].Self.Level != 2 {
 			t.Fatalf("proposals %+v, want one from the last profile", props)
 		}
@@ -109,7 +110,7 @@ func TestSharedProposalAtTheLastProfile(t *testing.T) {
 		}
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		props, _, _, _ = fc.got()
+		props, _, _, _ = fc.Got()
 		if n := len(props); n < 2 || n > 4 {
 			t.Fatalf("%d proposals in 4s with nobody able to step, want one a second at most", n)
 		}
@@ -134,7 +135,7 @@ func TestSharedProposalAtTheLastProfile(t *testing.T) {
 // has passed and the sustain timer has run again.
 func TestSharedYieldAndCadence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{decide: func(p api.Proposal, seq int64) api.Outcome {
+		fc := &sharingtest.Coord{DecideFunc: func(p api.Proposal, seq int64) api.Outcome {
 			return api.Outcome{Kind: api.OutcomeYield, Shared: true, Record: api.TenantDecision{GPU: p.GPU, Seq: seq,
 				Kind: p.Kind, To: "batch", At: time.Now().UnixNano(), GraceSeconds: 10}}
 		}}
@@ -152,12 +153,12 @@ func TestSharedYieldAndCadence(t *testing.T) {
 		}
 		time.Sleep(9 * time.Second) // batch's grace runs to 10s after its step
 		synctest.Wait()
-		if props, _, _, _ := fc.got(); len(props) != 1 {
+		if props, _, _, _ := fc.Got(); len(props) != 1 {
 			t.Fatalf("%d proposals within the other tenant's grace, want 1", len(props))
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if props, _, _, _ := fc.got(); len(props) != 2 {
+		if props, _, _, _ := fc.Got(); len(props) != 2 {
 			t.Fatalf("%d proposals after it, want 2", len(props))
 		}
 		c.end(Exit{})
@@ -171,7 +172,7 @@ func TestSharedYieldAndCadence(t *testing.T) {
 func TestSharedOneProposalInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		block := make(chan struct{})
-		fc := &fakeCoord{block: block, decide: func(api.Proposal, int64) api.Outcome {
+		fc := &sharingtest.Coord{Block: block, DecideFunc: func(api.Proposal, int64) api.Outcome {
 			return api.Outcome{Kind: api.OutcomeHold}
 		}}
 		h := startHarness(t, livePolicy(), withCoord(fc))
@@ -179,17 +180,17 @@ func TestSharedOneProposalInFlight(t *testing.T) {
 		h.probe.setUsed(15 * gib)
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		if props, _, _, _ := fc.got(); len(props) != 1 {
+		if props, _, _, _ := fc.Got(); len(props) != 1 {
 			t.Fatalf("%d proposals while one is in flight, want 1", len(props))
 		}
 		if st := h.sup.Status(); st.State != api.StateRunning {
 			t.Fatalf("status %+v", st)
 		}
-		fc.set(func(f *fakeCoord) { f.block = nil })
+		fc.Set(func(f *sharingtest.Coord) { f.Block = nil })
 		close(block)
 		time.Sleep(150 * time.Millisecond)
 		synctest.Wait()
-		if props, _, _, _ := fc.got(); len(props) < 2 {
+		if props, _, _, _ := fc.Got(); len(props) < 2 {
 			t.Fatalf("%d proposals after the hold, want another", len(props))
 		}
 		c.end(Exit{})
@@ -201,7 +202,7 @@ func TestSharedOneProposalInFlight(t *testing.T) {
 // runtime dir is read-only) must not leave the GPU unprotected.
 func TestSharedFailureDecidesAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{decide: func(api.Proposal, int64) api.Outcome {
+		fc := &sharingtest.Coord{DecideFunc: func(api.Proposal, int64) api.Outcome {
 			return api.Outcome{Kind: api.OutcomeFailed, Err: errors.New("read-only file system")}
 		}}
 		h := startHarness(t, livePolicy(), withCoord(fc))
@@ -221,13 +222,13 @@ func TestSharedFailureDecidesAlone(t *testing.T) {
 // (its decider gave it up): no step, and the claim is voided.
 func TestSharedStepRefusedIsVoided(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{confirmOK: func(string, int64) error { return errVoided }}
+		fc := &sharingtest.Coord{ConfirmErr: func(string, int64) error { return errVoided }}
 		h := startHarness(t, livePolicy(), withCoord(fc))
 		c := h.child()
 		h.probe.setUsed(15 * gib)
 		time.Sleep(1100 * time.Millisecond)
 		synctest.Wait()
-		if _, _, voids, _ := fc.got(); len(voids) == 0 || voids[0] != 1 {
+		if _, _, voids, _ := fc.Got(); len(voids) == 0 || voids[0] != 1 {
 			t.Fatalf("voids %v, want seq 1 first", voids)
 		}
 		if len(h.rec.named(api.EventStepDown)) != 0 || len(c.gotSignals()) != 0 {
@@ -242,7 +243,7 @@ func TestSharedStepRefusedIsVoided(t *testing.T) {
 // tenant_step.
 func TestTenantStepRequest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{}
+		fc := &sharingtest.Coord{}
 		pol := livePolicy()
 		h := startHarness(t, pol, withCoord(fc))
 		c := h.child()
@@ -262,7 +263,7 @@ func TestTenantStepRequest(t *testing.T) {
 		if _, err := step(3, api.KindUp, now()); err == nil || !strings.Contains(err.Error(), "first profile") {
 			t.Fatalf("a step up at the first profile: %v", err)
 		}
-		if _, confirms, _, _ := fc.got(); len(confirms) != 0 {
+		if _, confirms, _, _ := fc.Got(); len(confirms) != 0 {
 			t.Fatal("a refused step was confirmed")
 		}
 		d, err := step(3, api.KindDown, now())
@@ -283,14 +284,14 @@ func TestTenantStepRequest(t *testing.T) {
 		if _, err := step(2, api.KindDown, now()); err == nil {
 			t.Fatal("an older seq must be refused")
 		}
-		fc.set(func(f *fakeCoord) { f.confirmOK = func(string, int64) error { return errVoided } })
+		fc.Set(func(f *sharingtest.Coord) { f.ConfirmErr = func(string, int64) error { return errVoided } })
 		if _, err := step(4, api.KindUp, now()); !errors.Is(err, errVoided) {
 			t.Fatalf("a voided claim: %v", err)
 		}
 		if st := h.sup.Status(); st.Level != 1 {
 			t.Fatalf("level %d after a voided claim, want 1", st.Level)
 		}
-		fc.set(func(f *fakeCoord) { f.confirmOK = nil })
+		fc.Set(func(f *sharingtest.Coord) { f.ConfirmErr = nil })
 		if _, err := step(5, api.KindUp, now()); err != nil {
 			t.Fatal(err)
 		}
@@ -327,14 +328,14 @@ func TestTenantStepRefusedWhenNotTakingPart(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				fc := &fakeCoord{}
+				fc := &sharingtest.Coord{}
 				h := startHarness(t, livePolicy(), withCoord(fc, mod))
 				c := h.child()
 				h.probe.setUsed(16 * gib)
 				h.probe.setProcs([]gpu.Process{{PID: c.pid, Device: 0, Used: 16 * gib}})
 				time.Sleep(3 * time.Second)
 				synctest.Wait()
-				if props, _, _, _ := fc.got(); len(props) != 0 {
+				if props, _, _, _ := fc.Got(); len(props) != 0 {
 					t.Fatalf("%s proposed %+v", name, props)
 				}
 				_, err := h.sup.Admission().TenantStep(context.Background(), api.TenantStep{GPU: fakeGPU, Seq: 9, Kind: api.KindDown, By: "x", At: time.Now().UnixNano()})
@@ -356,7 +357,7 @@ func TestTenantStepRefusedWhenNotTakingPart(t *testing.T) {
 // holds its proposals for that tenant's grace.
 func TestTenantDecisionNotes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{}
+		fc := &sharingtest.Coord{}
 		h := startHarness(t, livePolicy(), withCoord(fc))
 		c := h.child()
 		time.Sleep(150 * time.Millisecond)
@@ -378,12 +379,12 @@ func TestTenantDecisionNotes(t *testing.T) {
 		h.probe.setUsed(15 * gib)
 		time.Sleep(7 * time.Second)
 		synctest.Wait()
-		if props, _, _, _ := fc.got(); len(props) != 0 {
+		if props, _, _, _ := fc.Got(); len(props) != 0 {
 			t.Fatalf("proposed within batch's grace: %+v", props)
 		}
 		time.Sleep(1100 * time.Millisecond)
 		synctest.Wait()
-		if props, _, _, _ := fc.got(); len(props) != 1 {
+		if props, _, _, _ := fc.Got(); len(props) != 1 {
 			t.Fatalf("%d proposals after batch's grace, want 1", len(props))
 		}
 		c.end(Exit{})
@@ -397,7 +398,7 @@ func TestTenantInfo(t *testing.T) {
 		pol := livePolicy()
 		pol.Priority = -7
 		pol.Watch.Settle = 2 * time.Second
-		h := startHarness(t, pol, withCoord(&fakeCoord{}))
+		h := startHarness(t, pol, withCoord(&sharingtest.Coord{}))
 		c := h.child()
 		h.probe.setProcs([]gpu.Process{{PID: c.pid, Device: 0, Used: 3 * gib}, {PID: 99999, Device: 0, Used: 5 * gib}})
 		time.Sleep(150 * time.Millisecond)
@@ -422,12 +423,12 @@ func TestTenantInfo(t *testing.T) {
 // other tenant's child really uses.
 func TestStartWaitsForTheOtherTenant(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{}
+		fc := &sharingtest.Coord{}
 		var sup atomic.Pointer[Supervisor]
 		var probe *fakeProbe
 		var llmStarting atomic.Bool
 		llmStarting.Store(true)
-		fc.claim = func(gpus []string) api.StartOutcome {
+		fc.ClaimFunc = func(gpus []string) api.StartOutcome {
 			if !slices.Equal(gpus, []string{fakeGPU}) {
 				t.Errorf("claimed %v", gpus)
 			}
@@ -449,7 +450,7 @@ func TestStartWaitsForTheOtherTenant(t *testing.T) {
 		time.Sleep(time.Second)
 		synctest.Wait()
 		h.noLaunch()
-		if n := fc.claimed(); n < 2 {
+		if n := fc.Claimed(); n < 2 {
 			t.Fatalf("%d claims in a second of waiting, want one a sample", n)
 		}
 		if info := h.sup.Admission().TenantInfo(); info.Starting {
@@ -469,19 +470,19 @@ func TestStartWaitsForTheOtherTenant(t *testing.T) {
 // nothing is claimed (another tenant may start meanwhile).
 func TestStartNoClaimWhileNothingFits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{}
+		fc := &sharingtest.Coord{}
 		pol := testPolicy()
 		pol.Profiles[2].Needs = 2 * gib
 		h := startHarness(t, pol, withCoord(fc, func(c *Config, d *Deps) { d.Probe.(*fakeProbe).setUsed(15 * gib) }))
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		if n := fc.claimed(); n != 0 {
+		if n := fc.Claimed(); n != 0 {
 			t.Fatalf("%d claims while nothing fits", n)
 		}
 		h.probe.setUsed(0)
 		c := h.child()
-		if fc.claimed() != 1 {
-			t.Fatalf("%d claims, want 1", fc.claimed())
+		if fc.Claimed() != 1 {
+			t.Fatalf("%d claims, want 1", fc.Claimed())
 		}
 		c.end(Exit{})
 		h.wait()
@@ -496,7 +497,7 @@ func TestStartEnds(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				pol := testPolicy()
 				pol.Watch.Settle = 2 * time.Second
-				h := startHarness(t, pol, withCoord(&fakeCoord{}))
+				h := startHarness(t, pol, withCoord(&sharingtest.Coord{}))
 				c := h.child()
 				if !h.sup.Admission().TenantInfo().Starting {
 					t.Fatal("not starting right after the launch")
@@ -582,7 +583,7 @@ func TestStartEndsWhileProbeHangs(t *testing.T) {
 		pol := testPolicy()
 		pol.Watch.Settle = 2 * time.Second
 		fp := &flakyProbe{}
-		h := startHarness(t, pol, withCoord(&fakeCoord{}, func(_ *Config, d *Deps) { fp.fakeProbe, d.Probe = d.Probe.(*fakeProbe), fp }))
+		h := startHarness(t, pol, withCoord(&sharingtest.Coord{}, func(_ *Config, d *Deps) { fp.fakeProbe, d.Probe = d.Probe.(*fakeProbe), fp }))
 		c := h.child()
 		stuck := make(chan struct{})
 		defer close(stuck)
@@ -604,7 +605,7 @@ func TestStartEndsWhileProbeHangs(t *testing.T) {
 // the other tenants at once.
 func TestStartEndsOnExit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{}
+		fc := &sharingtest.Coord{}
 		pol := testPolicy()
 		pol.Watch.Settle = time.Hour
 		h := startHarness(t, pol, withCoord(fc))
@@ -616,8 +617,8 @@ func TestStartEndsOnExit(t *testing.T) {
 		}
 		time.Sleep(time.Second) // backoff
 		c2 := h.child()
-		if fc.claimed() != 2 {
-			t.Fatalf("%d claims, want one per start", fc.claimed())
+		if fc.Claimed() != 2 {
+			t.Fatalf("%d claims, want one per start", fc.Claimed())
 		}
 		c2.end(Exit{})
 		h.wait()
@@ -629,7 +630,7 @@ func TestStartEndsOnExit(t *testing.T) {
 // be had.
 func TestReserveCountsOtherTenants(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{admit: func(gpus []string) (*api.Admission, error) {
+		fc := &sharingtest.Coord{AdmitFunc: func(gpus []string) (*api.Admission, error) {
 			return &api.Admission{Others: map[string]uint64{fakeGPU: 8 * gib}}, nil
 		}}
 		h := startHarness(t, testPolicy(), withCoord(fc))
@@ -643,15 +644,15 @@ func TestReserveCountsOtherTenants(t *testing.T) {
 		if err != nil || d.Decision != admission.DecisionGPU || !strings.Contains(d.Reason, "8 GiB leased") {
 			t.Fatalf("4 + 8 + 2 <= 14.4: %+v %v", d, err)
 		}
-		if p := fc.published(); !slices.Equal(p, []uint64{0, 2 * gib}) {
+		if p := fc.Published(); !slices.Equal(p, []uint64{0, 2 * gib}) {
 			t.Fatalf("published leases %v, want none once the GPU is known, then the 2 GiB lease as soon as it is granted", p)
 		}
 		d, _ = h.sup.Admission().Reserve(ctx, admission.Request{Bytes: 2 * gib, Priority: "P2", TTL: time.Minute})
 		if d.Decision != admission.DecisionDefer || !strings.Contains(d.Reason, "10 GiB leased") {
 			t.Fatalf("4 + (2 own + 8 others) + 2 > 14.4: %+v", d)
 		}
-		fc.set(func(f *fakeCoord) {
-			f.admit = func([]string) (*api.Admission, error) {
+		fc.Set(func(f *sharingtest.Coord) {
+			f.AdmitFunc = func([]string) (*api.Admission, error) {
 				return nil, errors.New("the admission lock of GPU " + fakeGPU + ": " + tenants.ErrLockHeld.Error())
 			}
 		})
@@ -667,13 +668,13 @@ func TestReserveCountsOtherTenants(t *testing.T) {
 		}
 		time.Sleep(sharing.ReleasePublishDelay)
 		synctest.Wait()
-		if p := fc.published(); !slices.Equal(p, []uint64{0, 2 * gib, 0}) {
+		if p := fc.Published(); !slices.Equal(p, []uint64{0, 2 * gib, 0}) {
 			t.Fatalf("published leases %v, want 0 after the release", p)
 		}
 		// A lease the others cannot see is not granted.
-		fc.set(func(f *fakeCoord) {
-			f.admit = nil
-			f.leaseErr = errors.New("no space left on device")
+		fc.Set(func(f *sharingtest.Coord) {
+			f.AdmitFunc = nil
+			f.LeaseErr = errors.New("no space left on device")
 		})
 		d, _ = h.sup.Admission().Reserve(ctx, admission.Request{Bytes: 1, Priority: "P2", TTL: time.Minute})
 		if d.Decision != admission.DecisionDefer || d.Lease != "" || !strings.Contains(d.Reason, "no space left") {
@@ -696,7 +697,7 @@ func TestReserveCountsOtherTenants(t *testing.T) {
 // pressure another tenant already answered.
 func TestObservingTenantYields(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{}
+		fc := &sharingtest.Coord{}
 		h := startHarness(t, livePolicy(), withCoord(fc, func(c *Config, d *Deps) { c.Observe = true }))
 		c := h.child()
 		time.Sleep(150 * time.Millisecond)
@@ -719,7 +720,7 @@ func TestObservingTenantYields(t *testing.T) {
 		if o := h.rec.named(api.EventObserve); len(o) != 1 {
 			t.Fatalf("%d observe events after the grace, want 1", len(o))
 		}
-		if props, _, _, _ := fc.got(); len(props) != 0 {
+		if props, _, _, _ := fc.Got(); len(props) != 0 {
 			t.Fatalf("an observing tenant proposed %+v", props)
 		}
 		c.end(Exit{})

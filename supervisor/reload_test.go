@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/sharing/sharingtest"
 	"github.com/gpuguard/gpuguard/policy"
 )
 
@@ -405,12 +406,12 @@ func TestReloadCommandAtNextStart(t *testing.T) {
 // `tenant` answer.
 func TestReloadPriorityVisibleToPeers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{}
+		fc := &sharingtest.Coord{}
 		fr := &fakeReloader{}
 		h := startHarness(t, testPolicy(), withReloader(fr, withCoord(fc)))
 		c := h.child()
 		synctest.Wait()
-		if p := fc.lastInfo().Priority; p != 0 {
+		if p := fc.LastInfo().Priority; p != 0 {
 			t.Fatalf("published priority %d before", p)
 		}
 		next := testPolicy()
@@ -419,7 +420,7 @@ func TestReloadPriorityVisibleToPeers(t *testing.T) {
 		if _, err := h.reload(); err != nil {
 			t.Fatal(err)
 		}
-		if p := fc.lastInfo().Priority; p != -40 {
+		if p := fc.LastInfo().Priority; p != -40 {
 			t.Errorf("published priority %d after the reload, want -40", p)
 		}
 		if p := h.sup.Admission().TenantInfo().Priority; p != -40 {

@@ -108,7 +108,7 @@ func (l *loop) publishSnapshot() {
 		snap.childStart = l.life.run.childStart
 	}
 	l.s.snap.Store(snap)
-	info := l.tenantInfo()
+	info := l.self.info(l.pol)
 	l.s.adm.tenant.Store(&info)
 	if l.peers != nil {
 		l.peers.Publish(info, l.ledger.Outstanding)

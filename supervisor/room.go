@@ -13,7 +13,7 @@ import (
 // Making room, as the loop carries it out. The asker's side is the core's
 // decision (core.AskRoom, core.RoomAnswer, fed in loop.go and effects.go);
 // the asked side is here: what this instance tells the other tenants of
-// itself as a candidate (roomInfo in its tenant record, liveRoom in the
+// itself as a candidate (self.room in its tenant record, liveRoom in the
 // `tenant` answer), and a tenant's ask that it sleep for it
 // (onTenantSleep), which its core decides by its own facts of the moment.
 
@@ -27,41 +27,41 @@ func (l *loop) onTenantSleep(r request) {
 	}
 	now := time.Now()
 	l.feed(core.SleepFor{Now: now, For: ts.For, GPU: ts.GPU, Priority: ts.Priority,
-		Watches: l.tenant(now).Watches(ts.GPU), Self: l.roomSelf(now, ts.GPU)}, r.reply)
+		Watches: l.self.tenant(now, l.pol).Watches(ts.GPU), Self: l.self.candidate(now, ts.GPU, l.pol)}, r.reply)
 }
 
-// roomSelf is this instance as a candidate to sleep for a peer on GPU
+// candidate is this instance as a candidate to sleep for a peer on GPU
 // uuid, at now: the live facts (the core adds the policy's).
-func (l *loop) roomSelf(now time.Time, uuid string) room.Candidate {
-	act := l.s.act.read()
-	c := room.Candidate{Name: l.cfg.Name, Serving: l.life.serving() && l.life.door.healthy, CanSleep: l.deps.Door != nil,
-		Busy: act.busy, Idle: act.idle(now, l.s.started), LastUsed: act.lastUsed}
-	if info := l.roomInfo(); info != nil {
+func (me *self) candidate(now time.Time, uuid string, pol *policy.Policy) room.Candidate {
+	act := me.act.read()
+	c := room.Candidate{Name: me.name, Serving: me.life.serving() && me.life.door.healthy, CanSleep: me.canSleep,
+		Busy: act.busy, Idle: act.idle(now, me.started), LastUsed: act.lastUsed}
+	if info := me.room(pol); info != nil {
 		c.UsedBytes, c.SleepBytes = info.UsedBytes, info.SleepBytes
 	}
-	if u, ok := l.tenantInfo().Used(uuid); ok && u > 0 {
+	if u, ok := me.info(pol).Used(uuid); ok && u > 0 {
 		c.UsedBytes = u
 	}
 	return c
 }
 
-// roomInfo is what the other tenants' rankings read of this instance in
-// its tenant record (the facts that change with each request are the
+// room is what the other tenants' rankings read of this instance in its
+// tenant record (the facts that change with each request are the
 // `tenant` answer's: liveRoom); nil when it can never sleep for a peer
 // (no front door, no serving = false profile, wake = false).
-func (l *loop) roomInfo() *api.TenantRoom {
-	pol := l.pol
+func (me *self) room(pol *policy.Policy) *api.TenantRoom {
+	c := me.life
 	asleep := core.FirstAsleep(pol.Profiles)
-	if l.deps.Door == nil || asleep < 0 || !pol.Serve.Wake {
+	if !me.canSleep || asleep < 0 || !pol.Serve.Wake {
 		return nil
 	}
-	r := &api.TenantRoom{CanSleep: true, Serving: l.life.serving() && l.life.door.healthy && pol.Profiles[l.life.level].Serving(),
-		KeepAwakeSeconds: pol.Serve.KeepAwake.Seconds(), SleepBytes: pol.Profiles[asleep].Needs, For: l.life.sleepsForName(pol)}
+	r := &api.TenantRoom{CanSleep: true, Serving: c.serving() && c.door.healthy && pol.Profiles[c.level].Serving(),
+		KeepAwakeSeconds: pol.Serve.KeepAwake.Seconds(), SleepBytes: pol.Profiles[asleep].Needs, For: c.sleepsForName(pol)}
 	// What it uses where the backend does not tell processes apart: what
 	// it used while it served, else its profile's needs.
-	r.UsedBytes = l.latest.served
+	r.UsedBytes = me.latest.served
 	if r.UsedBytes == 0 {
-		r.UsedBytes = pol.Profiles[l.life.level].Needs
+		r.UsedBytes = pol.Profiles[c.level].Needs
 	}
 	return r
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/sharing/sharingtest"
 )
 
 // TestTenantSleepRequest: another tenant's ask that this instance sleep
@@ -18,14 +19,10 @@ import (
 // until a request wakes it.
 func TestTenantSleepRequest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		door, acts := newFakeDoor(), &fakeActions{}
-		close(door.drain)
 		pol := sleepPolicy()
 		pol.Serve.Wake, pol.Serve.KeepAwake = true, 30*time.Second
-		fc := &fakeCoord{}
-		h := startHarness(t, pol, withCoord(fc, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts }))
-		c := h.child()
-		c.setHandler(true)
+		fc := &sharingtest.Coord{}
+		h, c, door, acts := startServing(t, pol, withCoord(fc))
 		h.sup.Healthy(1)
 		time.Sleep(time.Second)
 		synctest.Wait()
@@ -91,7 +88,7 @@ func TestTenantSleepRequest(t *testing.T) {
 // asks the GPU's tenants for room at once, with the shortfall; once a
 // peer has slept and the memory is free, the instance wakes and journals
 // room (who slept, what was freed). With make_room = false nothing is
-// asked, and the wake waits as before.
+// asked, and the wake waits for memory to free on its own.
 func TestRoomAsked(t *testing.T) {
 	for _, makeRoom := range []bool{true, false} {
 		synctest.Test(t, func(t *testing.T) {
@@ -99,10 +96,10 @@ func TestRoomAsked(t *testing.T) {
 			close(door.drain)
 			pol := sleepPolicy()
 			pol.Serve.Wake, pol.Serve.MakeRoom = true, makeRoom
-			fc := &fakeCoord{}
+			fc := &sharingtest.Coord{}
 			h := startHarness(t, pol, withCoord(fc, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts }))
-			fc.set(func(f *fakeCoord) {
-				f.room = func(ask api.RoomAsk) api.RoomOutcome {
+			fc.Set(func(f *sharingtest.Coord) {
+				f.RoomFunc = func(ask api.RoomAsk) api.RoomOutcome {
 					h.probe.setUsed(5 * gib) // the peer's sleep freed 8 GiB
 					return api.RoomOutcome{GPU: ask.GPU, Slept: "coder", CouldFree: 8 * gib}
 				}
@@ -121,7 +118,7 @@ func TestRoomAsked(t *testing.T) {
 			h.sup.Requested(true)
 			time.Sleep(time.Second)
 			synctest.Wait()
-			asks := fc.roomAsks()
+			asks := fc.RoomAsks()
 			if !makeRoom {
 				if len(asks) != 0 || h.sup.Status().State != api.StateAsleep {
 					t.Fatalf("make_room = false: asks %+v, state %s; want none, asleep", asks, h.sup.Status().State)

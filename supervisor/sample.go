@@ -19,7 +19,7 @@ func (l *loop) onSample(r sense.Result) {
 	defer l.pace.Reschedule(r, now) // after the period this result sets
 	if n := l.ledger.Expire(now); len(n) > 0 {
 		l.deps.Logf("%d admission lease(s) expired", len(n))
-		l.leasesChanged()
+		l.s.adm.leasesChanged()
 	}
 	if l.deps.Meter != nil && !hung {
 		l.deps.Meter.ObserveProbe(r.Took, r.Err)
@@ -85,14 +85,14 @@ func (l *loop) onSample(r sense.Result) {
 }
 
 // measure hands the core sample s while a live change's effect waits to
-// be measured (core.Measured): what the child holds now, read as before
-// the change (startUsage), and the watermark.
+// be measured (core.Measured): what the child holds now, read the way its
+// holding before the change was (startUsage), and the watermark.
 func (l *loop) measure(now time.Time, s gpu.Sample) {
 	if !l.core.Measuring() {
 		return
 	}
 	used, _, _ := startUsage(s, l.life.run.childTree)
-	coordinated, _ := l.sharing()
+	coordinated, _ := l.self.sharing(l.pol)
 	l.feed(core.Measured{Now: now, Ratio: l.latest.ratio, Used: used, Shared: coordinated}, nil)
 }
 
@@ -103,7 +103,7 @@ func (l *loop) measure(now time.Time, s gpu.Sample) {
 func (l *loop) applyWatermark(now time.Time) {
 	in := core.Sample{Now: now, Ratio: l.latest.ratio, Predicted: l.pace.Forecast().Predicted,
 		Ran: now.Sub(l.life.run.childStart), ETA: l.pace.Forecast().ETA.Seconds()}
-	switch coordinated, notes := l.sharing(); {
+	switch coordinated, notes := l.self.sharing(l.pol); {
 	case coordinated:
 		in.Shared, in.Proposing = true, l.peers.Proposing()
 	case notes && l.cfg.Observe:

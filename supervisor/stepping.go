@@ -50,11 +50,13 @@ func (l *loop) changeProfile(level int, reason, why string, reply chan response)
 	}
 	l.out.Emit(ev)
 	l.life.level = level
+	// Status shows the step before the child hears of it (and before the
+	// reply): whoever learns of the change from either finds it there.
+	l.publishSnapshot()
 	l.life.run.notify(l.pol.Notify.Signal, st, &l.out)
 	l.out.publish(st)
 	l.deps.Logf("%s to profile %s (%s)", event, l.pol.Profiles[level].Name, why)
 	if reply != nil {
-		l.publishSnapshot() // a status asked after the reply shows the step
 		reply <- response{profile: l.pol.Profiles[level].Name}
 	}
 	return true

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/sharing/sharingtest"
 )
 
 // TestWakeOnRequestStopped: a held request while the child is stopped
@@ -60,13 +61,9 @@ func TestWakeOnRequestStopped(t *testing.T) {
 // its actions: its leave runs and the instance serves again.
 func TestWakeOnRequestLive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		door, acts := newFakeDoor(), &fakeActions{}
-		close(door.drain)
 		pol := sleepPolicy()
 		pol.Serve.Wake = true
-		h := startHarness(t, pol, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts })
-		c := h.child()
-		c.setHandler(true)
+		h, c, _, acts := startServing(t, pol)
 		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
 			t.Fatalf("step down = %q, %v", p, err)
 		}
@@ -92,13 +89,9 @@ func TestWakeOnRequestLive(t *testing.T) {
 // the count.
 func TestIdleSleep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		door, acts := newFakeDoor(), &fakeActions{}
-		close(door.drain)
 		pol := sleepPolicy()
 		pol.Serve.Idle = 10 * time.Second
-		h := startHarness(t, pol, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts })
-		c := h.child()
-		c.setHandler(true)
+		h, c, _, acts := startServing(t, pol)
 		h.sup.Healthy(1) // the idle count starts once the child is ready
 		time.Sleep(8 * time.Second)
 		h.sup.Requested(false)
@@ -129,13 +122,9 @@ func TestIdleSleep(t *testing.T) {
 // put it to sleep, and once it is ready the count starts from then.
 func TestIdleCountsFromReady(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		door, acts := newFakeDoor(), &fakeActions{}
-		close(door.drain)
 		pol := sleepPolicy()
 		pol.Serve.Idle = 10 * time.Second
-		h := startHarness(t, pol, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts })
-		c := h.child()
-		c.setHandler(true)
+		h, c, _, acts := startServing(t, pol)
 		time.Sleep(30 * time.Second) // loading its weights: never healthy yet
 		synctest.Wait()
 		if got := acts.got(); len(got) != 0 {
@@ -164,22 +153,18 @@ func TestIdleCountsFromReady(t *testing.T) {
 // claim is granted, with this instance starting until it settles.
 func TestLiveWakeTakesTheStartClaim(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fc := &fakeCoord{}
+		fc := &sharingtest.Coord{}
 		var llmStarting atomic.Bool
-		fc.claim = func(gpus []string) api.StartOutcome {
+		fc.ClaimFunc = func(gpus []string) api.StartOutcome {
 			if llmStarting.Load() {
 				return api.StartOutcome{Holder: "llm", GPU: fakeGPU}
 			}
 			return api.StartOutcome{Granted: true}
 		}
-		door, acts := newFakeDoor(), &fakeActions{}
-		close(door.drain)
 		pol := sleepPolicy()
 		pol.Serve.Wake = true
 		pol.Watch.Settle = 2 * time.Second
-		h := startHarness(t, pol, withCoord(fc, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts }))
-		c := h.child()
-		c.setHandler(true)
+		h, c, _, acts := startServing(t, pol, withCoord(fc))
 		time.Sleep(time.Minute) // the start settles; its claim ends
 		synctest.Wait()
 		if h.sup.Admission().TenantInfo().Starting {
@@ -189,14 +174,14 @@ func TestLiveWakeTakesTheStartClaim(t *testing.T) {
 			t.Fatalf("step down = %q, %v", p, err)
 		}
 		llmStarting.Store(true)
-		before := fc.claimed()
+		before := fc.Claimed()
 		h.sup.Requested(true)
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
 			t.Fatalf("actions %v while another tenant starts: want the sleep only, no wake", got)
 		}
-		if fc.claimed() <= before {
+		if fc.Claimed() <= before {
 			t.Fatal("the wake claimed nothing")
 		}
 		if h.sup.Admission().TenantInfo().Starting {
@@ -231,13 +216,9 @@ func TestLiveWakeTakesTheStartClaim(t *testing.T) {
 // in_flight and idle_seconds say the same.
 func TestIdleNeverCutsAStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		door, acts := newFakeDoor(), &fakeActions{}
-		close(door.drain)
 		pol := sleepPolicy()
 		pol.Serve.Idle = 10 * time.Second
-		h := startHarness(t, pol, func(c *Config, d *Deps) { c.StartLevel = 1; d.Door, d.Actions = door, acts })
-		c := h.child()
-		c.setHandler(true)
+		h, c, door, acts := startServing(t, pol)
 		h.sup.Healthy(1)
 		time.Sleep(5 * time.Second)
 		h.sup.Requested(false)

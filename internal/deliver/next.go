@@ -18,8 +18,8 @@ type nextTask struct {
 }
 
 // readyTask is a task leased by a done, for the deliverer to journal and
-// send (from its goroutine, as every other delivery: the done's reply is
-// written first, as before).
+// send from its goroutine, as every other delivery, after the done's reply
+// is written.
 type readyTask struct {
 	f   *taskFlight
 	sub taskSub

@@ -241,7 +241,7 @@ func (q *Tasks) TaskCounts() api.TaskCounts {
 // DeferTask is a reservation with a payload: decided as Reserve does, and,
 // when the decision is defer, stored as a task before it returns the
 // ticket. A task that cannot be stored is answered deny, with the reason,
-// and no ticket. Without a store the reservation is answered as before.
+// and no ticket. Without a store the answer is Reserve's, with no ticket.
 func (q *Tasks) DeferTask(ctx context.Context, req admission.Request, payload json.RawMessage) (admission.Decision, string, error) {
 	dec, err := q.in.Reserve(ctx, req, false)
 	if err != nil || dec.Decision != admission.DecisionDefer || q.d == nil {

@@ -19,6 +19,7 @@
 // totals records go to disk, and here, resumed from those records. A
 // journal is a sequence of runs (one per gpuguard process, told apart by
 // the records' run_start); a run ends at its last line, so the time between
-// a killed gpuguard and the next one is not counted. Journals from before
-// the records are one run replayed from its first line, as before.
+// a killed gpuguard and the next one is not counted. A journal without
+// records (written by a gpuguard that had none) is one run, replayed from
+// its first line.
 package report

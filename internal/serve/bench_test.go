@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -14,12 +13,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gpuguard/gpuguard/internal/benchload"
 )
 
 // The front door's figures (docs/performance.md), each measured against a
@@ -75,28 +73,9 @@ func benchDoor(b *testing.B, up string) string {
 	return "http://" + ln.Addr().String()
 }
 
-func benchClient(b *testing.B, conns int) *http.Client {
-	tr := &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}
-	b.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}
-}
-
+// roundTrip sends one small completion to url.
 func roundTrip(c *http.Client, url string) error {
-	resp, err := c.Post(url, "application/json", strings.NewReader(`{"prompt":"hi","max_tokens":1}`))
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("status %d", resp.StatusCode)
-	}
-	return nil
-}
-
-func quantile(d []time.Duration, q float64) time.Duration {
-	slices.Sort(d)
-	return d[min(len(d)-1, int(q*float64(len(d))))]
+	return benchload.Post(c, url, `{"prompt":"hi","max_tokens":1}`)
 }
 
 // BenchmarkDoorLatency: one keep-alive client, small bodies, alternating
@@ -105,7 +84,7 @@ func quantile(d []time.Duration, q float64) time.Duration {
 func BenchmarkDoorLatency(b *testing.B) {
 	up := benchUpstream(b)
 	door := benchDoor(b, up.URL)
-	direct, via := benchClient(b, 1), benchClient(b, 1)
+	direct, via := benchload.Client(b, 1), benchload.Client(b, 1)
 	for range 200 { // warm both paths' connections and caches
 		_ = roundTrip(direct, up.URL+"/v1/completions")
 		_ = roundTrip(via, door+"/v1/completions")
@@ -124,7 +103,7 @@ func BenchmarkDoorLatency(b *testing.B) {
 		dd, vd = append(dd, t1.Sub(t0)), append(vd, time.Since(t1))
 	}
 	b.StopTimer()
-	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	us, quantile := benchload.Micros, benchload.Quantile
 	dm, vm, dp, vp := quantile(dd, 0.5), quantile(vd, 0.5), quantile(dd, 0.99), quantile(vd, 0.99)
 	b.ReportMetric(us(dm), "direct-median-µs")
 	b.ReportMetric(us(vm), "door-median-µs")
@@ -161,32 +140,15 @@ func doorThroughput(b *testing.B, path string) {
 	// count runs the clients against url for d and answers how many
 	// requests were answered.
 	count := func(c *http.Client, url string, d time.Duration) int64 {
-		var n atomic.Int64
-		var wg sync.WaitGroup
-		stop := time.Now().Add(d)
-		for range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for time.Now().Before(stop) {
-					if err := roundTrip(c, url); err != nil {
-						b.Error(err)
-						return
-					}
-					n.Add(1)
-				}
-			}()
-		}
-		wg.Wait()
-		return n.Load()
+		return benchload.Closed(b, clients, d, func() error { return roundTrip(c, url) })
 	}
 	ref := referenceProxy(b, up.URL)
-	dc, vc, rc := benchClient(b, clients), benchClient(b, clients), benchClient(b, clients)
+	dc, vc, rc := benchload.Client(b, clients), benchload.Client(b, clients), benchload.Client(b, clients)
 	count(dc, up.URL+path, window/2) // open and warm every connection
 	count(vc, door+path, window/2)
 	count(rc, ref+path, window/2)
 	ngx := nginxProxy(b, up.URL)
-	nc := benchClient(b, clients)
+	nc := benchload.Client(b, clients)
 	if ngx != "" {
 		count(nc, ngx+path, window/2)
 	}
@@ -292,20 +254,9 @@ http { access_log off; client_body_temp_path %[1]s; proxy_temp_path %[1]s;
 func BenchmarkDoorFirstByte(b *testing.B) {
 	up := benchUpstream(b)
 	door := benchDoor(b, up.URL)
-	direct, via := benchClient(b, 1), benchClient(b, 1)
+	direct, via := benchload.Client(b, 1), benchload.Client(b, 1)
 	first := func(c *http.Client, url string) time.Duration {
-		t0 := time.Now()
-		resp, err := c.Get(url)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
-			b.Fatal(err)
-		}
-		took := time.Since(t0)
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return took
+		return benchload.FirstLine(b, func() (*http.Response, error) { return c.Get(url) })
 	}
 	for range 100 {
 		first(direct, up.URL+"/stream")
@@ -318,7 +269,7 @@ func BenchmarkDoorFirstByte(b *testing.B) {
 		vd = append(vd, first(via, door+"/stream"))
 	}
 	b.StopTimer()
-	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	us, quantile := benchload.Micros, benchload.Quantile
 	b.ReportMetric(us(quantile(dd, 0.5)), "direct-ttfb-µs")
 	b.ReportMetric(us(quantile(vd, 0.5)), "door-ttfb-µs")
 	b.ReportMetric(us(quantile(vd, 0.5)-quantile(dd, 0.5)), "added-ttfb-µs")

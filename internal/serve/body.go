@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"sync/atomic"
 	"time"
@@ -62,25 +61,3 @@ func (b *timedBody) Close() error { return b.src.Close() }
 
 // timedOut reports whether the body's read timed out (false for none).
 func (b *timedBody) timedOut() bool { return b != nil && b.expired.Load() }
-
-// bodyFailed answers a request whose body, read whole before it is sent
-// (maxBuffered), did not come: 408 when it stopped coming (timedBody),
-// nothing when the client left.
-func (d *Door) bodyFailed(w http.ResponseWriter, r *http.Request, ex *exchange) {
-	switch {
-	case ex.timed.timedOut():
-		d.bodyTimeout(w)
-	case r.Context().Err() == nil:
-		w.Header().Set("Connection", "close")
-		d.answer(w, http.StatusBadRequest, "invalid_request_error", "the request body ended before its Content-Length", 0)
-	}
-}
-
-// bodyTimeout answers 408 to a request whose body did not come in time,
-// and closes its connection (what remains of the body is never read).
-func (d *Door) bodyTimeout(w http.ResponseWriter) {
-	cfg := d.cfg.Load()
-	w.Header().Set("Connection", "close")
-	d.answer(w, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf(
-		"%v: no byte for %s, or not all in within %s of the request's start", errBodyTimeout, cfg.bodyIdle(), cfg.bodyTotal()), 0)
-}

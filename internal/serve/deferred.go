@@ -112,39 +112,39 @@ func (d *Door) deferRequest(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	if r.ContentLength > maxDeferred {
-		d.answer(w, http.StatusRequestEntityTooLarge, "invalid_request_error", errTooLarge.Error(), 0)
+		d.say.answer(w, http.StatusRequestEntityTooLarge, "invalid_request_error", errTooLarge.Error(), 0)
 		return true
 	}
 	if err := d.gate.enterDefer(d.cfg.Load().MaxHeld); err != nil {
-		d.reject(w, err)
+		d.say.reject(w, err)
 		return true
 	}
 	defer d.gate.leaveDefer()
 	payload, err := json.Marshal(deferredRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
 		Header: endToEnd(r.Header)})
 	if err != nil {
-		d.answer(w, http.StatusInternalServerError, "gpuguard_error", "encoding the deferred request: "+err.Error(), 0)
+		d.say.answer(w, http.StatusInternalServerError, "gpuguard_error", "encoding the deferred request: "+err.Error(), 0)
 		return true
 	}
 	body := &deferBody{r: r.Body}
 	ticket, err := q.Defer(r.Context(), payload, body)
 	switch {
 	case body.tooLarge:
-		d.answer(w, http.StatusRequestEntityTooLarge, "invalid_request_error", errTooLarge.Error(), 0)
+		d.say.answer(w, http.StatusRequestEntityTooLarge, "invalid_request_error", errTooLarge.Error(), 0)
 		return true
 	case errors.Is(body.err, errBodyTimeout):
-		d.bodyTimeout(w)
+		d.say.bodyTimeout(w, d.cfg.Load())
 		return true
 	case body.err != nil:
-		d.answer(w, http.StatusBadRequest, "invalid_request_error", "reading the request body: "+body.err.Error(), 0)
+		d.say.answer(w, http.StatusBadRequest, "invalid_request_error", "reading the request body: "+body.err.Error(), 0)
 		return true
 	case err != nil:
-		d.answer(w, http.StatusServiceUnavailable, "gpuguard_unavailable", err.Error(), time.Second)
+		d.say.answer(w, http.StatusServiceUnavailable, "gpuguard_unavailable", err.Error(), time.Second)
 		return true
 	}
 	status := TasksPath + ticket
 	h := w.Header()
-	d.stampHeader(h)
+	d.say.header(h)
 	h.Set("Location", status)
 	writeJSON(w, http.StatusAccepted, struct {
 		Ticket    string `json:"ticket"`
@@ -160,29 +160,29 @@ func (d *Door) taskStatus(w http.ResponseWriter, r *http.Request) {
 	ticket := strings.TrimPrefix(r.URL.Path, TasksPath)
 	q := d.opts.Queue
 	if q == nil || ticket == "" || strings.Contains(ticket, "/") {
-		d.answer(w, http.StatusNotFound, "not_found", "no such deferred request: "+quote(ticket), 0)
+		d.say.answer(w, http.StatusNotFound, "not_found", "no such deferred request: "+quote(ticket), 0)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		d.answer(w, http.StatusMethodNotAllowed, "invalid_request_error", "a status URL answers GET", 0)
+		d.say.answer(w, http.StatusMethodNotAllowed, "invalid_request_error", "a status URL answers GET", 0)
 		return
 	}
 	t, result, found, err := q.Lookup(r.Context(), ticket)
 	switch {
 	case err != nil:
-		d.answer(w, http.StatusServiceUnavailable, "gpuguard_unavailable", "the deferred-task store: "+err.Error(), time.Second)
+		d.say.answer(w, http.StatusServiceUnavailable, "gpuguard_unavailable", "the deferred-task store: "+err.Error(), time.Second)
 		return
 	case !found || t.Tool != toolHTTP:
-		d.answer(w, http.StatusNotFound, "not_found", "no such deferred request: "+quote(ticket)+" (unknown, or its result expired)", 0)
+		d.say.answer(w, http.StatusNotFound, "not_found", "no such deferred request: "+quote(ticket)+" (unknown, or its result expired)", 0)
 		return
 	case t.State == api.TaskDead:
-		d.answer(w, http.StatusBadGateway, "gpuguard_task_dead",
+		d.say.answer(w, http.StatusBadGateway, "gpuguard_task_dead",
 			fmt.Sprintf("the deferred request failed %d times and will not run again: %s", t.Attempts, t.LastError), 0)
 		return
 	case t.State != api.TaskDone:
 		h := w.Header()
-		d.stampHeader(h)
+		d.say.header(h)
 		h.Set("Content-Type", "application/json")
 		h.Set("Cache-Control", "no-store")
 		h.Set(HeaderTicket, ticket)
@@ -195,7 +195,7 @@ func (d *Door) taskStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	var resp deferredResponse
 	if err := json.Unmarshal(result, &resp); err != nil || resp.Status < 100 || resp.Status > 999 {
-		d.answer(w, http.StatusInternalServerError, "gpuguard_error", "the stored response of "+quote(ticket)+" does not parse", 0)
+		d.say.answer(w, http.StatusInternalServerError, "gpuguard_error", "the stored response of "+quote(ticket)+" does not parse", 0)
 		return
 	}
 	var body io.ReadCloser = io.NopCloser(bytes.NewReader(resp.Body))
@@ -203,7 +203,7 @@ func (d *Door) taskStatus(w http.ResponseWriter, r *http.Request) {
 	if len(resp.Body) == 0 {
 		body, size, err = q.ResultBody(r.Context(), ticket)
 		if err != nil {
-			d.answer(w, http.StatusServiceUnavailable, "gpuguard_unavailable", "the deferred-task store: "+err.Error(), time.Second)
+			d.say.answer(w, http.StatusServiceUnavailable, "gpuguard_unavailable", "the deferred-task store: "+err.Error(), time.Second)
 			return
 		}
 	}

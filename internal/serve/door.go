@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -27,7 +26,7 @@ type Door struct {
 	std   *http.Transport   // tr when the door built it (no Options.Transport)
 
 	short atomic.Bool // memory is short: P1 to the fallback
-	tag   atomic.Pointer[profileTag]
+	say   answers     // the door's own answers, and the profile every answer says (answer.go)
 
 	up readiness // whether the current launch takes requests (health.go)
 
@@ -58,7 +57,8 @@ func New(cfg Config, opts Options) *Door {
 	}
 	d := &Door{opts: opts}
 	d.Configure(cfg)
-	d.tag.Store(newProfileTag("", "0", "1"))
+	d.say.meter = opts.Meter
+	d.say.tag.Store(newProfileTag("", "0", "1"))
 	tr := opts.Transport
 	if tr == nil {
 		d.std = newTransport()
@@ -131,12 +131,7 @@ func (d *Door) Drain() <-chan struct{} {
 
 // Profile sets the profile that answers carry (X-GPUGuard-Profile and
 // X-GPUGuard-Level).
-func (d *Door) Profile(name string, level, levels int) {
-	if t := d.tag.Load(); t.name == name && t.level == strconv.Itoa(level) {
-		return
-	}
-	d.tag.Store(newProfileTag(name, strconv.Itoa(level), strconv.Itoa(max(levels, level+1))))
-}
+func (d *Door) Profile(name string, level, levels int) { d.say.setProfile(name, level, levels) }
 
 // Short says whether memory is short (a step down is pending, or the
 // watermark is at or above high): P1 requests then go to the fallback.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httputil"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -36,7 +35,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	watch := ex.bound(r, cc, cfg, start)
 	prio, ok := priority(r.Header.Get(HeaderPriority), cfg.Priority)
 	if !ok {
-		d.answer(cw, http.StatusBadRequest, "invalid_request_error",
+		d.say.answer(cw, http.StatusBadRequest, "invalid_request_error",
 			HeaderPriority+" must be P0, P1 or P2, got "+quote(r.Header.Get(HeaderPriority)), 0)
 		return
 	}
@@ -51,12 +50,12 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if cfg.upstream == nil {
-		d.answer(cw, http.StatusBadGateway, "gpuguard_unavailable", "the upstream URL "+quote(cfg.Upstream)+" is invalid", 0)
+		d.say.answer(cw, http.StatusBadGateway, "gpuguard_unavailable", "the upstream URL "+quote(cfg.Upstream)+" is invalid", 0)
 		return
 	}
 	ex.target = cfg.upstream
 	if err := d.enter(r.Context(), cfg, ex, watch); err != nil {
-		d.reject(cw, err)
+		d.say.reject(cw, err)
 		return
 	}
 	defer d.leave(ex)
@@ -64,7 +63,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case n > 0 && n <= maxBuffered:
 		var err error
 		if ex.whole, err = readWhole(r.Body, n); err != nil {
-			d.bodyFailed(cw, r, ex)
+			d.say.bodyFailed(cw, r, ex, cfg)
 			return
 		}
 		r.Body, _ = ex.freshBody()
@@ -88,7 +87,7 @@ func (d *Door) framed(w http.ResponseWriter, cc *clientConn) bool {
 	if err == nil {
 		return true
 	}
-	d.answer(w, http.StatusBadRequest, "invalid_request_error", "the request's framing is refused (RFC 9112 6.3): "+err.Error(), 0)
+	d.say.answer(w, http.StatusBadRequest, "invalid_request_error", "the request's framing is refused (RFC 9112 6.3): "+err.Error(), 0)
 	if d.opts.Meter != nil {
 		d.opts.Meter.ServeRequest(http.StatusBadRequest)
 	}
@@ -160,7 +159,7 @@ func (d *Door) stamp(resp *http.Response) error {
 			cc.upgraded()
 		}
 	}
-	t := d.tag.Load()
+	t := d.say.tag.Load()
 	level := t.levelV
 	if ex != nil && ex.fallback {
 		resp.Header[canonFallback] = t.fallbackV
@@ -189,84 +188,19 @@ func (d *Door) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	ex := exchangeFrom(r.Context())
 	switch {
 	case ex != nil && ex.timed.timedOut():
-		d.bodyTimeout(w)
+		d.say.bodyTimeout(w, d.cfg.Load())
 	case ex != nil && ex.rejected != nil:
-		d.reject(w, ex.rejected)
+		d.say.reject(w, ex.rejected)
 	case r.Context().Err() != nil:
 		// The client went away; there is no one to answer.
 		w.WriteHeader(499)
 	case errors.Is(err, errBadAnswer):
-		d.answer(w, http.StatusBadGateway, "gpuguard_upstream_error", err.Error(), 0)
+		d.say.answer(w, http.StatusBadGateway, "gpuguard_upstream_error", err.Error(), 0)
 	case ex != nil && ex.fallback:
-		d.answer(w, http.StatusBadGateway, "gpuguard_fallback_error", "the fallback server failed: "+err.Error(), 0)
+		d.say.answer(w, http.StatusBadGateway, "gpuguard_fallback_error", "the fallback server failed: "+err.Error(), 0)
 	default:
-		d.answer(w, http.StatusBadGateway, "gpuguard_upstream_error", "the model server failed before answering: "+err.Error(), 0)
+		d.say.answer(w, http.StatusBadGateway, "gpuguard_upstream_error", "the model server failed before answering: "+err.Error(), 0)
 	}
-}
-
-// reject answers a request the door would not pass.
-func (d *Door) reject(w http.ResponseWriter, err error) {
-	reason, msg := "hold", "the model server is not ready (starting, restarting or stepping down); retry later"
-	switch {
-	case errors.Is(err, errFull):
-		reason, msg = "full", "too many requests are waiting for the model server; retry later"
-	case errors.Is(err, errShutdown):
-		reason, msg = "", "gpuguard is shutting down; retry later"
-	case errors.Is(err, errMayHaveRun):
-		reason, msg = "", "the model server dropped the connection after it may have read the request, which is not sent twice "+
-			"(only GET, HEAD, OPTIONS, PUT, DELETE or a request with an Idempotency-Key is); retry later"
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, errClientGone):
-		return // the client left while held
-	}
-	if reason != "" && d.opts.Meter != nil {
-		d.opts.Meter.ServeRejected(reason)
-	}
-	d.answer(w, http.StatusServiceUnavailable, "gpuguard_unavailable", msg, time.Second)
-}
-
-// errorBody is the OpenAI-shaped error that OpenAI client libraries show.
-type errorBody struct {
-	Error struct {
-		Message string `json:"message"`
-		Type    string `json:"type"`
-		Code    int    `json:"code"`
-	} `json:"error"`
-}
-
-// answer writes the door's own error answer; retryAfter > 0 adds
-// Retry-After (whole seconds, at least 1).
-func (d *Door) answer(w http.ResponseWriter, code int, typ, msg string, retryAfter time.Duration) {
-	var b errorBody
-	b.Error.Message, b.Error.Type, b.Error.Code = msg, typ, code
-	h := w.Header()
-	d.stampHeader(h)
-	if retryAfter > 0 {
-		h.Set("Retry-After", strconvSeconds(retryAfter))
-	}
-	writeJSON(w, code, b)
-}
-
-// writeJSON answers v as JSON with its Content-Length: the client's
-// writer flushes each write, so without one the door's own small answers
-// would go out chunked.
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, "gpuguard: encoding the answer: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	body = append(body, '\n') // as json.Encoder wrote it
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(code)
-	_, _ = w.Write(body)
-}
-
-func (d *Door) stampHeader(h http.Header) {
-	t := d.tag.Load()
-	h.Set(HeaderProfile, t.name)
-	h.Set(HeaderLevel, t.level)
 }
 
 // own answers the door's own paths: the status object (200 when ready,
@@ -277,7 +211,7 @@ func (d *Door) own(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Path != StatusPath || d.opts.Status == nil {
-		d.answer(w, http.StatusNotFound, "not_found", "no such gpuguard path: "+r.URL.Path, 0)
+		d.say.answer(w, http.StatusNotFound, "not_found", "no such gpuguard path: "+r.URL.Path, 0)
 		return
 	}
 	st := d.opts.Status().Public() // the door may listen beyond this host
@@ -287,7 +221,7 @@ func (d *Door) own(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusServiceUnavailable
 	}
 	h := w.Header()
-	d.stampHeader(h)
+	d.say.header(h)
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(code)

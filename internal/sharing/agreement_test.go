@@ -1,67 +1,22 @@
 package sharing
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/internal/sharing/sharingtest"
 	"github.com/gpuguard/gpuguard/supervisor/core"
 )
 
 // The agreement on its own, without a supervisor: each input with the
 // instance's facts of the moment, and the core inputs it asks back.
 
-const fakeGPU = "GPU-fake-0"
-
-// fakeCoord records what the agreement asks of the coordinator.
-type fakeCoord struct {
-	mu        sync.Mutex
-	confirms  []api.TenantDecision
-	voids     []int64
-	announced []api.TenantDecision
-	leases    []uint64
-}
-
-func (f *fakeCoord) Decide(ctx context.Context, p api.Proposal) api.Outcome { return api.Outcome{} }
-func (f *fakeCoord) Confirm(gpu string, seq int64, grace time.Duration) (api.TenantDecision, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	d := api.TenantDecision{GPU: gpu, Seq: seq, GraceSeconds: grace.Seconds()}
-	f.confirms = append(f.confirms, d)
-	return d, nil
-}
-func (f *fakeCoord) Void(gpu string, seq int64) {
-	f.mu.Lock()
-	f.voids = append(f.voids, seq)
-	f.mu.Unlock()
-}
-func (f *fakeCoord) Announce(d api.TenantDecision, sockets []string) {
-	f.mu.Lock()
-	f.announced = append(f.announced, d)
-	f.mu.Unlock()
-}
-func (f *fakeCoord) ClaimStart(ctx context.Context, gpus []string, settle time.Duration) api.StartOutcome {
-	return api.StartOutcome{Granted: true}
-}
-func (f *fakeCoord) Admit(ctx context.Context, gpus []string) (*api.Admission, error) {
-	return &api.Admission{}, nil
-}
-func (f *fakeCoord) SetLeases(gpus []string, bytes uint64) error {
-	f.mu.Lock()
-	f.leases = append(f.leases, bytes)
-	f.mu.Unlock()
-	return nil
-}
-func (f *fakeCoord) Publish(info api.TenantInfo) {}
-func (f *fakeCoord) MakeRoom(ctx context.Context, ask api.RoomAsk) api.RoomOutcome {
-	return api.RoomOutcome{GPU: ask.GPU}
-}
+const fakeGPU = sharingtest.GPU
 
 func self(now time.Time) core.Tenant {
 	return core.Tenant{Now: now, Name: "me", Coordinated: true, Notes: true, Ratio: 0.9, ETA: 2,
@@ -71,6 +26,12 @@ func self(now time.Time) core.Tenant {
 }
 
 func newPeers(c Coordinator) *Peers { return New(c, func(string, ...any) {}) }
+
+// confirms are the decisions c confirmed.
+func confirms(c *sharingtest.Coord) []api.TenantDecision {
+	_, confirmed, _, _ := c.Got()
+	return confirmed
+}
 
 func TestExecRefusesWhatItCannotTake(t *testing.T) {
 	now := time.Now()
@@ -90,7 +51,7 @@ func TestExecRefusesWhatItCannotTake(t *testing.T) {
 		{"a state file it cannot write", fresh, func(f *core.Tenant) { f.Writable = func() error { return errors.New("disk full") } }, "disk full"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &fakeCoord{}
+			c := &sharingtest.Coord{}
 			p := newPeers(c)
 			f := self(now)
 			if tc.f != nil {
@@ -100,8 +61,8 @@ func TestExecRefusesWhatItCannotTake(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Step: %v, want an error with %q", err, tc.want)
 			}
-			if len(ins) != 0 || len(c.confirms) != 0 || p.Held(now) {
-				t.Fatalf("a refused step asked for %+v, confirmed %v, held %v", ins, c.confirms, p.Held(now))
+			if len(ins) != 0 || len(confirms(c)) != 0 || p.Held(now) {
+				t.Fatalf("a refused step asked for %+v, confirmed %v, held %v", ins, confirms(c), p.Held(now))
 			}
 		})
 	}
@@ -109,7 +70,7 @@ func TestExecRefusesWhatItCannotTake(t *testing.T) {
 
 func TestExecStepsOnceAndHoldsForGrace(t *testing.T) {
 	now := time.Now()
-	c := &fakeCoord{}
+	c := &sharingtest.Coord{}
 	p := newPeers(c)
 	st := api.TenantStep{GPU: fakeGPU, Seq: 3, Kind: api.KindDown, By: "other", At: now.UnixNano(), Watermark: 0.93}
 	d, ins, err := p.Step(st, self(now))
@@ -135,7 +96,7 @@ func TestExecStepsOnceAndHoldsForGrace(t *testing.T) {
 
 func TestNotesADecisionOnce(t *testing.T) {
 	now := time.Now()
-	p := newPeers(&fakeCoord{})
+	p := newPeers(&sharingtest.Coord{})
 	d := api.TenantDecision{GPU: fakeGPU, Seq: 7, Kind: api.KindPredicted, To: "other", At: now.UnixNano(), GraceSeconds: 2}
 	want := []core.Input{core.Yielded{GPU: fakeGPU, To: "other", Kind: api.KindPredicted, Ratio: 0.9}}
 	if ins := p.Note(d, self(now)); !slices.Equal(ins, want) {
@@ -161,7 +122,7 @@ func TestNotesADecisionOnce(t *testing.T) {
 func TestOutcomes(t *testing.T) {
 	now := time.Now()
 	down := api.Proposal{GPU: fakeGPU, Kind: api.KindDown}
-	p := newPeers(&fakeCoord{})
+	p := newPeers(&sharingtest.Coord{})
 	outcome := func(o api.Outcome, f core.Tenant) []core.Input {
 		p.proposal = &down
 		return p.Outcome(o, f)
@@ -192,18 +153,18 @@ func TestOutcomes(t *testing.T) {
 // instance has taken the step the outcome asked for.
 func TestAnnouncedAfterTheStep(t *testing.T) {
 	now := time.Now()
-	c := &fakeCoord{}
+	c := &sharingtest.Coord{}
 	p := newPeers(c)
 	p.proposal = &api.Proposal{GPU: fakeGPU, Kind: api.KindDown}
 	claim := api.TenantStep{GPU: fakeGPU, Seq: 9, Kind: api.KindDown, By: "me", At: now.UnixNano()}
 	ins := p.Outcome(api.Outcome{Kind: api.OutcomeStep, Claim: claim, Peers: []string{"/run/other.sock"}, Shared: true}, self(now))
-	if len(ins) != 1 || len(c.announced) != 0 {
-		t.Fatalf("inputs %+v, announced %+v: want the step, not yet announced", ins, c.announced)
+	if _, _, _, announced := c.Got(); len(ins) != 1 || len(announced) != 0 {
+		t.Fatalf("inputs %+v, announced %+v: want the step, not yet announced", ins, announced)
 	}
 	p.Announce()
 	p.Announce()
-	if len(c.announced) != 1 || c.announced[0].Seq != 9 {
-		t.Fatalf("announced %+v, want decision 9 once", c.announced)
+	if _, _, _, announced := c.Got(); len(announced) != 1 || announced[0].Seq != 9 {
+		t.Fatalf("announced %+v, want decision 9 once", announced)
 	}
 }
 
@@ -216,7 +177,7 @@ func TestAnnouncedAfterTheStep(t *testing.T) {
 func TestUnwritableRefusalLoggedOnce(t *testing.T) {
 	now := time.Now()
 	var lines []string
-	c := &fakeCoord{}
+	c := &sharingtest.Coord{}
 	p := New(c, func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) })
 	full := errors.New("no space left on device")
 	f := self(now)

@@ -21,7 +21,7 @@ func BenchmarkDecide(b *testing.B) {
 			for i := range others {
 				o := New(Options{RuntimeDir: dir, Name: fmt.Sprintf("o%d", i)})
 				defer o.Close()
-				if err := o.writeInfo(api.TenantInfo{Priority: 10, Scope: "device", State: api.StateRunning, Levels: 3,
+				if err := o.pub.writeInfo(api.TenantInfo{Priority: 10, Scope: "device", State: api.StateRunning, Levels: 3,
 					GPUs: []api.TenantGPU{{UUID: gpuA}}}); err != nil {
 					b.Fatal(err)
 				}

@@ -50,16 +50,8 @@ type Coordinator struct {
 	sweeping map[string]bool      // per GPU dir: a sweep runs
 	swept    map[string]time.Time // per GPU dir: when the last sweep ended
 
-	silentMu sync.Mutex
-	silent   map[string]time.Time // tenants passed over until then
-
-	pubMu     sync.Mutex
-	pubNext   *api.TenantInfo // the newest info to publish
-	pubLast   *api.TenantInfo // the info written last, at pubLastAt
-	pubLastAt time.Time
-	pubWake   chan struct{}
-	pubDone   chan struct{}
-	pubClosed bool
+	silence silence    // tenants that did not answer in time, passed over for a while
+	pub     *publisher // this instance's TenantInfo, written off the caller (publish.go)
 }
 
 // busySpan is a run of proposals that found another tenant deciding.
@@ -76,8 +68,9 @@ func New(o Options) *Coordinator {
 	if o.PeerTimeout <= 0 {
 		o.PeerTimeout = PeerTimeout
 	}
-	return &Coordinator{o: o, busy: map[string]busySpan{}, silent: map[string]time.Time{},
-		sweeping: map[string]bool{}, swept: map[string]time.Time{}}
+	c := &Coordinator{o: o, busy: map[string]busySpan{}, sweeping: map[string]bool{}, swept: map[string]time.Time{}}
+	c.pub = &publisher{runtimeDir: o.RuntimeDir, name: o.Name, write: c.publishOwn, logf: o.Logf}
+	return c
 }
 
 // Close waits for the announcements still being sent (each is bounded by
@@ -85,14 +78,7 @@ func New(o Options) *Coordinator {
 // the live lock: this instance is no tenant any more.
 func (c *Coordinator) Close() error {
 	c.wg.Wait()
-	c.pubMu.Lock()
-	c.pubClosed = true
-	wake, done, last := c.pubWake, c.pubDone, c.pubNext
-	c.pubMu.Unlock()
-	if wake != nil {
-		close(wake)
-		<-done
-	}
+	last := c.pub.close()
 	c.liveMu.Lock()
 	defer c.liveMu.Unlock()
 	if c.live == nil {
@@ -226,7 +212,7 @@ func (c *Coordinator) Decide(ctx context.Context, p Proposal) Outcome {
 			end, voided := c.end(dir, claim.Seq, End{Void: true, By: c.o.Name, At: c.o.Now().UnixNano()})
 			if voided {
 				if errors.Is(err, context.DeadlineExceeded) {
-					c.passOver(w.Name)
+					c.silence.passOver(w.Name)
 				}
 				c.o.Logf("shared GPU %s: %s did not take the step (%v); asking the next tenant", p.GPU, w.Name, err)
 				ranked = ranked[1:]

@@ -507,22 +507,22 @@ func TestPublishWakesOnlyForAChange(t *testing.T) {
 		info := api.TenantInfo{Name: "me", Priority: 3, Scope: "device", State: api.StateRunning, Levels: 2, GPUs: []api.TenantGPU{{UUID: gpuA}}}
 		c.Publish(info)
 		synctest.Wait() // the writer has written it and waits for the next
-		c.pubMu.Lock()
-		written := c.pubLast != nil
-		c.pubMu.Unlock()
+		c.pub.mu.Lock()
+		written := c.pub.last != nil
+		c.pub.mu.Unlock()
 		if !written {
 			t.Fatal("the first info was never written")
 		}
 		// Count the wake-ups on a channel the writer does not read (it reads
 		// the one it was started with); put that one back before Close.
-		c.pubMu.Lock()
-		orig, wakes := c.pubWake, make(chan struct{}, 1)
-		c.pubWake = wakes
-		c.pubMu.Unlock()
+		c.pub.mu.Lock()
+		orig, wakes := c.pub.wake, make(chan struct{}, 1)
+		c.pub.wake = wakes
+		c.pub.mu.Unlock()
 		defer func() {
-			c.pubMu.Lock()
-			c.pubWake = orig
-			c.pubMu.Unlock()
+			c.pub.mu.Lock()
+			c.pub.wake = orig
+			c.pub.mu.Unlock()
 		}()
 		live := info
 		live.Starting, live.LeasesBytes = true, 5 // read live, never written
@@ -618,7 +618,7 @@ func TestUnchangedInfoIsLookedAtNotRewritten(t *testing.T) {
 		if !readable() {
 			t.Fatal("an info spoiled in place was not written again")
 		}
-		// A change is written at once, as before.
+		// A change is still written at once.
 		before := inode()
 		info.Level = 1
 		c.Publish(info)

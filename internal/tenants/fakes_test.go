@@ -113,7 +113,7 @@ func (w *world) tenant(name string, prio, levels int, used uint64) *fakeTenant {
 // would after each change.
 func (f *fakeTenant) publish() {
 	f.w.t.Helper()
-	if err := f.coord.writeInfo(f.self()); err != nil {
+	if err := f.coord.pub.writeInfo(f.self()); err != nil {
 		f.w.t.Fatal(err)
 	}
 }
@@ -180,7 +180,7 @@ func (f *fakeTenant) execute(st api.TenantStep) (api.TenantDecision, error) {
 	}
 	f.executed = append(f.executed, st)
 	d.Kind = st.Kind
-	if err := f.coord.writeInfo(f.info); err != nil {
+	if err := f.coord.pub.writeInfo(f.info); err != nil {
 		return d, err
 	}
 	return d, nil
@@ -316,7 +316,7 @@ func (w *world) publishedBy(name string, prio int, holding bool) {
 	c := w.coordinator(name)
 	info := api.TenantInfo{Name: name, Priority: prio, Scope: "device", State: api.StateRunning, Levels: 3,
 		GPUs: []api.TenantGPU{{UUID: gpuA}}}
-	if err := c.writeInfo(info); err != nil {
+	if err := c.pub.writeInfo(info); err != nil {
 		w.t.Fatal(err)
 	}
 	if !holding {

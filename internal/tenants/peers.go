@@ -2,13 +2,11 @@ package tenants
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/control"
@@ -48,7 +46,7 @@ func (c *Coordinator) tenants(dir string) []Candidate {
 	var out []Candidate
 	for _, de := range ents {
 		name, ok := strings.CutPrefix(de.Name(), infoPrefix)
-		if !ok || name == c.o.Name || paths.ValidName(name) != nil || c.isSilent(name, now) {
+		if !ok || name == c.o.Name || paths.ValidName(name) != nil || c.silence.silent(name, now) {
 			continue
 		}
 		var info api.TenantInfo
@@ -62,180 +60,34 @@ func (c *Coordinator) tenants(dir string) []Candidate {
 	return out
 }
 
-func (c *Coordinator) isSilent(name string, now time.Time) bool {
-	c.silentMu.Lock()
-	defer c.silentMu.Unlock()
-	until, ok := c.silent[name]
+// silence is the tenants passed over, each until a time: one that did not
+// answer a question in time is not asked again while it stays silent.
+type silence struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+}
+
+// silent reports whether name is passed over at now.
+func (s *silence) silent(name string, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	until, ok := s.until[name]
 	if ok && !now.Before(until) {
-		delete(c.silent, name)
+		delete(s.until, name)
 		return false
 	}
 	return ok
 }
 
-// passOver records that name did not answer in time.
-func (c *Coordinator) passOver(name string) {
-	c.silentMu.Lock()
-	c.silent[name] = time.Now().Add(silentFor)
-	c.silentMu.Unlock()
-}
-
-// Publish makes info this instance's published TenantInfo, in the
-// directory of every GPU it lists. It returns at once: a goroutine writes
-// the newest info, when it changed in a way that matters (anything but the
-// own usage, or that by more than usedTolerance, at most once a second).
-// The supervisor calls it after every event of its loop, so an info not
-// worth writing is judged here and wakes nobody: a sample costs no
-// hand-off to the writer. (One held back by the once-a-second rule is
-// judged again at the next call.)
-func (c *Coordinator) Publish(info api.TenantInfo) {
-	c.pubMu.Lock()
-	defer c.pubMu.Unlock()
-	if c.pubClosed {
-		return
+// passOver records that name did not answer in time: it is passed over
+// for silentFor.
+func (s *silence) passOver(name string) {
+	s.mu.Lock()
+	if s.until == nil {
+		s.until = map[string]time.Time{}
 	}
-	c.pubNext = &info
-	if !worthWriting(c.pubLast, &info, time.Since(c.pubLastAt)) {
-		return
-	}
-	if c.pubWake == nil {
-		c.pubWake = make(chan struct{}, 1)
-		c.pubDone = make(chan struct{})
-		go c.publisher(c.pubWake)
-	}
-	select {
-	case c.pubWake <- struct{}{}:
-	default:
-	}
-}
-
-func (c *Coordinator) publisher(wake <-chan struct{}) {
-	defer close(c.pubDone)
-	var written []fileID // what the last write left, per GPU of pubLast
-	for range wake {
-		c.pubMu.Lock()
-		info, last, since := c.pubNext, c.pubLast, time.Since(c.pubLastAt)
-		c.pubMu.Unlock()
-		if info == nil || !worthWriting(last, info, since) {
-			continue
-		}
-		if !changed(last, info, since) && c.intact(*info, written) {
-			// Only due for a look, and the files are as written: a
-			// rewrite would cost a new file in each GPU's dir for nothing.
-			c.pubMu.Lock()
-			c.pubLastAt = time.Now()
-			c.pubMu.Unlock()
-			continue
-		}
-		if err := c.writeInfo(*info); err != nil {
-			c.o.Logf("%v", err)
-			continue
-		}
-		written = c.infoFiles(*info)
-		c.pubMu.Lock()
-		c.pubLast, c.pubLastAt = info, time.Now()
-		c.pubMu.Unlock()
-	}
-}
-
-// republishEvery is how often an unchanged info is looked at, so that one
-// a stranger spoiled or removed (see sweep) is written again soon. Looking
-// is one lstat per GPU; the info is rewritten only when a file is not the
-// one this instance wrote, as it wrote it.
-const republishEvery = 10 * time.Second
-
-// fileID tells whether a file is still the one that was written: a
-// rename over it changes the inode, a write in place or a chmod its
-// change time.
-type fileID struct {
-	dev, ino uint64
-	ctime    unix.Timespec
-	size     int64
-}
-
-// infoFiles identifies this instance's info file in the dir of each GPU
-// of info, in order; a file it cannot stat is a zero fileID, which no
-// file matches.
-func (c *Coordinator) infoFiles(info api.TenantInfo) []fileID {
-	ids := make([]fileID, len(info.GPUs))
-	for i, g := range info.GPUs {
-		dir, err := GPUDir(c.o.RuntimeDir, g.UUID)
-		if err != nil {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Lstat(filepath.Join(dir, infoPrefix+c.o.Name), &st) == nil {
-			ids[i] = fileID{dev: uint64(st.Dev), ino: st.Ino, ctime: st.Ctim, size: st.Size}
-		}
-	}
-	return ids
-}
-
-// intact reports whether every info file of info is the one written, as
-// written (written: infoFiles right after the write).
-func (c *Coordinator) intact(info api.TenantInfo, written []fileID) bool {
-	if len(written) != len(info.GPUs) {
-		return false
-	}
-	for i, id := range c.infoFiles(info) {
-		if id == (fileID{}) || id != written[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// usedTolerance is the least change of a tenant's own usage worth
-// publishing (it only breaks ties in the ranking).
-const usedTolerance = 64 << 20
-
-// worthWriting says whether the writer has something to do for next: it
-// changed (see changed), or republishEvery has passed since the last
-// write or look, and the files are due for a look.
-func worthWriting(last, next *api.TenantInfo, since time.Duration) bool {
-	return since >= republishEvery || changed(last, next, since)
-}
-
-// changed says whether next differs from the last written info (nil:
-// none yet) in a way the other tenants' rankings can use. Of the state
-// they read only whether it can step (canStep): a child that goes from
-// starting to running, or an instance from waiting to backoff, changes
-// nothing for them, and a restart writes the file twice rather than three
-// times (each write is a new file in the GPU's dir). Of making room's facts
-// only those an ask does not read live count (roomChanged).
-func changed(last, next *api.TenantInfo, since time.Duration) bool {
-	if last == nil {
-		return true
-	}
-	a, b := last, next
-	if a.PID != b.PID || a.Priority != b.Priority || a.Scope != b.Scope || a.Observe != b.Observe || canStep(a.State) != canStep(b.State) ||
-		a.Level != b.Level || a.Levels != b.Levels || a.GraceSeconds != b.GraceSeconds || a.SettleSeconds != b.SettleSeconds ||
-		len(a.GPUs) != len(b.GPUs) || roomChanged(a.Room, b.Room) {
-		return true
-	}
-	moved := false
-	for i := range last.GPUs {
-		if last.GPUs[i].UUID != next.GPUs[i].UUID {
-			return true
-		}
-		d := int64(next.GPUs[i].UsedBytes) - int64(last.GPUs[i].UsedBytes)
-		moved = moved || d > usedTolerance || d < -usedTolerance
-	}
-	return moved && since >= time.Second
-}
-
-// writeInfo writes info into the directory of each GPU it lists.
-func (c *Coordinator) writeInfo(info api.TenantInfo) error {
-	info.Name = c.o.Name
-	b, err := json.Marshal(info)
-	if err != nil {
-		return err
-	}
-	gpus := make([]string, len(info.GPUs))
-	for i, g := range info.GPUs {
-		gpus[i] = g.UUID
-	}
-	return c.publishOwn(gpus, infoPrefix, "the tenant info", b)
+	s.until[name] = time.Now().Add(silentFor)
+	s.mu.Unlock()
 }
 
 // ask sends `tenant` to one socket, within PeerTimeout.

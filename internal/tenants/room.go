@@ -65,7 +65,7 @@ func (c *Coordinator) MakeRoom(ctx context.Context, ask api.RoomAsk) api.RoomOut
 		})
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
-				c.passOver(w.Name)
+				c.silence.passOver(w.Name)
 			}
 			c.o.Logf("shared GPU %s: %s does not sleep to make room (%v); asking the next tenant", ask.GPU, w.Name, err)
 			cands = slices.DeleteFunc(cands, func(x room.Candidate) bool { return x.Name == w.Name })
@@ -96,7 +96,7 @@ func (c *Coordinator) roomCandidates(ctx context.Context, dir string, ask api.Ro
 			info, err := c.ask(ctx, t.Socket)
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) {
-					c.passOver(t.Name)
+					c.silence.passOver(t.Name)
 				}
 				return
 			}

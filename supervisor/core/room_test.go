@@ -122,7 +122,7 @@ func TestRoomDecisions(t *testing.T) {
 			{1, wake(9900*time.Millisecond, used(12*gib-768<<20)), ""},
 			{1, wake(10*time.Second, used(12*gib-1024<<20)), "ask room on a for 5.6 GiB"},
 		}},
-		{"make_room = false: no ask, the wake waits as before", func(p *policy.Policy) { roomy(p); p.Serve.MakeRoom = false }, false, []in{
+		{"make_room = false: no ask, the wake waits for memory", func(p *policy.Policy) { roomy(p); p.Serve.MakeRoom = false }, false, []in{
 			{1, request(wake(0, full)), ""},
 			{1, wake(2*time.Second, full), ""},
 		}},

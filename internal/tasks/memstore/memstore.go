@@ -64,7 +64,8 @@ func (s *store) lock() (*Memory, error) {
 
 func (s *store) Close() error { return nil }
 
-func (s *store) pending(m *Memory) int {
+// pending counts the tasks queued or running.
+func pending(m *Memory) int {
 	n := 0
 	for _, e := range m.tasks {
 		if e.t.State == api.TaskQueued || e.t.State == api.TaskRunning {
@@ -106,7 +107,7 @@ func (s *store) enqueue(t api.Task, body []byte, maxTasks int) error {
 	if _, ok := m.tasks[t.Ticket]; ok {
 		return nil
 	}
-	if s.pending(m) >= maxTasks {
+	if pending(m) >= maxTasks {
 		return fmt.Errorf("%w (max_tasks %d)", tasks.ErrFull, maxTasks)
 	}
 	m.seq++

@@ -24,15 +24,22 @@ import (
 // bodyTTL is how long a body being written outlives its last chunk.
 const bodyTTL = time.Hour
 
-func (s *Store) bodyKey(id string) string { return s.key + ":body:" + id }
+// bodies are the tasks' bodies, each a string of the store's.
+type bodies struct {
+	c      *goredis.Client
+	prefix string // the store's key, then ":body:"
+	moves  tasks.Bodies
+}
 
-// writeBody appends body's chunks to a new key, and answers its id and
+func (b *bodies) key(id string) string { return b.prefix + id }
+
+// write appends body's chunks to a new key, and answers its id and
 // length ("" for an empty body); on an error nothing of it is left.
-func (s *Store) writeBody(ctx context.Context, body io.Reader) (string, int64, error) {
+func (b *bodies) write(ctx context.Context, body io.Reader) (string, int64, error) {
 	id := tasks.NewBodyID()
-	key := s.bodyKey(id)
-	n, err := s.bodies.Write(body, func(_ int, chunk []byte) error {
-		_, err := s.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+	key := b.key(id)
+	n, err := b.moves.Write(body, func(_ int, chunk []byte) error {
+		_, err := b.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			p.Do(ctx, "APPEND", key, chunk) // a []byte argument is written as it is: no copy
 			p.PExpire(ctx, key, bodyTTL)
 			return nil
@@ -40,7 +47,7 @@ func (s *Store) writeBody(ctx context.Context, body io.Reader) (string, int64, e
 		return err
 	})
 	if err != nil {
-		s.dropBody(ctx, id)
+		b.drop(ctx, id)
 		return "", 0, err
 	}
 	if n == 0 {
@@ -49,23 +56,23 @@ func (s *Store) writeBody(ctx context.Context, body io.Reader) (string, int64, e
 	return id, n, nil
 }
 
-// dropBody deletes what was written of a body no task names, as well as
-// it can (else it expires).
-func (s *Store) dropBody(ctx context.Context, id string) {
+// drop deletes what was written of a body no task names, as well as it
+// can (else it expires).
+func (b *bodies) drop(ctx context.Context, id string) {
 	if id != "" {
-		_ = s.c.Del(context.WithoutCancel(ctx), s.bodyKey(id)).Err()
+		_ = b.c.Del(context.WithoutCancel(ctx), b.key(id)).Err()
 	}
 }
 
 // EnqueueBody writes body's chunks, then stores t naming them (the script
 // deletes them when it stores nothing).
 func (s *Store) EnqueueBody(ctx context.Context, t api.Task, body io.Reader, maxTasks int) error {
-	id, n, err := s.writeBody(ctx, body)
+	id, n, err := s.bodies.write(ctx, body)
 	if err != nil {
 		return fmt.Errorf("storing task %s in redis: %w", t.Ticket, err)
 	}
 	if err := s.enqueue(ctx, t, id, n, maxTasks); err != nil {
-		s.dropBody(ctx, id) // the script did, unless it never ran
+		s.bodies.drop(ctx, id) // the script did, unless it never ran
 		return err
 	}
 	return nil
@@ -73,12 +80,12 @@ func (s *Store) EnqueueBody(ctx context.Context, t api.Task, body io.Reader, max
 
 // AckBody writes body's chunks, then marks the task done naming them.
 func (s *Store) AckBody(ctx context.Context, ticket string, result []byte, body io.Reader, now time.Time) error {
-	id, n, err := s.writeBody(ctx, body)
+	id, n, err := s.bodies.write(ctx, body)
 	if err != nil {
 		return fmt.Errorf("finishing task %s in redis: %w", ticket, err)
 	}
 	if err := s.running(ctx, ticket, "finishing", ackScript, ticket, string(result), micros(now), id, n); err != nil {
-		s.dropBody(ctx, id)
+		s.bodies.drop(ctx, id)
 		return err
 	}
 	return nil
@@ -110,16 +117,21 @@ func (s *Store) body(ctx context.Context, ticket, which, idField, sizeField stri
 	if id == "" || size == 0 {
 		return tasks.EmptyBody(), 0, nil
 	}
-	key := s.bodyKey(id)
-	return s.bodies.Reader(ctx, func(ctx context.Context, seq int, dst []byte) ([]byte, error) {
+	return s.bodies.open(ctx, id, size), size, nil
+}
+
+// open reads body id, of size bytes, back, a chunk a GETRANGE.
+func (b *bodies) open(ctx context.Context, id string, size int64) io.ReadCloser {
+	key := b.key(id)
+	return b.moves.Reader(ctx, func(ctx context.Context, seq int, dst []byte) ([]byte, error) {
 		off := int64(seq) * tasks.ChunkSize
 		if off >= size {
 			return nil, io.EOF
 		}
-		b, err := s.c.GetRange(ctx, key, off, min(off+tasks.ChunkSize, size)-1).Result()
-		if err == nil && len(b) == 0 {
+		got, err := b.c.GetRange(ctx, key, off, min(off+tasks.ChunkSize, size)-1).Result()
+		if err == nil && len(got) == 0 {
 			err = errors.New("the body is gone (the task was dropped or purged)")
 		}
-		return dst[:copy(dst, b)], err
-	}), size, nil
+		return dst[:copy(dst, got)], err
+	})
 }

@@ -39,7 +39,7 @@ type Store struct {
 	c        *goredis.Client
 	key      string
 	consumer string
-	bodies   tasks.Bodies
+	bodies   bodies
 }
 
 var _ tasks.Store = (*Store)(nil)
@@ -56,7 +56,8 @@ func Open(url, name, consumer string) (*Store, error) {
 	}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = dialTimeout, ioTimeout, ioTimeout
 	opt.MaxRetries = 1
-	return &Store{c: goredis.NewClient(opt), key: Key(name), consumer: consumer}, nil
+	c := goredis.NewClient(opt)
+	return &Store{c: c, key: Key(name), consumer: consumer, bodies: bodies{c: c, prefix: Key(name) + ":body:"}}, nil
 }
 
 // Close closes the connections.
@@ -78,7 +79,7 @@ func fromMicros(s string) time.Time {
 }
 
 // taskOf reads a task hash as HGETALL returns it in a script's reply.
-func (s *Store) taskOf(ticket string, v any) (api.Task, []byte) {
+func taskOf(ticket string, v any) (api.Task, []byte) {
 	flat, _ := v.([]any)
 	m := make(map[string]string, len(flat)/2)
 	for i := 0; i+1 < len(flat); i += 2 {
@@ -86,10 +87,10 @@ func (s *Store) taskOf(ticket string, v any) (api.Task, []byte) {
 		val, _ := flat[i+1].(string)
 		m[k] = val
 	}
-	return s.fromMap(ticket, m)
+	return fromMap(ticket, m)
 }
 
-func (s *Store) fromMap(ticket string, m map[string]string) (api.Task, []byte) {
+func fromMap(ticket string, m map[string]string) (api.Task, []byte) {
 	bytes, _ := strconv.ParseUint(m["bytes"], 10, 64)
 	attempts, _ := strconv.Atoi(m["attempts"])
 	if ticket == "" {
@@ -144,7 +145,7 @@ func (s *Store) Peek(ctx context.Context, now time.Time) (api.Task, bool, time.T
 		return api.Task{}, false, time.Time{}, errors.New("reading the task queue in redis: unexpected reply")
 	}
 	if n, _ := r[0].(int64); n == 1 {
-		t, _ := s.taskOf("", r[1])
+		t, _ := taskOf("", r[1])
 		return t, true, time.Time{}, nil
 	}
 	w, _ := r[1].(string)
@@ -160,7 +161,7 @@ func (s *Store) Lease(ctx context.Context, ticket string, now time.Time) (api.Ta
 	if v == nil {
 		return api.Task{}, fmt.Errorf("leasing task %s: %w", ticket, tasks.ErrNotQueued)
 	}
-	t, _ := s.taskOf(ticket, v)
+	t, _ := taskOf(ticket, v)
 	return t, nil
 }
 
@@ -202,7 +203,7 @@ func (s *Store) Fail(ctx context.Context, ticket, reason string, retryAt time.Ti
 	if v == nil {
 		return api.Task{}, fmt.Errorf("failing task %s: %w", ticket, tasks.ErrNotRunning)
 	}
-	t, _ := s.taskOf(ticket, v)
+	t, _ := taskOf(ticket, v)
 	return t, nil
 }
 
@@ -217,7 +218,7 @@ func (s *Store) Expire(ctx context.Context, now time.Time, visibility time.Durat
 	if err != nil {
 		return nil, fmt.Errorf("expiring tasks in redis: %w", err)
 	}
-	return s.tasksOf(v), nil
+	return tasksOf(v), nil
 }
 
 // Recover puts back the tasks this consumer held when it died.
@@ -226,14 +227,14 @@ func (s *Store) Recover(ctx context.Context, now time.Time, maxAttempts int) ([]
 	if err != nil {
 		return nil, fmt.Errorf("recovering tasks in redis: %w", err)
 	}
-	return s.tasksOf(v), nil
+	return tasksOf(v), nil
 }
 
-func (s *Store) tasksOf(v any) []api.Task {
+func tasksOf(v any) []api.Task {
 	list, _ := v.([]any)
 	var out []api.Task
 	for _, h := range list {
-		t, _ := s.taskOf("", h)
+		t, _ := taskOf("", h)
 		out = append(out, t)
 	}
 	return out
@@ -248,7 +249,7 @@ func (s *Store) Get(ctx context.Context, ticket string) (api.Task, []byte, error
 	if len(m) == 0 {
 		return api.Task{}, nil, fmt.Errorf("task %s: %w", ticket, tasks.ErrUnknown)
 	}
-	t, result := s.fromMap(ticket, m)
+	t, result := fromMap(ticket, m)
 	return t, result, nil
 }
 
@@ -286,7 +287,7 @@ func (s *Store) List(ctx context.Context) ([]api.Task, error) {
 			if m["state"] == "" {
 				continue // dropped while listing
 			}
-			t, _ := s.fromMap(part[j], m)
+			t, _ := fromMap(part[j], m)
 			out = append(out, t)
 		}
 	}
@@ -302,7 +303,7 @@ func (s *Store) Drop(ctx context.Context, ticket string) (api.Task, error) {
 	if v == nil {
 		return api.Task{}, fmt.Errorf("dropping task %s: %w", ticket, tasks.ErrUnknown)
 	}
-	t, _ := s.taskOf(ticket, v)
+	t, _ := taskOf(ticket, v)
 	return t, nil
 }
 

@@ -100,85 +100,92 @@ func (b *bodySet) list() string {
 	return string(out)
 }
 
-// writeBody writes body as the chunks of a new id, and answers the id
-// ("" for an empty body); on an error nothing of it is left. The caller
-// calls s.writing.remove(id) once a task names it (or it is dropped).
-func (s *Store) writeBody(ctx context.Context, body io.Reader) (string, error) {
+// chunks are the tasks' bodies in the bodies table, over the store's
+// connection: written as they arrive and read back a chunk at a time
+// (moves: tasks.Bodies).
+type chunks struct {
+	c *conn
+	// writing are the bodies this store is writing now, which Recover's
+	// sweep of orphan chunks leaves alone.
+	writing bodySet
+	moves   tasks.Bodies
+}
+
+// write writes body as the chunks of a new id, and answers the id ("" for
+// an empty body); on an error nothing of it is left. The caller calls
+// b.writing.remove(id) once a task names it (or drop, if none will).
+func (b *chunks) write(ctx context.Context, body io.Reader) (string, error) {
 	id := tasks.NewBodyID()
-	s.writing.add(id)
-	n, err := s.bodies.Write(body, func(seq int, chunk []byte) error { return s.putChunk(ctx, id, seq, chunk) })
+	b.writing.add(id)
+	n, err := b.moves.Write(body, func(seq int, chunk []byte) error { return b.put(ctx, id, seq, chunk) })
 	if err != nil {
-		s.dropBody(ctx, id)
+		b.drop(ctx, id)
 		return "", err
 	}
 	if n == 0 {
-		s.writing.remove(id)
+		b.writing.remove(id)
 		return "", nil
 	}
 	return id, nil
 }
 
-// putChunk writes one chunk, not fsynced on its own (synchronous=NORMAL,
-// as Lease): the commit that then stores its task, or its result, fsyncs
-// the WAL and with it every chunk written before, a WAL being written in
+// put writes one chunk, not fsynced on its own (synchronous=NORMAL, as
+// Lease): the commit that then stores its task, or its result, fsyncs the
+// WAL and with it every chunk written before, a WAL being written in
 // order; a chunk lost to a crash belonged to no task yet. A body of 16
 // MiB then costs one fsync, not 64.
-func (s *Store) putChunk(ctx context.Context, id string, seq int, chunk []byte) error {
-	if err := s.write(ctx); err != nil {
+func (b *chunks) put(ctx context.Context, id string, seq int, chunk []byte) error {
+	if err := b.c.write(ctx); err != nil {
 		return err
 	}
-	defer s.mu.Unlock()
-	if _, err := s.st.normal.ExecContext(ctx); err != nil {
+	defer b.c.mu.Unlock()
+	return b.c.unfsynced(ctx, func() error {
+		_, err := b.c.db.ExecContext(uncancelled(ctx), `INSERT INTO bodies (id, seq, data) VALUES (?, ?, ?)`, id, seq, chunk)
 		return err
-	}
-	_, err := s.db.ExecContext(uncancelled(ctx), `INSERT INTO bodies (id, seq, data) VALUES (?, ?, ?)`, id, seq, chunk)
-	if _, ferr := s.st.full.ExecContext(context.WithoutCancel(ctx)); ferr != nil {
-		s.unsynced = true // the next write switches it back, or fails
-	}
-	return err
+	})
 }
 
-// dropBody removes what was written of a body that no task names, as
-// well as it can: what is left is swept by the next start's Recover.
-func (s *Store) dropBody(ctx context.Context, id string) {
-	defer s.writing.remove(id)
+// drop removes what was written of a body that no task names, as well
+// as it can: what is left is swept by the next start's Recover.
+func (b *chunks) drop(ctx context.Context, id string) {
+	defer b.writing.remove(id)
 	if id == "" {
 		return
 	}
-	if err := s.write(ctx); err != nil {
+	if err := b.c.write(ctx); err != nil {
 		return
 	}
-	defer s.mu.Unlock()
-	_, _ = s.db.ExecContext(context.WithoutCancel(ctx), `DELETE FROM bodies WHERE id = ?`, id)
+	defer b.c.mu.Unlock()
+	_, _ = b.c.db.ExecContext(context.WithoutCancel(ctx), `DELETE FROM bodies WHERE id = ?`, id)
 }
 
 // EnqueueBody writes body's chunks, then stores t naming them.
 func (s *Store) EnqueueBody(ctx context.Context, t api.Task, body io.Reader, maxTasks int) error {
-	id, err := s.writeBody(ctx, body)
+	id, err := s.chunks.write(ctx, body)
 	if err != nil {
 		return fmt.Errorf("storing task %s: %w", t.Ticket, err)
 	}
 	stored, err := s.enqueue(ctx, t, id, maxTasks)
 	if !stored {
-		s.dropBody(ctx, id)
+		s.chunks.drop(ctx, id)
 		return err
 	}
-	s.writing.remove(id)
+	s.chunks.writing.remove(id)
 	return nil
 }
 
 // AckBody writes body's chunks, then marks the task done naming them and
 // removes its request body, in one commit.
 func (s *Store) AckBody(ctx context.Context, ticket string, result []byte, body io.Reader, now time.Time) error {
-	id, err := s.writeBody(ctx, body)
+	id, err := s.chunks.write(ctx, body)
 	if err != nil {
 		return fmt.Errorf("finishing task %s: %w", ticket, err)
 	}
-	if err := s.write(ctx); err != nil {
-		s.dropBody(ctx, id)
+	if err := s.c.write(ctx); err != nil {
+		s.chunks.drop(ctx, id)
 		return fmt.Errorf("finishing task %s: %w", ticket, err)
 	}
-	err = s.tx(uncancelled(ctx), func(tx *sql.Tx) error {
+	err = s.c.tx(uncancelled(ctx), func(tx *sql.Tx) error {
 		var old string
 		err := tx.QueryRow(`SELECT body FROM tasks WHERE ticket = ? AND state = 'running'`, ticket).Scan(&old)
 		if err != nil {
@@ -191,15 +198,15 @@ func (s *Store) AckBody(ctx context.Context, ticket string, result []byte, body 
 		_, err = tx.Exec(`DELETE FROM bodies WHERE id = ?`, old)
 		return err
 	})
-	s.mu.Unlock()
+	s.c.mu.Unlock()
 	if err != nil {
-		s.dropBody(ctx, id)
+		s.chunks.drop(ctx, id)
 		if errors.Is(err, sql.ErrNoRows) {
 			err = tasks.ErrNotRunning
 		}
 		return fmt.Errorf("finishing task %s: %w", ticket, err)
 	}
-	s.writing.remove(id)
+	s.chunks.writing.remove(id)
 	return nil
 }
 
@@ -218,7 +225,7 @@ func (s *Store) ResultBody(ctx context.Context, ticket string) (io.ReadCloser, i
 func (s *Store) body(ctx context.Context, ticket, which, col string) (io.ReadCloser, int64, error) {
 	var id string
 	var size int64
-	err := s.db.QueryRowContext(ctx, `SELECT `+col+`, (SELECT coalesce(sum(length(data)), 0) FROM bodies WHERE id = tasks.`+col+`)
+	err := s.c.db.QueryRowContext(ctx, `SELECT `+col+`, (SELECT coalesce(sum(length(data)), 0) FROM bodies WHERE id = tasks.`+col+`)
 		FROM tasks WHERE ticket = ?`, ticket).Scan(&id, &size)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, 0, fmt.Errorf("task %s: %w", ticket, tasks.ErrUnknown)
@@ -229,15 +236,20 @@ func (s *Store) body(ctx context.Context, ticket, which, col string) (io.ReadClo
 	if id == "" {
 		return tasks.EmptyBody(), 0, nil
 	}
-	return s.bodies.Reader(ctx, func(ctx context.Context, seq int, dst []byte) ([]byte, error) {
-		return s.chunk(ctx, id, seq, dst)
-	}), size, nil
+	return s.chunks.open(ctx, id), size, nil
+}
+
+// open reads body id back, a chunk a query.
+func (b *chunks) open(ctx context.Context, id string) io.ReadCloser {
+	return b.moves.Reader(ctx, func(ctx context.Context, seq int, dst []byte) ([]byte, error) {
+		return b.chunk(ctx, id, seq, dst)
+	})
 }
 
 // chunk copies chunk seq of body id into dst: read as sql.RawBytes, so
 // that database/sql makes no copy of its own.
-func (s *Store) chunk(ctx context.Context, id string, seq int, dst []byte) ([]byte, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT data FROM bodies WHERE id = ? AND seq = ?`, id, seq)
+func (b *chunks) chunk(ctx context.Context, id string, seq int, dst []byte) ([]byte, error) {
+	rows, err := b.c.db.QueryContext(ctx, `SELECT data FROM bodies WHERE id = ? AND seq = ?`, id, seq)
 	if err != nil {
 		return nil, err
 	}
@@ -258,15 +270,15 @@ func (s *Store) chunk(ctx context.Context, id string, seq int, dst []byte) ([]by
 	return dst[:copy(dst, raw)], rows.Close()
 }
 
-// sweepBodies removes the chunks that no task names and that this store
-// is not writing now: bodies whose write was cut off by a crash.
-func (s *Store) sweepBodies(ctx context.Context) error {
-	if err := s.write(ctx); err != nil {
+// sweep removes the chunks that no task names and that this store is not
+// writing now: bodies whose write was cut off by a crash.
+func (b *chunks) sweep(ctx context.Context) error {
+	if err := b.c.write(ctx); err != nil {
 		return fmt.Errorf("sweeping unfinished bodies: %w", err)
 	}
-	defer s.mu.Unlock()
-	_, err := s.db.ExecContext(ctx, `DELETE FROM bodies WHERE id NOT IN (SELECT body FROM tasks)
-		AND id NOT IN (SELECT result_body FROM tasks) AND id NOT IN (SELECT value FROM json_each(?))`, s.writing.list())
+	defer b.c.mu.Unlock()
+	_, err := b.c.db.ExecContext(ctx, `DELETE FROM bodies WHERE id NOT IN (SELECT body FROM tasks)
+		AND id NOT IN (SELECT result_body FROM tasks) AND id NOT IN (SELECT value FROM json_each(?))`, b.writing.list())
 	if err != nil {
 		return fmt.Errorf("sweeping unfinished bodies: %w", err)
 	}

@@ -27,7 +27,7 @@ func openTest(t *testing.T) *Store {
 func chunkRows(t *testing.T, s *Store) int {
 	t.Helper()
 	var n int
-	if err := s.db.QueryRow(`SELECT count(*) FROM bodies`).Scan(&n); err != nil {
+	if err := s.c.db.QueryRow(`SELECT count(*) FROM bodies`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -53,16 +53,16 @@ func TestRecoverSweepsCutBodies(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"b-cut", "b-writing"} {
-		if err := s.putChunk(ctx, id, 0, []byte("chunk")); err != nil {
+		if err := s.chunks.put(ctx, id, 0, []byte("chunk")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s.writing.add("b-writing")
+	s.chunks.writing.add("b-writing")
 	if _, err := s.Recover(ctx, now, 5); err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
-	rows, err := s.db.Query(`SELECT id FROM bodies ORDER BY id`)
+	rows, err := s.c.db.Query(`SELECT id FROM bodies ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}

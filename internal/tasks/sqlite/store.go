@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 
@@ -56,33 +55,15 @@ const cols = `ticket, tool, priority, bytes, payload, state, attempts, last_erro
 // listCols are cols without the payload (NULL in its place).
 const listCols = `ticket, tool, priority, bytes, NULL, state, attempts, last_error, enqueued, not_before, finished`
 
-// Store is the SQLite store. It is safe for concurrent use.
-//
-// The statements a delivered task runs (enqueue, peek, lease, ack) are
-// prepared once at open: parsing them at every call was a fifth of the
-// instance's CPU per task (perf, BenchmarkTasks). mu serialises this
-// process's writes, so that no write runs between Lease's switch to
-// synchronous=NORMAL and its switch back (the pool's one connection
-// would otherwise carry the lowered level to it).
+// listQuery selects every task without its payload, oldest first.
+const listQuery = `SELECT ` + listCols + ` FROM tasks ORDER BY enqueued, rowid`
+
+// Store is the SQLite store. It is safe for concurrent use. Its one
+// connection, with the write discipline and the prepared statements, is
+// conn (conn.go); the tasks' bodies are chunks (body.go).
 type Store struct {
-	db *sql.DB
-	st stmts
-
-	mu sync.Mutex
-	// unsynced is set while the connection may still be at
-	// synchronous=NORMAL (Lease could not switch it back): every write
-	// first switches it back, and fails rather than commit undurably.
-	unsynced bool
-
-	// writing are the bodies this store is writing now, which Recover's
-	// sweep of orphan chunks leaves alone.
-	writing bodySet
-	bodies  tasks.Bodies
-}
-
-// stmts are the prepared statements of the hot path.
-type stmts struct {
-	enqueue, exists, peek, peekWake, lease, ack, ackLease, extend, fail, normal, full *sql.Stmt
+	c      *conn
+	chunks chunks
 }
 
 var _ tasks.Store = (*Store)(nil)
@@ -125,67 +106,17 @@ func OpenFile(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("preparing the task store %s: %w", path, err)
 	}
-	s := &Store{db: db}
-	if err := s.prepare(); err != nil {
+	s := &Store{c: &conn{db: db}}
+	s.chunks.c = s.c
+	if err := s.c.prepare(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("preparing the task store %s: %w", path, err)
 	}
 	return s, nil
 }
 
-// prepare prepares the hot path's statements.
-func (s *Store) prepare() error {
-	for _, p := range []struct {
-		st    **sql.Stmt
-		query string
-	}{
-		{&s.st.enqueue, enqueueQuery},
-		{&s.st.exists, `SELECT 1 FROM tasks WHERE ticket = ?`},
-		{&s.st.peek, `SELECT ` + listCols + ` FROM tasks
-			WHERE state = 'queued' AND not_before <= ? ORDER BY enqueued, rowid LIMIT 1`},
-		{&s.st.peekWake, `SELECT min(not_before) FROM tasks WHERE state = 'queued'`},
-		{&s.st.lease, `UPDATE tasks SET state = 'running', leased_at = ?
-			WHERE ticket = ? AND state = 'queued' AND not_before <= ? RETURNING ` + cols},
-		{&s.st.ack, `UPDATE tasks SET state = 'done', finished = ?, result = ?, leased_at = 0
-			WHERE ticket = ? AND state = 'running'`},
-		{&s.st.ackLease, ackLeaseQuery()},
-		{&s.st.extend, `UPDATE tasks SET leased_at = ? WHERE ticket = ? AND state = 'running'`},
-		{&s.st.fail, attempt + ` WHERE ticket = ? AND state = 'running' RETURNING ` + cols},
-		{&s.st.normal, `PRAGMA synchronous = NORMAL`},
-		{&s.st.full, `PRAGMA synchronous = FULL`},
-	} {
-		st, err := s.db.Prepare(p.query)
-		if err != nil {
-			return err
-		}
-		*p.st = st
-	}
-	return nil
-}
-
 // Close closes the statements and the database.
-func (s *Store) Close() error {
-	for _, st := range []*sql.Stmt{s.st.enqueue, s.st.exists, s.st.peek, s.st.peekWake, s.st.lease,
-		s.st.ack, s.st.ackLease, s.st.extend, s.st.fail, s.st.normal, s.st.full} {
-		st.Close()
-	}
-	return s.db.Close()
-}
-
-// write takes the write lock, first making sure that the connection is
-// back at synchronous=FULL; unlock with s.mu.Unlock.
-func (s *Store) write(ctx context.Context) error {
-	s.mu.Lock()
-	if !s.unsynced {
-		return nil
-	}
-	if _, err := s.st.full.ExecContext(ctx); err != nil {
-		s.mu.Unlock()
-		return fmt.Errorf("restoring synchronous=FULL: %w", err)
-	}
-	s.unsynced = false
-	return nil
-}
+func (s *Store) Close() error { return s.c.close() }
 
 func nanos(t time.Time) int64 {
 	if t.IsZero() {
@@ -238,11 +169,11 @@ func (s *Store) Enqueue(ctx context.Context, t api.Task, maxTasks int) error {
 // enqueue stores t with the body written as bodyID ("" for none);
 // stored says whether this call stored it (not a ticket stored before).
 func (s *Store) enqueue(ctx context.Context, t api.Task, bodyID string, maxTasks int) (stored bool, err error) {
-	if err := s.write(ctx); err != nil {
+	if err := s.c.write(ctx); err != nil {
 		return false, fmt.Errorf("storing task %s: %w", t.Ticket, err)
 	}
-	res, err := s.st.enqueue.ExecContext(uncancelled(ctx), t.Ticket, t.Tool, t.Priority, t.Bytes, []byte(t.Payload), nanos(t.Enqueued), maxTasks, bodyID)
-	s.mu.Unlock()
+	res, err := s.c.st.enqueue.ExecContext(uncancelled(ctx), t.Ticket, t.Tool, t.Priority, t.Bytes, []byte(t.Payload), nanos(t.Enqueued), maxTasks, bodyID)
+	s.c.mu.Unlock()
 	if err != nil {
 		return false, fmt.Errorf("storing task %s: %w", t.Ticket, err)
 	}
@@ -250,7 +181,7 @@ func (s *Store) enqueue(ctx context.Context, t api.Task, bodyID string, maxTasks
 		return true, nil
 	}
 	var one int
-	switch err := s.st.exists.QueryRowContext(ctx, t.Ticket).Scan(&one); {
+	switch err := s.c.st.exists.QueryRowContext(ctx, t.Ticket).Scan(&one); {
 	case err == nil:
 		return false, nil // stored before: enqueue is idempotent
 	case errors.Is(err, sql.ErrNoRows):
@@ -268,7 +199,7 @@ const enqueueQuery = `INSERT INTO tasks (ticket, tool, priority, bytes, payload,
 // Peek reads the oldest due queued task, without its payload (the lease
 // reads it: not twice per task), or when the next one is due.
 func (s *Store) Peek(ctx context.Context, now time.Time) (api.Task, bool, time.Time, error) {
-	t, err := scanTask(s.st.peek.QueryRowContext(ctx, now.UnixNano()))
+	t, err := scanTask(s.c.st.peek.QueryRowContext(ctx, now.UnixNano()))
 	if err == nil {
 		return t, true, time.Time{}, nil
 	}
@@ -276,7 +207,7 @@ func (s *Store) Peek(ctx context.Context, now time.Time) (api.Task, bool, time.T
 		return t, false, time.Time{}, fmt.Errorf("reading the task queue: %w", err)
 	}
 	var wake sql.NullInt64
-	if err := s.st.peekWake.QueryRowContext(ctx).Scan(&wake); err != nil {
+	if err := s.c.st.peekWake.QueryRowContext(ctx).Scan(&wake); err != nil {
 		return api.Task{}, false, time.Time{}, fmt.Errorf("reading the task queue: %w", err)
 	}
 	return api.Task{}, false, fromNanos(wake.Int64), nil
@@ -289,17 +220,15 @@ func (s *Store) Peek(ctx context.Context, now time.Time) (api.Task, bool, time.T
 // makes it durable, since a WAL is written in order. That halves the
 // fsyncs per task delivered.
 func (s *Store) Lease(ctx context.Context, ticket string, now time.Time) (api.Task, error) {
-	if err := s.write(ctx); err != nil {
+	if err := s.c.write(ctx); err != nil {
 		return api.Task{}, fmt.Errorf("leasing task %s: %w", ticket, err)
 	}
-	defer s.mu.Unlock()
-	if _, err := s.st.normal.ExecContext(ctx); err != nil {
-		return api.Task{}, fmt.Errorf("leasing task %s: %w", ticket, err)
-	}
-	t, err := scanTask(s.st.lease.QueryRowContext(uncancelled(ctx), now.UnixNano(), ticket, now.UnixNano()))
-	if _, ferr := s.st.full.ExecContext(context.WithoutCancel(ctx)); ferr != nil {
-		s.unsynced = true // the next write switches it back, or fails
-	}
+	defer s.c.mu.Unlock()
+	var t api.Task
+	err := s.c.unfsynced(ctx, func() (err error) {
+		t, err = scanTask(s.c.st.lease.QueryRowContext(uncancelled(ctx), now.UnixNano(), ticket, now.UnixNano()))
+		return err
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, fmt.Errorf("leasing task %s: %w", ticket, tasks.ErrNotQueued)
 	}
@@ -311,12 +240,12 @@ func (s *Store) Lease(ctx context.Context, ticket string, now time.Time) (api.Ta
 
 // Extend restarts the visibility timeout.
 func (s *Store) Extend(ctx context.Context, ticket string, now time.Time) error {
-	return s.running(ctx, ticket, "extending", s.st.extend, now.UnixNano(), ticket)
+	return s.c.running(ctx, ticket, "extending", s.c.st.extend, now.UnixNano(), ticket)
 }
 
 // Ack marks the task done, keeping result.
 func (s *Store) Ack(ctx context.Context, ticket string, result []byte, now time.Time) error {
-	return s.running(ctx, ticket, "finishing", s.st.ack, now.UnixNano(), result, ticket)
+	return s.c.running(ctx, ticket, "finishing", s.c.st.ack, now.UnixNano(), result, ticket)
 }
 
 // AckLease finishes ticket and leases next in one UPDATE of both rows,
@@ -327,10 +256,10 @@ func (s *Store) Ack(ctx context.Context, ticket string, result []byte, now time.
 // and answers after: the delivery of a queue takes no Peek, with its read
 // transaction, per task (a tenth of the CPU per task).
 func (s *Store) AckLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (api.Task, bool, api.Task, error) {
-	if err := s.write(ctx); err != nil {
+	if err := s.c.write(ctx); err != nil {
 		return api.Task{}, false, api.Task{}, fmt.Errorf("finishing task %s: %w", ticket, err)
 	}
-	defer s.mu.Unlock()
+	defer s.c.mu.Unlock()
 	r, err := s.ackLease(ctx, ticket, result, next, now)
 	if err != nil {
 		return api.Task{}, false, api.Task{}, fmt.Errorf("finishing task %s and leasing %s: %w", ticket, next, err)
@@ -359,7 +288,7 @@ type handoff struct {
 
 func (s *Store) ackLease(ctx context.Context, ticket string, result []byte, next string, now time.Time) (handoff, error) {
 	var h handoff
-	rows, err := s.st.ackLease.QueryContext(uncancelled(ctx), ticket, now.UnixNano(), result, next)
+	rows, err := s.c.st.ackLease.QueryContext(uncancelled(ctx), ticket, now.UnixNano(), result, next)
 	if err != nil {
 		return h, err
 	}
@@ -424,22 +353,6 @@ func afterCol(column string) string {
 		AND ticket <> ?4 ORDER BY enqueued, rowid LIMIT 1) END`
 }
 
-// running runs an update of a running task; no row is ErrNotRunning.
-func (s *Store) running(ctx context.Context, ticket, what string, st *sql.Stmt, args ...any) error {
-	if err := s.write(ctx); err != nil {
-		return fmt.Errorf("%s task %s: %w", what, ticket, err)
-	}
-	res, err := st.ExecContext(uncancelled(ctx), args...)
-	s.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("%s task %s: %w", what, ticket, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("%s task %s: %w", what, ticket, tasks.ErrNotRunning)
-	}
-	return nil
-}
-
 // attempt is the update shared by Fail, Expire and Recover: one more
 // attempt, then dead or queued again.
 const attempt = `UPDATE tasks SET attempts = attempts + 1, last_error = ?, leased_at = 0,
@@ -447,11 +360,11 @@ const attempt = `UPDATE tasks SET attempts = attempts + 1, last_error = ?, lease
 
 // Fail counts a failed attempt.
 func (s *Store) Fail(ctx context.Context, ticket, reason string, retryAt time.Time, maxAttempts int) (api.Task, error) {
-	if err := s.write(ctx); err != nil {
+	if err := s.c.write(ctx); err != nil {
 		return api.Task{}, fmt.Errorf("failing task %s: %w", ticket, err)
 	}
-	t, err := scanTask(s.st.fail.QueryRowContext(ctx, reason, maxAttempts, nanos(retryAt), ticket))
-	s.mu.Unlock()
+	t, err := scanTask(s.c.st.fail.QueryRowContext(ctx, reason, maxAttempts, nanos(retryAt), ticket))
+	s.c.mu.Unlock()
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, fmt.Errorf("failing task %s: %w", ticket, tasks.ErrNotRunning)
 	}
@@ -463,7 +376,7 @@ func (s *Store) Fail(ctx context.Context, ticket, reason string, retryAt time.Ti
 
 // Expire puts back the running tasks idle for visibility.
 func (s *Store) Expire(ctx context.Context, now time.Time, visibility time.Duration, maxAttempts int) ([]api.Task, error) {
-	return s.writeQuery(ctx, "expiring tasks", attempt+` WHERE state = 'running' AND leased_at <= ? RETURNING `+cols,
+	return s.c.writeQuery(ctx, "expiring tasks", attempt+` WHERE state = 'running' AND leased_at <= ? RETURNING `+cols,
 		fmt.Sprintf("not finished within %s (ack_timeout)", visibility), maxAttempts, 0, now.Add(-visibility).UnixNano())
 }
 
@@ -473,77 +386,40 @@ func (s *Store) Expire(ctx context.Context, now time.Time, visibility time.Durat
 // It also removes the chunks of bodies that were being written then (a
 // deferral or a replay's response cut off): they belong to no task.
 func (s *Store) Recover(ctx context.Context, now time.Time, maxAttempts int) ([]api.Task, error) {
-	back, err := s.writeQuery(ctx, "recovering tasks", attempt+` WHERE state = 'running' RETURNING `+cols,
+	back, err := s.c.writeQuery(ctx, "recovering tasks", attempt+` WHERE state = 'running' RETURNING `+cols,
 		"in flight when gpuguard stopped", maxAttempts, 0)
 	if err != nil {
 		return back, err
 	}
-	return back, s.sweepBodies(ctx)
-}
-
-// writeQuery is query for an update ... RETURNING, under the write lock.
-func (s *Store) writeQuery(ctx context.Context, what, query string, args ...any) ([]api.Task, error) {
-	if err := s.write(ctx); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer s.mu.Unlock()
-	return s.query(ctx, what, query, args...)
-}
-
-func (s *Store) query(ctx context.Context, what, query string, args ...any) ([]api.Task, error) {
-	rows, err := s.db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer rows.Close()
-	var out []api.Task
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return out, nil
+	return back, s.chunks.sweep(ctx)
 }
 
 // Get reads one task and its result.
 func (s *Store) Get(ctx context.Context, ticket string) (api.Task, []byte, error) {
 	var result []byte
-	var t api.Task
-	var payload []byte
-	var enq, nb, fin int64
-	err := s.db.QueryRowContext(ctx, `SELECT `+cols+`, result FROM tasks WHERE ticket = ?`, ticket).Scan(
-		&t.Ticket, &t.Tool, &t.Priority, &t.Bytes, &payload, &t.State, &t.Attempts, &t.LastError, &enq, &nb, &fin, &result)
+	t, err := scanTask(around{s.c.db.QueryRowContext(ctx, `SELECT `+cols+`, result FROM tasks WHERE ticket = ?`, ticket), nil, []any{&result}})
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, nil, fmt.Errorf("task %s: %w", ticket, tasks.ErrUnknown)
 	}
 	if err != nil {
 		return t, nil, fmt.Errorf("reading task %s: %w", ticket, err)
 	}
-	if len(payload) > 0 {
-		t.Payload = payload
-	}
-	t.Enqueued, t.NotBefore, t.Finished = fromNanos(enq), fromNanos(nb), fromNanos(fin)
 	return t, result, nil
 }
 
 // List reads every task, oldest first.
 func (s *Store) List(ctx context.Context) ([]api.Task, error) {
-	return s.query(ctx, "listing tasks", `SELECT `+listCols+` FROM tasks ORDER BY enqueued, rowid`)
+	return s.c.query(ctx, "listing tasks", listQuery)
 }
 
 // Drop deletes a task and its bodies.
 func (s *Store) Drop(ctx context.Context, ticket string) (api.Task, error) {
-	if err := s.write(ctx); err != nil {
+	if err := s.c.write(ctx); err != nil {
 		return api.Task{}, fmt.Errorf("dropping task %s: %w", ticket, err)
 	}
-	defer s.mu.Unlock()
+	defer s.c.mu.Unlock()
 	var t api.Task
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.c.tx(ctx, func(tx *sql.Tx) error {
 		var body, result string
 		var err error
 		t, err = scanTask(around{tx.QueryRowContext(ctx, `DELETE FROM tasks WHERE ticket = ? RETURNING `+cols+`, body, result_body`, ticket),
@@ -563,28 +439,14 @@ func (s *Store) Drop(ctx context.Context, ticket string) (api.Task, error) {
 	return t, nil
 }
 
-// tx runs fn in a transaction (the write lock held), committed if fn
-// answers nil.
-func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
-}
-
 // Retry puts a dead task back, attempts reset.
 func (s *Store) Retry(ctx context.Context, ticket string, now time.Time) error {
-	if err := s.write(ctx); err != nil {
+	if err := s.c.write(ctx); err != nil {
 		return fmt.Errorf("retrying task %s: %w", ticket, err)
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE tasks SET state = 'queued', attempts = 0, not_before = 0
+	res, err := s.c.db.ExecContext(ctx, `UPDATE tasks SET state = 'queued', attempts = 0, not_before = 0
 		WHERE ticket = ? AND state = 'dead'`, ticket)
-	s.mu.Unlock()
+	s.c.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("retrying task %s: %w", ticket, err)
 	}
@@ -600,7 +462,7 @@ func (s *Store) Retry(ctx context.Context, ticket string, now time.Time) error {
 // Counts counts the tasks by state.
 func (s *Store) Counts(ctx context.Context) (api.TaskCounts, error) {
 	var c api.TaskCounts
-	rows, err := s.db.QueryContext(ctx, `SELECT state, count(*) FROM tasks GROUP BY state`)
+	rows, err := s.c.db.QueryContext(ctx, `SELECT state, count(*) FROM tasks GROUP BY state`)
 	if err != nil {
 		return c, fmt.Errorf("counting tasks: %w", err)
 	}
@@ -627,12 +489,12 @@ func (s *Store) Counts(ctx context.Context) (api.TaskCounts, error) {
 
 // Purge deletes done tasks finished before before, and their bodies.
 func (s *Store) Purge(ctx context.Context, before time.Time) (int, error) {
-	if err := s.write(ctx); err != nil {
+	if err := s.c.write(ctx); err != nil {
 		return 0, fmt.Errorf("purging done tasks: %w", err)
 	}
-	defer s.mu.Unlock()
+	defer s.c.mu.Unlock()
 	var n int64
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.c.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM bodies WHERE id IN (
 			SELECT body FROM tasks WHERE state = 'done' AND finished < ?1 AND body <> ''
 			UNION ALL SELECT result_body FROM tasks WHERE state = 'done' AND finished < ?1 AND result_body <> '')`,
@@ -652,16 +514,6 @@ func (s *Store) Purge(ctx context.Context, before time.Time) (int, error) {
 	return int(n), nil
 }
 
-// Pragmas answers the journal mode and synchronous level in force (for
-// tests and `gpuguard tasks`' diagnostics).
-func (s *Store) Pragmas() (journalMode string, synchronous int, err error) {
-	if err = s.db.QueryRow(`PRAGMA journal_mode`).Scan(&journalMode); err != nil {
-		return "", 0, err
-	}
-	err = s.db.QueryRow(`PRAGMA synchronous`).Scan(&synchronous)
-	return journalMode, synchronous, err
-}
-
 // Exists reports whether stateDir holds a store (an instance ever
 // deferred a task there).
 func Exists(stateDir string) bool {
@@ -672,27 +524,25 @@ func Exists(stateDir string) bool {
 // EnqueueMany stores ts as queued in one transaction (one fsync): an
 // import, or a benchmark's full queue. Tickets already stored are kept.
 func (s *Store) EnqueueMany(ctx context.Context, ts []api.Task) error {
-	if err := s.write(ctx); err != nil {
+	if err := s.c.write(ctx); err != nil {
 		return fmt.Errorf("storing tasks: %w", err)
 	}
-	defer s.mu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("storing tasks: %w", err)
-	}
-	defer tx.Rollback()
-	st, err := tx.PrepareContext(ctx, `INSERT INTO tasks (ticket, tool, priority, bytes, payload, state, enqueued)
-		VALUES (?, ?, ?, ?, ?, 'queued', ?) ON CONFLICT (ticket) DO NOTHING`)
-	if err != nil {
-		return fmt.Errorf("storing tasks: %w", err)
-	}
-	defer st.Close()
-	for _, t := range ts {
-		if _, err := st.ExecContext(ctx, t.Ticket, t.Tool, t.Priority, t.Bytes, []byte(t.Payload), nanos(t.Enqueued)); err != nil {
-			return fmt.Errorf("storing task %s: %w", t.Ticket, err)
+	defer s.c.mu.Unlock()
+	err := s.c.tx(ctx, func(tx *sql.Tx) error {
+		st, err := tx.PrepareContext(ctx, `INSERT INTO tasks (ticket, tool, priority, bytes, payload, state, enqueued)
+			VALUES (?, ?, ?, ?, ?, 'queued', ?) ON CONFLICT (ticket) DO NOTHING`)
+		if err != nil {
+			return err
 		}
-	}
-	if err := tx.Commit(); err != nil {
+		defer st.Close()
+		for _, t := range ts {
+			if _, err := st.ExecContext(ctx, t.Ticket, t.Tool, t.Priority, t.Bytes, []byte(t.Payload), nanos(t.Enqueued)); err != nil {
+				return fmt.Errorf("task %s: %w", t.Ticket, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("storing tasks: %w", err)
 	}
 	return nil
@@ -701,22 +551,5 @@ func (s *Store) EnqueueMany(ctx context.Context, ts []api.Task) error {
 // Each calls fn with every task, oldest first, without payloads, as the
 // rows are read: listing 100,000 tasks holds one at a time.
 func (s *Store) Each(ctx context.Context, fn func(api.Task) error) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+listCols+` FROM tasks ORDER BY enqueued, rowid`)
-	if err != nil {
-		return fmt.Errorf("listing tasks: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return fmt.Errorf("listing tasks: %w", err)
-		}
-		if err := fn(t); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("listing tasks: %w", err)
-	}
-	return nil
+	return s.c.each(ctx, "listing tasks", listQuery, fn)
 }

@@ -83,7 +83,7 @@ func TestDurabilitySettings(t *testing.T) {
 	if _, err := s.Lease(ctx, "t-1", now); err != nil {
 		t.Fatal(err)
 	}
-	mode, level, err := s.Pragmas()
+	mode, level, err := sqlite.Pragmas(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestLeaseAmongConcurrentWrites(t *testing.T) {
 	if err != nil || c.Done != n || c.Queued+c.Running+c.Dead != 0 {
 		t.Fatalf("counts %+v %v, want %d done", c, err, n)
 	}
-	if _, level, err := s.Pragmas(); err != nil || level != 2 {
+	if _, level, err := sqlite.Pragmas(s); err != nil || level != 2 {
 		t.Fatalf("synchronous %d %v, want 2 (FULL)", level, err)
 	}
 }
