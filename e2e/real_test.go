@@ -102,10 +102,13 @@ func TestRealKillMidRequestRetried(t *testing.T) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		code, _, err := stream(t, "http://"+x.door+"/v1/completions", `{"model":"m","prompt":"hello","max_tokens":60}`, "Idempotency-Key", "k-1")
+		code, _, err := stream(t, "http://"+x.door+"/v1/completions", `{"model":"m","prompt":"hello","max_tokens":200}`, "Idempotency-Key", "k-1")
 		done <- answer{code, err}
 	}()
-	time.Sleep(time.Second) // the request is being answered: the child is mid-request
+	// The door has handed the request to the child: it is mid-request
+	// (200 tokens take about three seconds on the slow model, polling takes
+	// milliseconds).
+	waitFor(t, "the request in flight", 30*time.Second, func() bool { return x.status(t)["in_flight"] == 1.0 })
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +337,7 @@ func TestRealLongStreamNotCutByIdle(t *testing.T) {
 	x := startRealSingle(t, r, r.large, [2]string{`idle     = "15m"`, `idle     = "3s"`})
 	waitFor(t, "the first ready event", 120*time.Second, func() bool { return len(events(x.e, "ready")) == 1 })
 	start := time.Now()
-	code, evs, err := stream(t, "http://"+x.door+"/v1/completions", `{"model":"m","prompt":"hello","max_tokens":40,"stream":true}`)
+	code, evs, err := stream(t, "http://"+x.door+"/v1/completions", `{"model":"m","prompt":"hello","max_tokens":500,"stream":true}`) // about 8 s on the slow model
 	end := time.Now()
 	done := len(evs) > 0 && evs[len(evs)-1].line == "data: [DONE]"
 	t.Logf("a %s stream with idle = 3s: status %d, %d lines, whole %v, err %v", end.Sub(start).Round(time.Millisecond), code, len(evs), done, err)

@@ -22,8 +22,8 @@ type activity struct {
 // idleness is one reading of the activity.
 type idleness struct {
 	// busy: a request is in flight or held at the door.
-	busy     bool
-	inFlight int
+	busy           bool
+	inFlight, held int
 	// since is the later of the last answer's end (or, for a request the
 	// door answered itself, its arrival) and the last wake: idle time
 	// counts from it. lastUsed leaves the wake out (the last request's
@@ -39,8 +39,8 @@ func (a *activity) woke(t time.Time) { a.awake.Store(t.UnixNano()) }
 func (a *activity) read() idleness {
 	var i idleness
 	if a.door != nil {
-		i.inFlight = a.door.InFlight()
-		i.busy = i.inFlight > 0 || a.door.Held() > 0
+		i.inFlight, i.held = a.door.InFlight(), a.door.Held()
+		i.busy = i.inFlight > 0 || i.held > 0
 		i.lastUsed = a.door.LastAnswer()
 	}
 	if n := a.lastRequest.Load(); n != 0 {

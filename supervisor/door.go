@@ -158,9 +158,8 @@ func (k *doorLink) sync(profile string, level, levels int, short bool, told *ato
 // (idle_seconds null).
 func (s *Supervisor) doorStatus(st *api.Status, now time.Time) {
 	if d := s.deps.Door; d != nil {
-		st.Ready, st.Held = d.Ready(), d.Held()
 		act := s.act.read()
-		st.InFlight = act.inFlight
+		st.Ready, st.Held, st.InFlight = d.Ready(), act.held, act.inFlight
 		st.IdleSeconds = new(act.idle(now, s.started).Seconds())
 		return
 	}

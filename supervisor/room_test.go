@@ -147,3 +147,27 @@ func TestRoomAsked(t *testing.T) {
 		})
 	}
 }
+
+// TestFirstTenantInfo: what a peer reads of an instance before its loop's
+// first event is the loop's own record, making-room facts included.
+func TestFirstTenantInfo(t *testing.T) {
+	pol := sleepPolicy()
+	pol.Serve.Wake, pol.Serve.KeepAwake = true, 30*time.Second
+	pol.Profiles[2].Needs = gib
+	rec := &recorder{}
+	sup, err := New(Config{Name: "t", Policy: pol, Command: pol.Command, StartLevel: 1},
+		Deps{Probe: newFakeProbe(16 * gib), Launcher: newFakeLauncher(), WriteState: rec.writeState, RotateCheckpoint: rec.rotate,
+			Door: newFakeDoor()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := sup.Admission().TenantInfo()
+	want := api.TenantRoom{CanSleep: true, KeepAwakeSeconds: 30, SleepBytes: gib, UsedBytes: 6 * gib}
+	if info.Room == nil || info.Room.CanSleep != want.CanSleep || info.Room.Serving || info.Room.KeepAwakeSeconds != want.KeepAwakeSeconds ||
+		info.Room.SleepBytes != want.SleepBytes || info.Room.UsedBytes != want.UsedBytes {
+		t.Fatalf("first tenant record's room %+v, want %+v", info.Room, want)
+	}
+	if info.Name != "t" || info.State != api.StateStarting || info.Level != 1 || info.Levels != 3 || info.GPUs == nil {
+		t.Fatalf("first tenant record %+v", info)
+	}
+}

@@ -127,6 +127,8 @@ type Supervisor struct {
 	reloadMu  sync.Mutex
 	probeAuto bool
 
+	// loop is the actor that Run runs, made by New.
+	loop *loop
 	// tasks delivers deferred tasks (noTasks without a deliverer).
 	tasks Deliverer
 	// short is what the loop last told the door: memory is short, so a
@@ -176,9 +178,11 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 		Levels: len(cfg.Policy.Profiles), Priority: cfg.Policy.Priority,
 		IntervalSeconds: cfg.Policy.Watch.Interval.Seconds(), Observe: cfg.Observe, GPUs: []api.GPU{}, SimDir: cfg.SimDir}
 	s.snap.Store(&snapshot{status: st})
-	s.adm.tenant.Store(&api.TenantInfo{Name: cfg.Name, PID: st.PID, Priority: cfg.Policy.Priority,
-		Scope: cfg.Policy.Watch.Scope, Observe: cfg.Observe, State: st.State, Level: st.Level, Levels: st.Levels,
-		GPUs: []api.TenantGPU{}, GraceSeconds: cfg.Policy.Watermark.Grace.Seconds(), SettleSeconds: cfg.Policy.Watch.Settle.Seconds()})
+	// The other tenants may ask before Run: they read the loop's own
+	// record of the instance from the start.
+	s.loop = newLoop(s)
+	info := s.loop.self.info(cfg.Policy)
+	s.adm.tenant.Store(&info)
 	return s, nil
 }
 
@@ -196,8 +200,7 @@ func (s *Supervisor) Run(ctx context.Context, signals <-chan os.Signal) (int, er
 	defer s.once.Do(func() { close(s.done) })
 	defer s.adm.flushLeases() // before done: a release the others have not seen yet
 	tasks.Go(func() { s.tasks.Run(tctx) })
-	l := newLoop(s)
-	return l.run(ctx, signals)
+	return s.loop.run(ctx, signals)
 }
 
 // Status is the instance's current status object.

@@ -275,3 +275,42 @@ func TestStatusIdleWithoutDoor(t *testing.T) {
 		h.wait()
 	})
 }
+
+// heldOnce is a door whose one held request is let go right after the
+// first time it is counted.
+type heldOnce struct {
+	*fakeDoor
+	reads int
+}
+
+func (d *heldOnce) Held() int {
+	d.reads++
+	if d.reads == 1 {
+		return 1
+	}
+	return 0
+}
+
+// TestStatusReadsHeldOnce: the status object's held and idle_seconds come
+// from one reading of the door: a request held is never beside an idle
+// server.
+func TestStatusReadsHeldOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		pol := testPolicy()
+		sup, err := New(Config{Name: "t", Policy: pol, Command: pol.Command},
+			Deps{Probe: newFakeProbe(16 * gib), Launcher: newFakeLauncher(), WriteState: rec.writeState, RotateCheckpoint: rec.rotate,
+				Door: &heldOnce{fakeDoor: newFakeDoor()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		st := sup.Status()
+		if st.IdleSeconds == nil {
+			t.Fatal("idle_seconds null with a door")
+		}
+		if st.Held != 1 || *st.IdleSeconds != 0 {
+			t.Fatalf("held %d, idle_seconds %v; want 1 and 0", st.Held, *st.IdleSeconds)
+		}
+	})
+}

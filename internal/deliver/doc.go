@@ -15,7 +15,12 @@
 // when a task runs, the store what is durable.
 //
 // The deliverer runs on a goroutine of its own (run.go): store calls (an
-// fsync, a Redis round trip) never hold the supervisor's loop. A done
-// leases the next task in its own commit when that one can go at once
-// (next.go). See docs/tasks.md and the contract's "Deferred tasks".
+// fsync, a Redis round trip) never hold the supervisor's loop. What the
+// other goroutines change (a connection's done, a subscriber leaving, the
+// loop's release or exit, a replay's end) is the slot (slot.go): the
+// subscribers, the tasks in flight and who holds the one-at-a-time slot. A
+// done leases the next task in its own commit when that one can go at once
+// (next.go). The counts of the store's tasks are kept, not queried at each
+// change (counts.go). See docs/tasks.md and the contract's "Deferred
+// tasks".
 package deliver

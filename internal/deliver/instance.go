@@ -71,9 +71,19 @@ func (q *Tasks) Poke() {
 // LeaseReleased tells the deliverer that the instance's ledger let lease
 // go (on the supervisor's loop): a task's released lease frees the
 // one-at-a-time slot.
-func (q *Tasks) LeaseReleased(lease string) { q.d.leaseReleased(lease) }
+func (q *Tasks) LeaseReleased(lease string) {
+	if d := q.d; d != nil && lease != "" {
+		d.slot.released(lease)
+		d.poke()
+	}
+}
 
 // ChildExited tells the deliverer that the child exited (on the
 // supervisor's loop): the leases ended with it, and the tasks in flight go
 // back to the queue.
-func (q *Tasks) ChildExited() { q.d.childExited() }
+func (q *Tasks) ChildExited() {
+	if d := q.d; d != nil {
+		d.slot.childExited()
+		d.poke()
+	}
+}

@@ -43,15 +43,17 @@ func (q *Tasks) DeferRequest(ctx context.Context, payload json.RawMessage, body 
 		return "", errors.New("this instance has no deferred-task queue")
 	}
 	t := api.Task{Ticket: newTicket(), Tool: ToolHTTP, Priority: "P2", Payload: payload, Enqueued: time.Now()}
+	w := d.counts.write()
 	if err := d.store.EnqueueBody(ctx, t, body, q.in.Defer().MaxTasks); err != nil {
+		w.done()
 		reason := "the deferred request could not be stored: " + err.Error()
 		q.logf("%s", reason)
 		return "", errors.New(reason)
 	}
+	w.done(queued)
 	sctx, cancel := storeContext(ctx)
 	defer cancel()
 	d.emit(sctx, api.Event{Event: api.EventDeferred, Ticket: t.Ticket, Tool: t.Tool, Priority: t.Priority})
-	d.adjust(func(c *api.TaskCounts) { c.Queued++ })
 	d.poke()
 	return t.Ticket, nil
 }
@@ -76,25 +78,27 @@ func (d *deliverer) replay(ctx context.Context, f *taskFlight) {
 		if answer != nil {
 			defer answer.Close()
 		}
-		if !d.storeAnswer(f) {
+		if !d.slot.storeAnswer(f) {
 			return // put back already (deadline, exit)
 		}
 		defer d.poke()
-		defer d.storedAnswer()
+		defer d.slot.storedAnswer()
 		if err != nil {
 			d.requeue(context.Background(), f, "the replay failed: "+err.Error())
 			return
 		}
 		// The answer's body goes to the store as the child sends it,
 		// bound by the replay's deadline.
+		w := d.counts.write()
 		if err := d.store.AckBody(rctx, f.task.Ticket, result, answer, time.Now()); err != nil {
+			w.done()
 			d.requeue(context.Background(), f, "the store could not record the response: "+err.Error())
 			return
 		}
+		w.done(finished)
 		sctx, scancel := storeContext(context.Background())
 		defer scancel()
 		d.emit(sctx, api.Event{Event: api.EventTaskDone, Ticket: f.task.Ticket, Tool: f.task.Tool, Attempt: f.attempt})
-		d.adjust(func(c *api.TaskCounts) { c.Running--; c.Done++ })
 	}()
 }
 
@@ -124,24 +128,4 @@ func (c closeBoth) Close() error {
 	err := c.ReadCloser.Close()
 	c.also.Close()
 	return err
-}
-
-// storeAnswer takes f out of flight to finish it, reporting whether it
-// was still there (whoever takes a flight first finishes it); the slot
-// stays held until storedAnswer, while the answer is written to the
-// store: one task at a time.
-func (d *deliverer) storeAnswer(f *taskFlight) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.take(func(g *taskFlight) bool { return g == f })) == 0 {
-		return false
-	}
-	d.storing++
-	return true
-}
-
-func (d *deliverer) storedAnswer() {
-	d.mu.Lock()
-	d.storing--
-	d.mu.Unlock()
 }

@@ -36,14 +36,13 @@ func (d *deliverer) run(ctx context.Context) {
 func (d *deliverer) recoverTasks(ctx context.Context) {
 	sctx, cancel := storeContext(ctx)
 	defer cancel()
+	w := d.counts.write()
 	back, err := d.store.Recover(sctx, time.Now(), d.in.Defer().MaxAttempts)
 	if err != nil {
 		d.logf("deferred tasks: %v", err)
 	}
-	for _, t := range back {
-		d.journalAttempt(sctx, t)
-	}
-	d.refreshCounts(sctx)
+	d.attempts(sctx, w, back)
+	d.counts.refresh(sctx, d.store)
 	d.housekept = time.Now() // Recover took back every lease
 }
 
@@ -67,9 +66,7 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 	defer cancel()
 	d.sendReady(sctx, now)
 
-	d.mu.Lock()
-	back := d.take(func(f *taskFlight) bool { return f.exited || !now.Before(f.deadline) })
-	d.mu.Unlock()
+	back := d.slot.take(func(f *taskFlight) bool { return f.exited || !now.Before(f.deadline) })
 	for _, f := range back {
 		reason := fmt.Sprintf("not finished within %s (ack_timeout)", pol.AckTimeout)
 		if f.exited {
@@ -77,21 +74,14 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 		}
 		d.requeue(sctx, f, reason)
 	}
-	d.mu.Lock()
-	busy := d.busy()
-	for _, f := range d.flights { // released ones too: their ack_timeout
-		soonest(f.deadline)
-	}
-	var sub taskSub
-	if len(d.subs) > 0 {
-		sub = d.subs[0]
-	}
-	d.mu.Unlock()
+	busy, deadline, sub := d.slot.look()
+	soonest(deadline)
 
 	if every := d.housekeep(sctx, now, pol.AckTimeout, pol.MaxAttempts, pol.KeepResults); every > 0 {
 		soonest(d.housekept.Add(every))
 	}
-	queued := d.counts.Load().Queued > 0 || !d.countsKnown.Load()
+	c, known := d.counts.load()
+	queued := c.Queued > 0 || !known
 	switch {
 	case busy || !queued: // a finished task, or a deferral, pokes
 		return wake
@@ -136,28 +126,26 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 			return wake
 		}
 	}
+	w := d.counts.write()
 	leased, err := d.store.Lease(sctx, t.Ticket, now)
 	if err != nil { // dropped or taken by another host meanwhile, or the store failed
+		w.done()
 		_ = d.in.Release(sctx, dec.Lease)
 		soonest(now.Add(taskRetry))
 		return wake
 	}
+	w.done(started)
 	f := d.leased(leased, dec.Lease, sub.id, now.Add(pol.AckTimeout))
 	if replay {
 		f.sub = replaySub
-		d.mu.Lock()
-		d.flights = append(d.flights, f)
-		d.mu.Unlock()
+		d.slot.add(f)
 		d.emit(sctx, api.Event{Event: api.EventTask, Ticket: leased.Ticket, Tool: leased.Tool, Priority: leased.Priority,
 			Lease: dec.Lease, Attempt: f.attempt, WaitSeconds: now.Sub(leased.Enqueued).Seconds()})
 		d.replay(ctx, f)
 		soonest(f.deadline)
 		return wake
 	}
-	d.mu.Lock()
-	boarded := d.boardLocked(f, sub)
-	d.mu.Unlock()
-	if !boarded {
+	if !d.slot.board(f, sub) {
 		d.requeue(sctx, f, "the subscriber's connection closed")
 		soonest(now)
 		return wake
@@ -179,10 +167,14 @@ func payloadOrNull(p []byte) []byte {
 // housekeep takes back expired leases (another host's, on a shared
 // store), removes done tasks past keep_results and re-reads the counts,
 // each when what the queue holds asks for it and at most as often as
-// housekeepEvery says. It answers how long the next may wait after it
-// (0: until something changes).
+// housekeepEvery says; a re-read of the counts that was owed comes first.
+// It answers how long the next may wait after it (0: until something
+// changes).
 func (d *deliverer) housekeep(ctx context.Context, now time.Time, ack time.Duration, maxAttempts int, keep time.Duration) time.Duration {
-	c, known := *d.counts.Load(), d.countsKnown.Load()
+	if d.counts.isOwed() {
+		d.counts.refresh(ctx, d.store)
+	}
+	c, known := d.counts.load()
 	every := d.housekeepEvery(c, known)
 	switch {
 	case every == 0:
@@ -198,19 +190,18 @@ func (d *deliverer) housekeep(ctx context.Context, now time.Time, ack time.Durat
 	}
 	d.housekept = now
 	if c.Running > 0 || !known {
+		w := d.counts.write()
 		back, err := d.store.Expire(ctx, now, ack, maxAttempts)
 		d.storeErr(err, now)
-		for _, t := range back {
-			d.journalAttempt(ctx, t)
-		}
+		d.attempts(ctx, w, back)
 	}
 	if c.Done > 0 || !known {
 		if _, err := d.store.Purge(ctx, now.Add(-keep)); err != nil {
 			d.storeErr(err, now)
 		}
 	}
-	d.refreshCounts(ctx)
-	return d.housekeepEvery(*d.counts.Load(), d.countsKnown.Load())
+	d.counts.refresh(ctx, d.store)
+	return d.housekeepEvery(d.counts.load())
 }
 
 // housekeepEvery is how long housekeeping may wait, given the counts c

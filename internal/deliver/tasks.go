@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,7 +61,9 @@ const taskRetry = time.Second
 // deliverer delivers deferred tasks, one at a time, to the subscribers
 // that asked for them. It runs on a goroutine of its own: store calls
 // (an fsync, a Redis round trip) never hold the supervisor's loop, which
-// it asks for reservations and journal lines like any client (in).
+// it asks for reservations and journal lines like any client (in). What
+// other goroutines change (subscribers, flights, the slot) is in slot;
+// the counts it keeps of the store's tasks are in counts.
 type deliverer struct {
 	in    Instance
 	logf  func(format string, args ...any)
@@ -77,31 +78,8 @@ type deliverer struct {
 	// or for the child, which only a sample can change (Poke).
 	awaitsSample atomic.Bool
 
-	mu      sync.Mutex
-	subs    []taskSub // in the order they subscribed
-	lastSub int64
-	// flights are the tasks delivered and not finished, oldest first. At
-	// most one holds the one-at-a-time slot: the others' leases were
-	// released early, and they stay delivered to their connections.
-	flights []*taskFlight
-	// finishing: a done is leasing the next task with its own commit
-	// (AckLease), which holds the slot; ready are the tasks dones leased,
-	// in flight already, for the deliverer to send.
-	finishing bool
-	// storing counts the replays whose answers are being written to the
-	// store, out of flight already: they hold the slot too.
-	storing int
-	ready   []readyTask
-	// after is the task the store told due after the last task a done
-	// leased (AckLease): the next done leases it with no Peek (the store
-	// leases it only if it is still the oldest due). Empty: peek.
-	after api.Task
-
-	counts   atomic.Pointer[api.TaskCounts]
-	countsMu sync.Mutex // serialises the changes of counts
-	// countsKnown: the store's counts were read, and no read failed since;
-	// until then the queue is not taken for empty.
-	countsKnown atomic.Bool
+	slot   *slot
+	counts *taskCounts
 	// housekept is when the last housekeeping ran; retryAt is when to ask
 	// a failing store again, lastErr its last failure (deliverer goroutine).
 	housekept time.Time
@@ -109,72 +87,9 @@ type deliverer struct {
 	lastErr   string
 }
 
-type taskSub struct {
-	id      int64
-	deliver func(api.TaskDelivery) bool
-}
-
-// taskFlight is the task delivered now: its lease, and the subscription
-// (connection) it went to.
-type taskFlight struct {
-	task     api.Task
-	attempt  int
-	lease    string
-	sub      int64
-	deadline time.Time
-	// exited: the child exited while the task ran; it goes back.
-	exited bool
-	// released: its subscriber released the lease before finishing it,
-	// which lets the next task go (contract, "Delivering").
-	released bool
-}
-
-// busy says a task in flight holds the one-at-a-time slot (d.mu held).
-func (d *deliverer) busy() bool {
-	return d.finishing || d.storing > 0 || slices.ContainsFunc(d.flights, func(f *taskFlight) bool { return !f.released })
-}
-
-// take takes the flights that match out of flight (d.mu held).
-func (d *deliverer) take(match func(*taskFlight) bool) []*taskFlight {
-	var out []*taskFlight
-	d.flights = slices.DeleteFunc(d.flights, func(f *taskFlight) bool {
-		if match(f) {
-			out = append(out, f)
-			return true
-		}
-		return false
-	})
-	return out
-}
-
-// takeFlight takes f out of flight, reporting whether it was still there
-// (whoever takes a flight first finishes it).
-func (d *deliverer) takeFlight(f *taskFlight) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.take(func(g *taskFlight) bool { return g == f })) > 0
-}
-
-// leaseReleased marks the flight holding lease as released, which frees
-// the slot for the next task (called on the loop, once the ledger let the
-// lease go).
-func (d *deliverer) leaseReleased(lease string) {
-	if d == nil || lease == "" {
-		return
-	}
-	d.mu.Lock()
-	for _, f := range d.flights {
-		if f.lease == lease {
-			f.released = true
-		}
-	}
-	d.mu.Unlock()
-	d.poke()
-}
-
 func newDeliverer(in Instance, o Options) *deliverer {
-	d := &deliverer{in: in, logf: o.Logf, store: o.Store, replayer: o.Replayer, shared: o.Shared, kick: make(chan struct{}, 1)}
-	d.counts.Store(&api.TaskCounts{})
+	d := &deliverer{in: in, logf: o.Logf, store: o.Store, replayer: o.Replayer, shared: o.Shared, kick: make(chan struct{}, 1), slot: &slot{}}
+	d.counts = newTaskCounts(d.poke)
 	return d
 }
 
@@ -188,20 +103,6 @@ func (d *deliverer) poke() {
 	case d.kick <- struct{}{}:
 	default:
 	}
-}
-
-// childExited marks the task in flight, if any, to go back to the queue:
-// its lease ended with the child (called on the loop).
-func (d *deliverer) childExited() {
-	if d == nil {
-		return
-	}
-	d.mu.Lock()
-	for _, f := range d.flights {
-		f.exited = true
-	}
-	d.mu.Unlock()
-	d.poke()
 }
 
 // Tasks is the deferred-task API of the control socket (control.Tasks)
@@ -235,7 +136,8 @@ func (q *Tasks) TaskCounts() api.TaskCounts {
 	if q.d == nil {
 		return api.TaskCounts{}
 	}
-	return *q.d.counts.Load()
+	c, _ := q.d.counts.load()
+	return c
 }
 
 // DeferTask is a reservation with a payload: decided as Reserve does, and,
@@ -255,15 +157,17 @@ func (q *Tasks) DeferTask(ctx context.Context, req admission.Request, payload js
 	t := api.Task{Ticket: newTicket(), Tool: req.Tool, Priority: req.Priority, Bytes: req.Bytes, Payload: payload, Enqueued: now}
 	sctx, cancel := storeContext(ctx)
 	defer cancel()
+	w := d.counts.write()
 	if err := d.store.Enqueue(sctx, t, q.in.Defer().MaxTasks); err != nil {
+		w.done()
 		dec = admission.Decision{Decision: admission.DecisionDeny, Reason: "the deferred task could not be stored: " + err.Error()}
 		q.logf("%s", dec.Reason)
 		err = q.in.Journal(ctx, api.Event{Event: api.EventAdmission, Decision: dec.Decision,
 			Bytes: req.Bytes, Priority: req.Priority, Tool: req.Tool, Reason: dec.Reason})
 		return dec, "", err
 	}
+	w.done(queued)
 	d.emit(ctx, api.Event{Event: api.EventDeferred, Ticket: t.Ticket, Tool: t.Tool, Priority: t.Priority, Bytes: t.Bytes})
-	d.adjust(func(c *api.TaskCounts) { c.Queued++ })
 	d.poke()
 	return dec, t.Ticket, nil
 }
@@ -283,20 +187,12 @@ func (q *Tasks) SubscribeTasks(deliver func(api.TaskDelivery) bool) (int64, func
 	if d == nil {
 		return 0, func() {}
 	}
-	d.mu.Lock()
-	d.lastSub++
-	id := d.lastSub
-	d.subs = append(d.subs, taskSub{id: id, deliver: deliver})
-	d.mu.Unlock()
+	id := d.slot.subscribe(deliver)
 	d.poke()
 	var once sync.Once
 	return id, func() {
 		once.Do(func() {
-			d.mu.Lock()
-			d.subs = slices.DeleteFunc(d.subs, func(t taskSub) bool { return t.id == id })
-			back := d.take(func(f *taskFlight) bool { return f.sub == id })
-			d.mu.Unlock()
-			for _, f := range back {
+			for _, f := range d.slot.unsubscribe(id) {
 				d.requeue(context.Background(), f, "the subscriber's connection closed")
 			}
 			d.poke()
@@ -322,25 +218,10 @@ func (q *Tasks) finishTask(ctx context.Context, sub int64, ticket, reason string
 	if d == nil {
 		return errors.New("this instance has no deferred-task queue")
 	}
-	d.mu.Lock()
-	i := slices.IndexFunc(d.flights, func(f *taskFlight) bool { return f.task.Ticket == ticket })
-	switch {
-	case i < 0:
-		d.mu.Unlock()
-		return fmt.Errorf("task %q is not in flight on this instance (unknown, finished, or put back after a timeout)", ticket)
-	case d.flights[i].sub != sub:
-		d.mu.Unlock()
-		return fmt.Errorf("task %q was not delivered to this connection", ticket)
+	f, c, err := d.slot.finish(sub, ticket, !failed)
+	if err != nil {
+		return err
 	}
-	f := d.flights[i]
-	d.flights = slices.Delete(d.flights, i, i+1)
-	var nextSub taskSub
-	var told api.Task
-	merge := false
-	if !failed {
-		nextSub, told, merge = d.claimNext(f)
-	}
-	d.mu.Unlock()
 	if failed {
 		d.requeue(ctx, f, "failed: "+reason)
 		d.poke()
@@ -351,30 +232,33 @@ func (q *Tasks) finishTask(ctx context.Context, sub int64, ticket, reason string
 	now := time.Now()
 	// The next task, if one can go now, is leased in the done's commit.
 	var next *nextTask
-	if merge {
-		next = d.prepareNext(sctx, nextSub, told, now)
+	if c != nil {
+		next = d.prepareNext(sctx, c, now)
 	}
 	var leased, after api.Task
 	var ok bool
-	var err error
+	w := d.counts.write()
 	if next != nil {
 		leased, ok, after, err = d.store.AckLease(sctx, ticket, nil, next.task.Ticket, now)
 	} else {
 		err = d.store.Ack(sctx, ticket, nil, now)
 	}
 	if err != nil {
-		d.mu.Lock()
-		d.flights = append(d.flights, f) // still in flight: done may be sent again
-		d.mu.Unlock()
-		if merge {
+		w.done()
+		d.slot.putBack(f)
+		if c != nil {
 			d.finishNext(sctx, next, api.Task{}, false, api.Task{}, now)
 		}
 		return fmt.Errorf("task %q: the store could not record it done: %w", ticket, err)
 	}
+	if ok {
+		w.done(finished, started)
+	} else {
+		w.done(finished)
+	}
 	_ = q.in.Release(sctx, f.lease)
 	d.emit(sctx, api.Event{Event: api.EventTaskDone, Ticket: ticket, Tool: f.task.Tool, Attempt: f.attempt})
-	d.adjust(func(c *api.TaskCounts) { c.Running--; c.Done++ })
-	if merge {
+	if c != nil {
 		d.finishNext(sctx, next, leased, ok, after, now)
 	}
 	d.poke()
@@ -391,14 +275,30 @@ func (d *deliverer) requeue(ctx context.Context, f *taskFlight, reason string) {
 	}
 	pol := d.in.Defer()
 	retryAt := time.Now().Add(taskBackoff(f.task.Attempts + 1))
+	w := d.counts.write()
 	t, err := d.store.Fail(sctx, f.task.Ticket, reason, retryAt, pol.MaxAttempts)
 	if err != nil {
+		w.done()
 		// It stays running in the store: housekeeping (Expire) or the next
 		// start (Recover) puts it back.
 		d.logf("deferred task %s: %v", f.task.Ticket, err)
 		return
 	}
+	w.done(attempted(t))
 	d.journalAttempt(sctx, t)
+}
+
+// attempts journals the tasks that the store counted an attempt for in
+// the write w (taken back: Recover, Expire), and closes w with their moves.
+func (d *deliverer) attempts(ctx context.Context, w countWrite, back []api.Task) {
+	moves := make([]func(*api.TaskCounts), 0, len(back))
+	for _, t := range back {
+		moves = append(moves, attempted(t))
+	}
+	w.done(moves...)
+	for _, t := range back {
+		d.journalAttempt(ctx, t)
+	}
 }
 
 // journalAttempt journals a task that an attempt was counted for.
@@ -408,14 +308,6 @@ func (d *deliverer) journalAttempt(ctx context.Context, t api.Task) {
 		d.logf("deferred task %s (%s) is dead after %d attempts: %s", t.Ticket, t.Tool, t.Attempts, t.LastError)
 		d.emit(ctx, api.Event{Event: api.EventTaskDead, Ticket: t.Ticket, Tool: t.Tool, Attempt: t.Attempts, Detail: t.LastError})
 	}
-	d.adjust(func(c *api.TaskCounts) {
-		c.Running--
-		if t.State == api.TaskDead {
-			c.Dead++
-		} else {
-			c.Queued++
-		}
-	})
 }
 
 // taskBackoff is 1 s after the first failure, doubling, at most 10 min
@@ -430,28 +322,6 @@ func taskBackoff(attempts int) time.Duration {
 
 func (d *deliverer) emit(ctx context.Context, ev api.Event) {
 	_ = d.in.Journal(ctx, ev)
-}
-
-// adjust applies a transition the deliverer made to the counts: re-reading
-// them from the store at every transition would cost a query per task
-// (housekeeping re-reads them, for changes made elsewhere).
-func (d *deliverer) adjust(f func(*api.TaskCounts)) {
-	d.countsMu.Lock()
-	defer d.countsMu.Unlock()
-	c := *d.counts.Load()
-	f(&c)
-	c.Queued, c.Running = max(c.Queued, 0), max(c.Running, 0)
-	d.counts.Store(&c)
-}
-
-func (d *deliverer) refreshCounts(ctx context.Context) {
-	d.countsMu.Lock()
-	defer d.countsMu.Unlock()
-	c, err := d.store.Counts(ctx)
-	if err == nil {
-		d.counts.Store(&c)
-	}
-	d.countsKnown.Store(err == nil)
 }
 
 func newTicket() string {
@@ -469,17 +339,14 @@ func (q *Tasks) NoteTask(ctx context.Context, ev api.Event) error {
 		return errors.New("this instance has no deferred-task queue")
 	}
 	if ev.Event == api.EventTaskDropped {
-		d.mu.Lock()
-		gone := d.take(func(f *taskFlight) bool { return f.task.Ticket == ev.Ticket })
-		d.mu.Unlock()
-		for _, f := range gone {
+		for _, f := range d.slot.take(func(f *taskFlight) bool { return f.task.Ticket == ev.Ticket }) {
 			if !f.released {
 				_ = q.in.Release(ctx, f.lease)
 			}
 		}
 		d.emit(ctx, api.Event{Event: api.EventTaskDropped, Ticket: ev.Ticket, Tool: ev.Tool, Detail: ev.Detail})
 	}
-	d.refreshCounts(ctx)
+	d.counts.refresh(ctx, d.store)
 	d.poke()
 	return nil
 }

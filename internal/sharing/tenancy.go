@@ -43,18 +43,15 @@ func (f leaseFigure) equal(g leaseFigure) bool {
 // Publish tells the other tenants what this instance is. The leases
 // (read through leases) are published too, off the caller, once its GPUs
 // are first known: a file left by an earlier instance of this name,
-// killed, must not count as this one's leases.
+// killed, must not count as this one's leases. The loop publishes after
+// every event, so the watched GPUs are copied only when they changed.
 func (t *tenancy) Publish(info api.TenantInfo, leases func() uint64) {
 	t.c.Publish(info)
-	var gpus []string
-	for _, g := range info.GPUs {
-		if g.UUID != "" {
-			gpus = append(gpus, g.UUID)
-		}
-	}
 	t.mu.Lock()
-	t.gpus = gpus
-	first := !t.first && len(gpus) > 0
+	if !sameGPUs(t.gpus, info.GPUs) {
+		t.gpus = watched(info.GPUs) // a new slice: a published figure holds the old one
+	}
+	first := !t.first && len(t.gpus) > 0
 	if first {
 		t.first = true
 	}
@@ -62,6 +59,32 @@ func (t *tenancy) Publish(info api.TenantInfo, leases func() uint64) {
 	if first {
 		go t.PublishLeases(leases)
 	}
+}
+
+// watched are the UUIDs of the GPUs in gpus that have one.
+func watched(gpus []api.TenantGPU) []string {
+	var out []string
+	for _, g := range gpus {
+		if g.UUID != "" {
+			out = append(out, g.UUID)
+		}
+	}
+	return out
+}
+
+// sameGPUs reports whether uuids are watched(gpus).
+func sameGPUs(uuids []string, gpus []api.TenantGPU) bool {
+	i := 0
+	for _, g := range gpus {
+		if g.UUID == "" {
+			continue
+		}
+		if i == len(uuids) || uuids[i] != g.UUID {
+			return false
+		}
+		i++
+	}
+	return i == len(uuids)
 }
 
 // Admit holds the admission locks of gpus for one reservation and says
