@@ -39,7 +39,7 @@ func newCalmLoop(t testing.TB, door Door, mod func(*policy.Policy)) *calmLoop {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.l = newLoop(s)
+	c.l = s.loop
 	c.l.ctx = context.Background()
 	c.l.feed(core.Begin{}, nil)
 	for range 30 { // the start, its settling and the trend's calm
