@@ -89,6 +89,17 @@ func servingPolicy(pol *policy.Policy) {
 	pol.Profiles = append(pol.Profiles, policy.Profile{Name: "off", NotServing: true})
 }
 
+// newCalmCase is a calm loop on the default policy, or, withDoor, on
+// servingPolicy behind a front door whose child is ready.
+func newCalmCase(t testing.TB, withDoor bool) *calmLoop {
+	if !withDoor {
+		return newCalmLoop(t, nil, nil)
+	}
+	d := newFakeDoor()
+	d.ready = true
+	return newCalmLoop(t, d, servingPolicy)
+}
+
 // TestCalmSampleAllocatesNothing: a calm sample that changes nothing the
 // loop shows allocates nothing in the loop, with a front door or without.
 // The results are made beforehand: a real probe's reading is new memory
@@ -97,14 +108,7 @@ func TestCalmSampleAllocatesNothing(t *testing.T) {
 	for _, withDoor := range []bool{false, true} {
 		t.Run(map[bool]string{false: "nodoor", true: "door"}[withDoor], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var door Door
-				var mod func(*policy.Policy)
-				if withDoor {
-					d := newFakeDoor()
-					d.ready = true
-					door, mod = d, servingPolicy
-				}
-				c := newCalmLoop(t, door, mod)
+				c := newCalmCase(t, withDoor)
 				const runs = 20
 				results := make([]sense.Result, 0, runs+1)
 				for range runs + 1 {
@@ -133,14 +137,7 @@ func TestCalmSampleAllocatesNothing(t *testing.T) {
 func BenchmarkCalmSample(b *testing.B) {
 	for _, withDoor := range []bool{false, true} {
 		b.Run(map[bool]string{false: "nodoor", true: "door"}[withDoor], func(b *testing.B) {
-			var door Door
-			var mod func(*policy.Policy)
-			if withDoor {
-				d := newFakeDoor()
-				d.ready = true
-				door, mod = d, servingPolicy
-			}
-			c := newCalmLoop(b, door, mod)
+			c := newCalmCase(b, withDoor)
 			b.ReportAllocs()
 			for b.Loop() {
 				b.StopTimer()

@@ -138,3 +138,27 @@ func TestInfoReusesOnlyTheSame(t *testing.T) {
 		}
 	})
 }
+
+// TestSameTree: a tree is the same when it holds exactly the processes
+// listed, a process listed twice (on two GPUs) counted once.
+func TestSameTree(t *testing.T) {
+	tree := map[int]bool{1: true, 2: true}
+	for _, tc := range []struct {
+		pids []int
+		want bool
+	}{
+		{[]int{1, 2}, true},
+		{[]int{2, 1, 2}, true},
+		{[]int{1, 1}, false},
+		{[]int{1}, false},
+		{[]int{1, 2, 3}, false},
+		{nil, false},
+	} {
+		if got := sameTree(tree, tc.pids); got != tc.want {
+			t.Errorf("sameTree(%v, %v) = %v, want %v", tree, tc.pids, got, tc.want)
+		}
+	}
+	if sameTree(nil, []int{1}) || !sameTree(nil, nil) {
+		t.Error("an empty tree: want it the same as no process only")
+	}
+}
