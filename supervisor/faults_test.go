@@ -396,6 +396,23 @@ func TestOnGPULostStop(t *testing.T) {
 			}
 		})
 	})
+	t.Run("an operator's SIGTERM, the signal the child already has, is not sent twice", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			h, fp, _ := faultHarness(t, stopPolicy())
+			c := h.child()
+			fp.set(always(errLost), nil)
+			sleep(5100 * time.Millisecond)
+			h.signals <- syscall.SIGTERM
+			synctest.Wait()
+			if sigs := c.gotSignals(); len(sigs) != 1 || sigs[0] != syscall.SIGTERM {
+				t.Fatalf("child got %v, want one SIGTERM (a second aborts many servers mid-cleanup)", sigs)
+			}
+			c.end(Exit{Code: 143})
+			if code, err := h.wait(); code != 143 || err != nil {
+				t.Fatalf("exit %d %v, want the child's status", code, err)
+			}
+		})
+	})
 	t.Run("a probe hung from the start starts nothing", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			// lost_after (1s) is up by the first hung tick (ProbeTimeout,
