@@ -172,3 +172,55 @@ func pfSigName(sig syscall.Signal) string {
 	}
 	return sig.String()
 }
+
+// pfSlowTerm is a child that, on SIGTERM, appends TERM to $1 and takes its
+// time to clean up: it exits 0 once the file $2 exists. A second SIGTERM
+// makes it exit 134 at once, as llama-server aborts on one.
+const pfSlowTerm = `trap 'echo TERM >> "$1"; n=$(wc -l < "$1"); [ "$n" -gt 1 ] && exit 134' TERM
+echo "ready $GPUGUARD_PROFILE"
+while :; do
+	if [ -s "$1" ] && [ -e "$2" ]; then exit 0; fi
+	sleep 0.02
+done`
+
+// TestStopDuringAStepSignalsOnce: an operator's SIGTERM that arrives while
+// gpuguard is already stopping the child for a step (its restart one
+// profile lower) is not forwarded again: the child, mid-cleanup, gets one
+// SIGTERM, and gpuguard ends with the child's exit (0) instead of
+// restarting it.
+func TestStopDuringAStepSignalsOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pol := e.policy(pfSignalPolicy("30s", "1ms") + `
+[[profile]]
+name = "big"
+[[profile]]
+name = "small"
+`)
+	got, clean := e.path("signals"), e.path("clean")
+	p := e.start(append([]string{"run", "--policy", pol, "--name", "steps"}, sh(pfSlowTerm, got, clean)...))
+	p.expect("ready big")
+	step := e.start([]string{"step", "steps", "down", "--runtime-dir", e.runDir}) // answers once the step is done: never, here
+	if !pfEventually(20*time.Second, func() bool { return len(pfLines(got)) > 0 }) {
+		t.Fatal("the step's SIGTERM never reached the child")
+	}
+	p.signal(syscall.SIGTERM)
+	if !pfEventually(20*time.Second, func() bool { return strings.Contains(p.stderr.String(), "the child already has it") }) {
+		t.Fatalf("gpuguard did not take the stop; stderr:\n%s", p.stderr.String())
+	}
+	if err := os.WriteFile(clean, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 0 {
+		t.Errorf("exit %d, want 0 (the child's own, after one SIGTERM); stderr:\n%s", code, p.stderr.String())
+	}
+	if lines := pfLines(got); len(lines) != 1 {
+		t.Errorf("the child got %q, want exactly one TERM", lines)
+	}
+	if code := step.wait(); code == 0 {
+		t.Errorf("gpuguard step: exit 0 for a step the stop cut short, want an error")
+	}
+	if strings.Contains(p.stderr.String(), "in profile small (pid") {
+		t.Errorf("the child was restarted after the operator's stop; stderr:\n%s", p.stderr.String())
+	}
+}

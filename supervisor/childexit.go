@@ -68,5 +68,6 @@ func (l *loop) onStopSignal(sig syscall.Signal) {
 	if l.life.end.finished {
 		return
 	}
-	l.feed(core.StopSignal{Sig: sig, Running: l.life.run.child != nil, Stopping: l.life.stop.stopping, Lost: l.health.LostErr() != nil}, nil)
+	l.feed(core.StopSignal{Sig: sig, Running: l.life.run.child != nil, Stopping: l.life.stop.stopping, Lost: l.health.LostErr() != nil,
+		Signalled: l.life.signalled()}, nil)
 }

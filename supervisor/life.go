@@ -97,6 +97,9 @@ type stopRun struct {
 	stopping bool
 	stopSig  syscall.Signal
 	stopWait timer // stop_timeout, then SIGKILL to the group
+	// asked is the signal of the last stop asked of the child (sent once
+	// a drain ends): while stopWait runs, the one it got.
+	asked syscall.Signal
 	// stoppingSent: STOPPING=1 went out (it is sent once).
 	stoppingSent bool
 }
@@ -158,6 +161,7 @@ func (c *lifecycle) beginRestart(pol *policy.Policy, level int, reason string, r
 // stopChild stops the child with sig, as gpuguard's own stops do: through
 // the front door's drain, then timeout before its group is killed.
 func (c *lifecycle) stopChild(sig syscall.Signal, timeout time.Duration) {
+	c.stop.asked = sig
 	c.door.stop(c.run.child, sig, timeout, &c.stop.stopWait)
 }
 
@@ -199,4 +203,13 @@ func (c *lifecycle) notifyStopping() {
 		c.stop.stoppingSent = true
 		_ = c.notifier.Stopping()
 	}
+}
+
+// signalled is the stop signal the child was sent and has not yet
+// answered by exiting (0: none; a drain not yet over has sent nothing).
+func (c *lifecycle) signalled() syscall.Signal {
+	if c.run.child == nil || !c.stop.stopWait.armed() {
+		return 0
+	}
+	return c.stop.asked
 }

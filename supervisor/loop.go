@@ -53,6 +53,9 @@ func (t *timer) arm(d time.Duration) {
 	t.C = t.t.C
 }
 
+// armed reports whether the timer is set and has not been stopped.
+func (t *timer) armed() bool { return t.C != nil }
+
 func (t *timer) stop() {
 	if t.t != nil {
 		t.t.Stop()

@@ -247,7 +247,9 @@ func (st State) failed(g Given, in Exited) (State, []Effect) {
 }
 
 // stop is an operator's stop: forwarded once, a second one kills; with no
-// child the run ends at once, as a signal's death would (128 + signal).
+// child the run ends at once, as a signal's death would (128 + signal). A
+// child that gpuguard has already signalled (a step's restart under way)
+// is not sent that signal again: the stop waits for the exit coming.
 func stop(pol *policy.Policy, in StopSignal) []Effect {
 	ev := Journal{api.Event{Event: api.EventStop, Detail: "signal " + in.Sig.String()}}
 	switch {
@@ -255,10 +257,19 @@ func stop(pol *policy.Policy, in StopSignal) []Effect {
 		return nil // the Go runtime's own, never forwarded
 	case !in.Running:
 		return []Effect{ev, Finish{State: api.StateExited, End: EndSignal, Status: int(in.Sig)}}
+	case in.Stopping && in.Lost && in.Signalled == in.Sig:
+		return []Effect{BeginStop{Sig: in.Sig, TakeOver: true}, ev}
 	case in.Stopping && in.Lost:
 		return []Effect{BeginStop{Sig: in.Sig, TakeOver: true}, ev, StopChild{in.Sig}}
 	case in.Stopping:
 		return []Effect{Log{fmt.Sprintf("second %s: killing the child's process group now", in.Sig)}, Kill{}}
+	case in.Signalled == in.Sig:
+		return []Effect{
+			BeginStop{Sig: in.Sig},
+			Log{fmt.Sprintf("%s: the child already has it (gpuguard is stopping it for a step); waiting for its exit, then stopping (press Ctrl-C again, or send another signal, to kill it now)",
+				policy.SignalName(in.Sig))},
+			ev, AnnounceStop{},
+		}
 	}
 	return []Effect{
 		BeginStop{Sig: in.Sig},

@@ -334,6 +334,13 @@ func TestDecide(t *testing.T) {
 		}},
 		{"an operator's stop takes over the stop for a lost GPU", nil, false, []in{
 			{0, StopSignal{Sig: syscall.SIGTERM, Running: true, Stopping: true, Lost: true}, "begin stop 15 takeover=true; journal stop; stop child 15"},
+			{0, StopSignal{Sig: syscall.SIGINT, Running: true, Stopping: true, Lost: true, Signalled: syscall.SIGTERM}, "begin stop 2 takeover=true; journal stop; stop child 2"},
+			{0, StopSignal{Sig: syscall.SIGTERM, Running: true, Stopping: true, Lost: true, Signalled: syscall.SIGTERM}, "begin stop 15 takeover=true; journal stop"},
+		}},
+		{"a stop during a step's restart: the signal the child already has is not sent twice; another is forwarded", nil, false, []in{
+			{0, StopSignal{Sig: syscall.SIGTERM, Running: true, Signalled: syscall.SIGTERM}, "begin stop 15 takeover=false; log; journal stop; announce stop"},
+			{0, StopSignal{Sig: syscall.SIGINT, Running: true, Signalled: syscall.SIGTERM}, "begin stop 2 takeover=false; log; journal stop; announce stop; stop child 2"},
+			{0, StopSignal{Sig: syscall.SIGTERM, Running: true, Stopping: true, Signalled: syscall.SIGTERM}, "log; kill"},
 		}},
 		{"stop_timeout kills the child's group", nil, false, []in{
 			{0, StopWaitOver{Running: true}, "log; kill"},

@@ -64,6 +64,12 @@ type StopSignal struct {
 	// Lost: the stop under way is gpuguard's own, for a lost GPU
 	// (on_gpu_lost = "stop"); the operator's stop takes it over.
 	Lost bool
+	// Signalled is the stop signal gpuguard already sent the child (for
+	// a step, a sleep or a lost GPU), waiting for its exit; 0: none. The
+	// same signal is not sent again: the child has it once, and a second
+	// one is what many servers (llama-server, uvicorn) take as "quit
+	// now", aborting mid-cleanup.
+	Signalled syscall.Signal
 }
 
 // StopWaitOver is the stop_timeout timer: the child did not exit.
