@@ -75,6 +75,9 @@ type latest struct {
 	// it served (0: not known), the needs of a wake into a serving profile
 	// that states none (core.WakeFit).
 	served uint64
+	// devs is the newest sample's GPUs in the decision core's type, for
+	// the watermark; its storage serves every sample.
+	devs []core.Device
 }
 
 // notify sends sig ([notify] signal) to the child's main process after

@@ -93,7 +93,7 @@ func (l *loop) do(e core.Effect, reply chan response) {
 		}
 		l.life.wakeStopped(l.pol, l.latest.ratio, e.To, string(e.Reason), e.Why, reply)
 	case core.Propose:
-		l.peers.Propose(l.ctx, e.Now, e.Reason, worstGPU(l.latest.lastSample.Devices, l.pol), e.Ratio, func() api.TenantInfo { return l.self.info(l.pol) })
+		l.peers.Propose(l.ctx, e.Now, e.Reason, worstGPU(l.latest.lastSample.Devices, l.pol), e.Ratio, func() api.TenantInfo { return l.self.info(l.pol, nil) })
 	case core.ClaimStart:
 		l.peers.ClaimStart(l.ctx, e.GPUs, e.Settle)
 	case core.AskRoom:

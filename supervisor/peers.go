@@ -148,19 +148,35 @@ func (me *self) tenant(now time.Time, pol *policy.Policy) core.Tenant {
 // info is what the other tenants are told of this instance (the `tenant`
 // request answers it), without the parts read live (starting, the
 // leases): its ranking facts and, on each watched GPU, what its child
-// uses there when the backend lists processes.
-func (me *self) info(pol *policy.Policy) api.TenantInfo {
+// uses there when the backend lists processes. was is the record told
+// before (nil: none): its GPUs and room are handed back as they are
+// where nothing in them changed, so that a calm sample allocates none.
+func (me *self) info(pol *policy.Policy, was *api.TenantInfo) api.TenantInfo {
 	c := me.life
 	info := api.TenantInfo{Name: me.name, PID: me.pid, Priority: pol.Priority,
 		Scope: pol.Watch.Scope, Observe: me.observe, State: c.state, Level: c.level,
 		Levels: len(pol.Profiles), GPUs: []api.TenantGPU{},
-		GraceSeconds: pol.Watermark.Grace.Seconds(), SettleSeconds: pol.Watch.Settle.Seconds(), Room: me.room(pol)}
+		GraceSeconds: pol.Watermark.Grace.Seconds(), SettleSeconds: pol.Watch.Settle.Seconds()}
+	if r, ok := me.room(pol); ok {
+		if was != nil && sameValue(was.Room, &r) {
+			info.Room = was.Room
+		} else {
+			fresh := r
+			info.Room = &fresh
+		}
+	}
 	if !me.latest.haveSample {
 		return info
 	}
+	told := info.GPUs
+	if was != nil && was.GPUs != nil {
+		told = was.GPUs
+	}
 	s := me.latest.lastSample
 	own := !s.ProcessesAt.IsZero() && c.run.child != nil
-	for _, d := range s.Devices {
+	kept := 0                // how many of s's GPUs, from the first, told has as they are
+	var made []api.TenantGPU // nil while they all are
+	for i, d := range s.Devices {
 		g := api.TenantGPU{UUID: d.UUID}
 		if own {
 			for _, p := range s.Processes {
@@ -169,7 +185,18 @@ func (me *self) info(pol *policy.Policy) api.TenantInfo {
 				}
 			}
 		}
-		info.GPUs = append(info.GPUs, g)
+		if made == nil && i < len(told) && told[i] == g {
+			kept++
+			continue
+		}
+		if made == nil {
+			made = append(make([]api.TenantGPU, 0, len(s.Devices)), told[:kept]...)
+		}
+		made = append(made, g)
+	}
+	info.GPUs = made
+	if made == nil {
+		info.GPUs = told[:kept:kept]
 	}
 	return info
 }

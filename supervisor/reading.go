@@ -1,6 +1,8 @@
 package supervisor
 
 import (
+	"slices"
+
 	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor/core"
@@ -11,11 +13,31 @@ import (
 
 // devices copies a sample's GPUs into the decision core's type.
 func devices(devs []gpu.Device) []core.Device {
-	out := make([]core.Device, len(devs))
-	for i, d := range devs {
-		out[i] = core.Device{Index: d.Index, UUID: d.UUID, Name: d.Name, Used: d.Used, Total: d.Total}
+	return appendDevices(make([]core.Device, 0, len(devs)), devs)
+}
+
+// appendDevices appends devs, in the decision core's type, to out.
+func appendDevices(out []core.Device, devs []gpu.Device) []core.Device {
+	for _, d := range devs {
+		out = append(out, core.Device{Index: d.Index, UUID: d.UUID, Name: d.Name, Used: d.Used, Total: d.Total})
 	}
 	return out
+}
+
+// sameTree reports whether tree holds exactly the processes pids (a
+// process on two GPUs is listed twice): then a sample's tree need not be
+// made again.
+func sameTree(tree map[int]bool, pids []int) bool {
+	distinct := 0
+	for i, pid := range pids {
+		if !tree[pid] {
+			return false
+		}
+		if !slices.Contains(pids[:i], pid) {
+			distinct++
+		}
+	}
+	return distinct == len(tree)
 }
 
 // reading copies a good sample into the decision core's type.

@@ -22,6 +22,14 @@ type reporter struct {
 	publisher Publisher  // nil: no socket subscribers
 	last      *api.Event // the newest event, for status
 	text      string     // the status line last sent
+	told      statusLine // what text says
+}
+
+// statusLine is what the service manager's status line says.
+type statusLine struct {
+	state, profile string
+	level, levels  int
+	ratio          float64
 }
 
 func newReporter(name string, observers []Observer, n Notifier) reporter {
@@ -56,9 +64,11 @@ func (r *reporter) publish(st api.ProfileState) {
 
 // status tells the service manager what runs, when it changed.
 func (r *reporter) status(state, profile string, level, levels int, ratio float64) {
-	if r.notifier == nil {
+	line := statusLine{state, profile, level, levels, ratio}
+	if r.notifier == nil || line == r.told && r.text != "" {
 		return
 	}
+	r.told = line
 	t := fmt.Sprintf("%s: profile %s (%d/%d), watermark %.2f", state, profile, level, levels, ratio)
 	if t != r.text {
 		r.text = t
@@ -84,32 +94,38 @@ type journal interface {
 
 // publishSnapshot copies the loop's state out for Status and metrics. It
 // runs after every event of the loop, every sample included, so it leaves
-// out what Status derives when it is read (the uptimes, the lease count).
+// out what Status derives when it is read (the uptimes, the lease count),
+// and stores a snapshot or a tenant record only when it changed: a calm
+// sample allocates nothing here (shown.go).
 func (l *loop) publishSnapshot() {
+	was := l.s.snap.Load()
 	st := api.Status{
-		Name: l.cfg.Name, PID: l.s.snap.Load().status.PID, State: l.life.state,
+		Name: l.cfg.Name, PID: was.status.PID, State: l.life.state,
 		Profile: l.pol.Profiles[l.life.level].Name, Level: l.life.level, Levels: len(l.pol.Profiles),
 		Priority: l.pol.Priority, Watermark: l.latest.ratio, IntervalSeconds: l.pace.Period().Seconds(), ETASeconds: l.pace.ETASeconds(),
 		Restarts: l.life.hist.restarts, Observe: l.cfg.Observe,
 		LastEvent: l.out.last, Fit: l.fit.lastFit, GPUs: []api.GPU{}, SimDir: l.cfg.SimDir,
 	}
+	var childStart time.Time
 	if l.life.run.child != nil {
-		st.ChildPID = l.life.run.child.PID()
+		st.ChildPID, childStart = l.life.run.child.PID(), l.life.run.childStart
 	}
-	st.RoomFor = l.life.sleepsFor(l.pol)
+	st.RoomFor = shownName(was.status.RoomFor, l.life.sleepsForName(l.pol))
 	if sv := l.pol.Serve; sv.Enabled() {
-		st.Serve, st.Models = sv.Listen, sv.ModelNames(l.cfg.Name)
+		st.Serve, st.Models = sv.Listen, shownModels(was.status.Models, sv, l.cfg.Name)
 	}
 	if l.latest.haveSample {
-		st.GPUs = statusGPUs(l.latest.lastSample)
+		st.GPUs = shownGPUs(was.status.GPUs, l.latest.lastSample)
 	}
-	snap := &snapshot{status: st}
-	if l.life.run.child != nil {
-		snap.childStart = l.life.run.childStart
+	if !childStart.Equal(was.childStart) || !sameStatus(&st, &was.status) {
+		l.s.snap.Store(&snapshot{status: st, childStart: childStart})
 	}
-	l.s.snap.Store(snap)
-	info := l.self.info(l.pol)
-	l.s.adm.tenant.Store(&info)
+	told := l.s.adm.tenant.Load()
+	info := l.self.info(l.pol, told)
+	if !sameTenant(&info, told) {
+		stored := info // a copy: info itself stays off the heap
+		l.s.adm.tenant.Store(&stored)
+	}
 	if l.peers != nil {
 		l.peers.Publish(info, l.ledger.Outstanding)
 	}

@@ -36,10 +36,10 @@ func (me *self) candidate(now time.Time, uuid string, pol *policy.Policy) room.C
 	act := me.act.read()
 	c := room.Candidate{Name: me.name, Serving: me.life.serving() && me.life.door.healthy, CanSleep: me.canSleep,
 		Busy: act.busy, Idle: act.idle(now, me.started), LastUsed: act.lastUsed}
-	if info := me.room(pol); info != nil {
-		c.UsedBytes, c.SleepBytes = info.UsedBytes, info.SleepBytes
+	if r, ok := me.room(pol); ok {
+		c.UsedBytes, c.SleepBytes = r.UsedBytes, r.SleepBytes
 	}
-	if u, ok := me.info(pol).Used(uuid); ok && u > 0 {
+	if u, ok := me.info(pol, nil).Used(uuid); ok && u > 0 {
 		c.UsedBytes = u
 	}
 	return c
@@ -47,15 +47,15 @@ func (me *self) candidate(now time.Time, uuid string, pol *policy.Policy) room.C
 
 // room is what the other tenants' rankings read of this instance in its
 // tenant record (the facts that change with each request are the
-// `tenant` answer's: liveRoom); nil when it can never sleep for a peer
-// (no front door, no serving = false profile, wake = false).
-func (me *self) room(pol *policy.Policy) *api.TenantRoom {
+// `tenant` answer's: liveRoom); ok is false when it can never sleep for
+// a peer: no front door, or nothing to sleep in.
+func (me *self) room(pol *policy.Policy) (r api.TenantRoom, ok bool) {
 	c := me.life
 	asleep := core.FirstAsleep(pol.Profiles)
 	if !me.canSleep || asleep < 0 || !pol.Serve.Wake {
-		return nil
+		return api.TenantRoom{}, false
 	}
-	r := &api.TenantRoom{CanSleep: true, Serving: c.serving() && c.door.healthy && pol.Profiles[c.level].Serving(),
+	r = api.TenantRoom{CanSleep: true, Serving: c.serving() && c.door.healthy && pol.Profiles[c.level].Serving(),
 		KeepAwakeSeconds: pol.Serve.KeepAwake.Seconds(), SleepBytes: pol.Profiles[asleep].Needs, For: c.sleepsForName(pol)}
 	// What it uses where the backend does not tell processes apart: what
 	// it used while it served, else its profile's needs.
@@ -63,7 +63,7 @@ func (me *self) room(pol *policy.Policy) *api.TenantRoom {
 	if r.UsedBytes == 0 {
 		r.UsedBytes = pol.Profiles[c.level].Needs
 	}
-	return r
+	return r, true
 }
 
 // liveRoom fills in the making-room facts of the `tenant` answer that
@@ -77,15 +77,6 @@ func (s *Supervisor) liveRoom(r *api.TenantRoom) {
 	if !act.lastUsed.IsZero() {
 		r.LastUsed = act.lastUsed.UnixNano()
 	}
-}
-
-// sleepsFor is the status object's room_for: the peer this instance
-// sleeps for, nil when it does not.
-func (c *lifecycle) sleepsFor(pol *policy.Policy) *string {
-	if n := c.sleepsForName(pol); n != "" {
-		return &n
-	}
-	return nil
 }
 
 // sleepsForName is the peer this instance sleeps for ("": none): the

@@ -38,7 +38,7 @@ func (l *loop) onSample(r sense.Result) {
 	l.faults.Answered(r.Sample, &l.out)
 	l.latest.lastSample, l.latest.haveSample = r.Sample, true
 	run := &l.life.run
-	if run.child != nil && r.ForPID == run.child.PID() && r.Tree != nil {
+	if run.child != nil && r.ForPID == run.child.PID() && r.Tree != nil && !sameTree(run.childTree, r.Tree) {
 		run.childTree = make(map[int]bool, len(r.Tree))
 		for _, pid := range r.Tree {
 			run.childTree[pid] = true
@@ -47,7 +47,8 @@ func (l *loop) onSample(r sense.Result) {
 	if l.pol.Watch.Scope == "process" {
 		l.latest.ratio = core.ProcessRatio(*reading(r.Sample), run.childTree, l.pol.Watch.Quota)
 	} else {
-		l.latest.ratio = core.DeviceRatio(devices(r.Sample.Devices), l.pol)
+		l.latest.devs = appendDevices(l.latest.devs[:0], r.Sample.Devices)
+		l.latest.ratio = core.DeviceRatio(l.latest.devs, l.pol)
 	}
 	l.pace.Observe(now, l.latest.ratio, l.pol)
 	if run.child != nil {
@@ -81,7 +82,11 @@ func (l *loop) onSample(r sense.Result) {
 	if l.core.Waking() {
 		l.feed(l.wakeFacts(now, false, r.Due), nil)
 	}
-	l.feed(l.life.idleFacts(now, l.s.act.read()), nil)
+	// The door's activity is read only where [serve] idle can apply: it
+	// takes the door's lock at each read.
+	if l.pol.Serve.Idle > 0 {
+		l.feed(l.life.idleFacts(now, l.s.act.read()), nil)
+	}
 }
 
 // measure hands the core sample s while a live change's effect waits to

@@ -181,7 +181,7 @@ func New(cfg Config, deps Deps) (*Supervisor, error) {
 	// The other tenants may ask before Run: they read the loop's own
 	// record of the instance from the start.
 	s.loop = newLoop(s)
-	info := s.loop.self.info(cfg.Policy)
+	info := s.loop.self.info(cfg.Policy, nil)
 	s.adm.tenant.Store(&info)
 	return s, nil
 }

@@ -212,7 +212,7 @@ func (p *Pacer) SetTarget(pid int, owned func(pids []int) []int) {
 		p.smp.target.Store(nil)
 		return
 	}
-	p.smp.target.Store(&target{pid: pid, owned: owned})
+	p.smp.target.Store(newTarget(pid, owned))
 }
 
 // ETASeconds is the status object's eta_seconds: nil when not rising.

@@ -27,6 +27,16 @@ type Result struct {
 type target struct {
 	pid   int               // the child's main process
 	owned func([]int) []int // which GPU processes are the child's; nil: unknown
+	// alone is the tree of a sample that lists no other process: pid
+	// alone. It is shared by those samples' results and never written,
+	// so that a calm sample allocates no tree.
+	alone []int
+}
+
+// newTarget is the target of a sampler that finds the tree of process pid
+// with owned (nil: unknown).
+func newTarget(pid int, owned func([]int) []int) *target {
+	return &target{pid: pid, owned: owned, alone: []int{pid}}
 }
 
 // sampler makes the probe calls, one at a time, on one goroutine for the
@@ -129,15 +139,21 @@ func (s *sampler) sample(ctx context.Context) Result {
 		r.ForPID = tg.pid
 		// Only processes that hold GPU memory can matter, so only they
 		// are checked: no scan of every process on the host.
-		r.Tree = []int{tg.pid}
-		if tg.owned != nil && len(smp.Processes) > 0 {
-			pids := make([]int, 0, len(smp.Processes))
-			for _, p := range smp.Processes {
-				if p.PID != tg.pid {
-					pids = append(pids, p.PID)
-				}
+		r.Tree = tg.alone
+		if tg.owned == nil {
+			return r
+		}
+		var others []int
+		for _, p := range smp.Processes {
+			if p.PID != tg.pid {
+				others = append(others, p.PID)
 			}
-			r.Tree = append(r.Tree, tg.owned(pids)...)
+		}
+		if len(others) == 0 {
+			return r
+		}
+		if own := tg.owned(others); len(own) > 0 {
+			r.Tree = append([]int{tg.pid}, own...)
 		}
 	}
 	return r

@@ -2,6 +2,7 @@ package sense
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -47,5 +48,58 @@ func TestDeadlineOnlyWhereHonoured(t *testing.T) {
 	newSampler(plain, 7*time.Second, time.Second).sample(context.Background())
 	if no.had || plain.had {
 		t.Errorf("deadline given to a probe that says it cannot honour one: %v; to one that says nothing: %v; want none", no.had, plain.had)
+	}
+}
+
+// fixedProbe answers the same sample every time, without allocating.
+type fixedProbe struct{ s gpu.Sample }
+
+func (p *fixedProbe) Sample(context.Context) (gpu.Sample, error) { return p.s, nil }
+func (p *fixedProbe) Close() error                               { return nil }
+
+// TestCalmTreeAllocatesNothing: a sample that lists no GPU process but
+// the child's own hands the loop the child alone, in a tree it shares
+// with every such sample; one that lists a process of the child's tree
+// names it too.
+func TestCalmTreeAllocatesNothing(t *testing.T) {
+	const child, grandchild, stranger = 100, 101, 200
+	owned := func(pids []int) []int {
+		var own []int
+		for _, p := range pids {
+			if p == grandchild {
+				own = append(own, p)
+			}
+		}
+		return own
+	}
+	for _, tc := range []struct {
+		name  string
+		procs []int
+		want  []int
+		calm  bool
+	}{
+		{"child alone", []int{child}, []int{child}, true},
+		{"no process listed", nil, []int{child}, true},
+		{"a stranger", []int{child, stranger}, []int{child}, false},
+		{"a grandchild", []int{child, grandchild, stranger}, []int{child, grandchild}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &fixedProbe{gpu.Sample{Time: time.Now(), ProcessesAt: time.Now()}}
+			for _, pid := range tc.procs {
+				p.s.Processes = append(p.s.Processes, gpu.Process{PID: pid, Used: 1})
+			}
+			s := newSampler(p, time.Second, time.Second)
+			s.target.Store(newTarget(child, owned))
+			r := s.sample(context.Background())
+			if !slices.Equal(r.Tree, tc.want) || r.ForPID != child {
+				t.Fatalf("tree %v for %d, want %v for %d", r.Tree, r.ForPID, tc.want, child)
+			}
+			if !tc.calm {
+				return
+			}
+			if allocs := testing.AllocsPerRun(20, func() { s.sample(context.Background()) }); allocs != 0 {
+				t.Errorf("a calm sample's tree allocates %.1f times, want 0", allocs)
+			}
+		})
 	}
 }
