@@ -24,6 +24,7 @@ import (
 var (
 	bin      string // gpuguard
 	childBin string // benchchild
+	proxyBin string // plainproxy
 )
 
 func TestMain(m *testing.M) {
@@ -36,8 +37,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin, childBin = filepath.Join(dir, "gpuguard"), filepath.Join(dir, "benchchild")
-	builds := [][]string{{bin, ".."}, {childBin, "./benchchild"}}
+	bin, childBin, proxyBin = filepath.Join(dir, "gpuguard"), filepath.Join(dir, "benchchild"), filepath.Join(dir, "plainproxy")
+	builds := [][]string{{bin, ".."}, {childBin, "./benchchild"}, {proxyBin, "./plainproxy"}}
 	if prebuilt := os.Getenv("GPUGUARD_BENCH_BIN"); prebuilt != "" {
 		// A binary built elsewhere (another commit, other flags).
 		bin, builds = prebuilt, builds[1:]

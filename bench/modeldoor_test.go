@@ -43,6 +43,9 @@ var (
 type modelDoors struct {
 	direct, door, swap string // base URLs; swap "" without llama-swap
 	doorPID, swapPID   int
+	// plain is the field's plain ReverseProxy (bench/plainproxy) in front
+	// of direct: the floor of one more HTTP hop, for the latency alone.
+	plain string
 }
 
 // modelUpstream answers /health, and any POST at once, or after 50 ms
@@ -114,7 +117,22 @@ func startModelDoors(b *testing.B, upstream string) *modelDoors {
 	if swapBin := os.Getenv("GPUGUARD_BENCH_LLAMA_SWAP"); swapBin != "" {
 		md.swap, md.swapPID = startLlamaSwap(b, swapBin, s.dir, md.direct)
 	}
+	md.plain = startPlainProxy(b, md.direct)
 	return md
+}
+
+// startPlainProxy runs bench/plainproxy in front of upstream.
+func startPlainProxy(b *testing.B, upstream string) string {
+	b.Helper()
+	addr := freeAddr(b)
+	cmd := exec.Command(proxyBin, "-listen", addr, "-upstream", upstream)
+	cmd.Stderr = &testbin.Buffer{}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitRouted(b, "http://"+addr)
+	return "http://" + addr
 }
 
 // standIn is a control socket in runDir for an instance name whose front
@@ -214,7 +232,8 @@ func roundTripModel(c *http.Client, url, prompt string) error {
 
 // BenchmarkModelDoorLatency: one keep-alive client per side, small bodies,
 // the sides in turn for each round trip; reports the direct median and
-// what each proxy adds to the median and to p99.
+// what each proxy adds to the median and to p99: the door, llama-swap, and
+// the plain ReverseProxy (plain-added), the floor of any Go proxy's hop.
 func BenchmarkModelDoorLatency(b *testing.B) {
 	for _, up := range []string{viaFrontDoor, bareServer} {
 		b.Run("upstream="+up, func(b *testing.B) { modelDoorLatency(b, up) })
@@ -224,7 +243,7 @@ func BenchmarkModelDoorLatency(b *testing.B) {
 func modelDoorLatency(b *testing.B, upstream string) {
 	defer reportLoad(b)()
 	md := startModelDoors(b, upstream)
-	sides := md.sides()
+	sides := append(md.sides(), md.plain) // the plain proxy last
 	clients := make([]*http.Client, len(sides))
 	for i := range sides {
 		clients[i] = benchload.Client(b, 1)
@@ -246,10 +265,13 @@ func modelDoorLatency(b *testing.B, upstream string) {
 		b.ReportMetric(benchload.Micros(med), "direct-median-µs")
 		b.ReportMetric(benchload.Micros(benchload.Quantile(took[1], 0.5)-med), "door-added-median-µs")
 		b.ReportMetric(benchload.Micros(benchload.Quantile(took[1], 0.99)-p99), "door-added-p99-µs")
-		if len(sides) > 2 {
+		if len(sides) > 3 {
 			b.ReportMetric(benchload.Micros(benchload.Quantile(took[2], 0.5)-med), "swap-added-median-µs")
 			b.ReportMetric(benchload.Micros(benchload.Quantile(took[2], 0.99)-p99), "swap-added-p99-µs")
 		}
+		plain := took[len(took)-1]
+		b.ReportMetric(benchload.Micros(benchload.Quantile(plain, 0.5)-med), "plain-added-median-µs")
+		b.ReportMetric(benchload.Micros(benchload.Quantile(plain, 0.99)-p99), "plain-added-p99-µs")
 	}
 	b.ReportMetric(0, "ns/op")
 }

@@ -25,7 +25,8 @@ import (
 var restarts = flag.Int("restart.n", 200, "restart latency: number of restarts measured")
 
 // restartPolicy restarts a crashed child at once: no backoff, no release
-// wait, a budget that never runs out.
+// wait, a budget that never runs out, and no start rule (the child
+// crashes as it starts, which start_secs would count as never started).
 const restartPolicy = `[watch]
 interval = "200ms"
 [restart]
@@ -35,6 +36,7 @@ backoff_max = "0s"
 release_timeout = "0s"
 max_restarts = 1000000
 window = "10m"
+start_secs = "0s"
 `
 
 // BenchmarkRestartLatency is the time from a child's exit to the next
