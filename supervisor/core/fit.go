@@ -121,21 +121,9 @@ func StepFit(pol *policy.Policy, level, to int, r *Reading, tree map[int]bool) s
 	if p.Needs == 0 || r == nil {
 		return ""
 	}
-	listed := !r.ProcessesAt.IsZero()
-	own := map[int]uint64{}
-	if listed {
-		for _, pr := range r.Processes {
-			if tree[pr.PID] {
-				own[pr.Device] += pr.Used
-			}
-		}
-	}
+	own := ownUse(pol, level, r, tree)
 	for _, d := range r.Devices {
-		mine := own[d.Index]
-		if !listed {
-			mine = pol.Profiles[level].Needs
-		}
-		used := d.Used - min(d.Used, mine)
+		used := d.Used - min(d.Used, own[d.Index])
 		if pol.Fits(to, used, d.Total) {
 			continue
 		}
@@ -162,4 +150,24 @@ func WakeFit(pol *policy.Policy, level, to int, r *Reading, tree map[int]bool, s
 	p.Profiles = slices.Clone(pol.Profiles)
 	p.Profiles[to].Needs = served
 	return StepFit(&p, level, to, r, tree)
+}
+
+// ownUse is the instance's own usage of each device in r: its processes
+// (tree) where the backend lists them, else its profile level's needs
+// estimate on each: what StepFit and a wake's need of room take out
+// of the usage.
+func ownUse(pol *policy.Policy, level int, r *Reading, tree map[int]bool) map[int]uint64 {
+	own := map[int]uint64{}
+	if r.ProcessesAt.IsZero() {
+		for _, d := range r.Devices {
+			own[d.Index] = pol.Profiles[level].Needs
+		}
+		return own
+	}
+	for _, p := range r.Processes {
+		if tree[p.PID] {
+			own[p.Device] += p.Used
+		}
+	}
+	return own
 }

@@ -324,22 +324,3 @@ func (st State) sleepFor(g Given, in SleepFor) (State, []Effect) {
 			Why: fmt.Sprintf("making room for %s on GPU %s (idle %s)", in.For, in.GPU, self.Idle.Round(time.Millisecond))},
 	}
 }
-
-// ownUse is the instance's own usage of each device in r: its processes
-// (tree) where the backend lists them, else its profile level's needs
-// estimate on each, as StepFit judges it.
-func ownUse(pol *policy.Policy, level int, r *Reading, tree map[int]bool) map[int]uint64 {
-	own := map[int]uint64{}
-	if r.ProcessesAt.IsZero() {
-		for _, d := range r.Devices {
-			own[d.Index] = pol.Profiles[level].Needs
-		}
-		return own
-	}
-	for _, p := range r.Processes {
-		if tree[p.PID] {
-			own[p.Device] += p.Used
-		}
-	}
-	return own
-}
