@@ -99,8 +99,7 @@ func (st State) sample(g Given, in Sample) (State, []Effect) {
 		return st, nil // serving = false: only a request, a step up or a reload wakes it, never recover_after
 	case v == CriticalAtLast:
 		return st, []Effect{
-			Journal{api.Event{Event: api.EventCritical, Watermark: in.Ratio,
-				Detail: fmt.Sprintf("watermark %.2f >= critical %.2f at the last profile; nothing lower to step to", in.Ratio, wm.Critical)}},
+			Journal{api.Event{Event: api.EventCritical, Watermark: in.Ratio, Detail: atLast(in.Ratio, wm)}},
 			Log{fmt.Sprintf("watermark %.2f above critical at the last profile %s: nothing lower", in.Ratio, pol.Profiles[g.Level].Name)},
 		}
 	case in.PeerHeld:
@@ -144,15 +143,20 @@ func (st State) step(g Given, now time.Time, ratio float64, r Reason, why string
 		if !st.rules.FloorAlarm(now, ratio, pol.Watermark) {
 			return st, nil
 		}
-		detail := fmt.Sprintf("watermark %.2f >= critical %.2f at the last profile; nothing lower to step to", ratio, pol.Watermark.Critical)
+		detail := atLast(ratio, pol.Watermark)
 		return st, []Effect{Journal{api.Event{Event: api.EventCritical, Watermark: ratio, Detail: detail}}, Log{detail}}
 	case r == Critical:
-		st.rules.Stepped(now)
-		st.undo = nil
+		st.steppedForGood(now)
 		return st, []Effect{Step{Now: now, To: g.Level + 1, Reason: r, Why: why, Event: api.EventStepDown, Restart: true}}
 	}
 	st.stepped(now)
 	return st, []Effect{Step{Now: now, To: g.Level + 1, Reason: r, Why: why, Event: api.EventStepDown}}
+}
+
+// atLast is the critical event's detail at the last profile, where
+// nothing lower can step.
+func atLast(ratio float64, wm policy.Watermark) string {
+	return fmt.Sprintf("watermark %.2f >= critical %.2f at the last profile; nothing lower to step to", ratio, wm.Critical)
 }
 
 // stepped records a step that may yet be NotTaken.
