@@ -143,13 +143,23 @@ func StepFit(pol *policy.Policy, level, to int, r *Reading, tree map[int]bool) s
 // sleep, and be put back to sleep, over and over. served = 0 (not known:
 // the backend lists no processes) is judged as StepFit does.
 func WakeFit(pol *policy.Policy, level, to int, r *Reading, tree map[int]bool, served uint64) string {
-	if pol.Profiles[to].Needs > 0 || served == 0 {
+	needs := wakeNeeds(pol.Profiles[to], served)
+	if needs == pol.Profiles[to].Needs {
 		return StepFit(pol, level, to, r, tree)
 	}
 	p := *pol
 	p.Profiles = slices.Clone(pol.Profiles)
-	p.Profiles[to].Needs = served
+	p.Profiles[to].Needs = needs
 	return StepFit(&p, level, to, r, tree)
+}
+
+// wakeNeeds is what a wake into profile p needs: its needs, else served
+// (WakeFit).
+func wakeNeeds(p policy.Profile, served uint64) uint64 {
+	if p.Needs > 0 {
+		return p.Needs
+	}
+	return served
 }
 
 // ownUse is the instance's own usage of each device in r: its processes
