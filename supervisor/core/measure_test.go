@@ -30,9 +30,6 @@ func napLadder(p *policy.Policy) {
 // change, or one whose profile a reload removed, falls back to the
 // profile's non-live form.
 func TestActionsDoneDecisions(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
-	const mib = uint64(1 << 20)
 	done := func(to int) ActionsDone {
 		return ActionsDone{Now: at(0), To: to, Reason: Watermark, Before: 4 * gib, Known: true}
 	}
@@ -108,7 +105,6 @@ func TestActionsDoneDecisions(t *testing.T) {
 func TestRelievedEvent(t *testing.T) {
 	pol := testPolicy()
 	napLadder(pol)
-	t0 := time.Unix(1_000_000, 0)
 	g := Given{Policy: pol, Level: 1}
 	st, _ := Decide(State{}, g, ActionsDone{Now: t0, To: 2, Before: 4 * gib, Known: true})
 	g.Level = 2
@@ -143,7 +139,6 @@ func TestRelievedEvent(t *testing.T) {
 // stopped or live. Without the step under way a request in a serving
 // profile asks nothing; without [serve] wake, nothing wakes.
 func TestWakeAfterSleepStep(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
 	roomy := &Reading{Devices: []Device{{Index: 0, UUID: "a", Used: 4 * gib, Total: 16 * gib}}, ProcessesAt: t0}
 	live := Wake{Now: t0, Live: true, Reading: roomy, Tree: map[int]bool{}}
 	for _, tc := range []row{
@@ -179,7 +174,6 @@ func TestLaunchReasons(t *testing.T) {
 	pol := testPolicy()
 	pol.Restart.OnGPUFault = policy.OnGPUFaultRestart
 	g := Given{Policy: pol}
-	t0 := time.Unix(1_000_000, 0)
 	why := func(effs []Effect) Reason {
 		for _, e := range effs {
 			switch e := e.(type) {
