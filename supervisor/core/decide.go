@@ -261,10 +261,12 @@ func stop(pol *policy.Policy, in StopSignal) []Effect {
 		return nil // the Go runtime's own, never forwarded
 	case !in.Running:
 		return []Effect{ev, Finish{State: api.StateExited, End: EndSignal, Status: int(in.Sig)}}
-	case in.Stopping && in.Lost && in.Signalled == in.Sig:
-		return []Effect{BeginStop{Sig: in.Sig, TakeOver: true}, ev}
 	case in.Stopping && in.Lost:
-		return []Effect{BeginStop{Sig: in.Sig, TakeOver: true}, ev, StopChild{in.Sig}}
+		effs := []Effect{BeginStop{Sig: in.Sig, TakeOver: true}, ev}
+		if in.Signalled != in.Sig {
+			effs = append(effs, StopChild{in.Sig})
+		}
+		return effs
 	case in.Stopping:
 		return []Effect{Log{fmt.Sprintf("second %s: killing the child's process group now", in.Sig)}, Kill{}}
 	case in.Signalled == in.Sig:
