@@ -96,11 +96,11 @@ type roomWait struct {
 	// freed is measured against it).
 	began  time.Time
 	before uint64
-	// asked: the last ask, for need and free bytes on gpu (no_room's
+	// need, free: the last ask's bytes needed and free on gpu (no_room's
 	// figures); retryAt: no room, the next ask is due then.
-	asked, retryAt time.Time
-	need, free     uint64
-	slept          []string
+	retryAt    time.Time
+	need, free uint64
+	slept      []string
 	// sleptAt: the last peer's sleep was done; low, lowAt: the lowest
 	// usage of gpu seen since, and when.
 	sleptAt, lowAt time.Time
@@ -161,25 +161,25 @@ func (r *roomWait) want(g Given, n roomNeed) (effs []Effect, hold bool) {
 	switch r.phase {
 	case roomIdle:
 		r.began, r.before = n.now, d.Used
-		return r.ask(g, n.now, d, n.bytes, short), true
+		return r.ask(g, d, n.bytes, short), true
 	case roomAsked, roomFitted:
 		return nil, true
 	case roomSettling:
 		if r.settling(n.now, usedOn(n.devices, r.gpu)) {
 			return nil, true
 		}
-		return r.ask(g, n.now, d, n.bytes, short), true
+		return r.ask(g, d, n.bytes, short), true
 	}
 	if !n.now.Before(r.retryAt) {
-		return r.ask(g, n.now, d, n.bytes, short), false
+		return r.ask(g, d, n.bytes, short), false
 	}
 	return nil, false
 }
 
 // ask asks the tenants of d for short bytes of room for a profile that
 // needs bytes.
-func (r *roomWait) ask(g Given, now time.Time, d Device, bytes, short uint64) []Effect {
-	r.phase, r.asked, r.gpu = roomAsked, now, d.UUID
+func (r *roomWait) ask(g Given, d Device, bytes, short uint64) []Effect {
+	r.phase, r.gpu = roomAsked, d.UUID
 	r.need, r.free = bytes, g.Policy.Room(d.Used, d.Total)
 	return []Effect{AskRoom{GPU: d.UUID, Priority: g.Policy.Priority, Shortfall: short}}
 }
