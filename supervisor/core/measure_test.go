@@ -105,10 +105,14 @@ func TestActionsDoneDecisions(t *testing.T) {
 func TestRelievedEvent(t *testing.T) {
 	pol := testPolicy()
 	napLadder(pol)
-	g := Given{Policy: pol, Level: 1}
-	st, _ := Decide(State{}, g, ActionsDone{Now: t0, To: 2, Before: 4 * gib, Known: true})
-	g.Level = 2
-	_, effs := Decide(st, g, Measured{Now: t0.Add(5 * time.Second), Ratio: 0.94, Used: 5 * gib})
+	// relieve is a live change from int8 to nap, before bytes held before
+	// it (known: there was a reading), measured at ratio with used held.
+	relieve := func(before uint64, known bool, ratio float64, used uint64) []Effect {
+		st, _ := Decide(State{}, Given{Policy: pol, Level: 1}, ActionsDone{Now: t0, To: 2, Before: before, Known: known})
+		_, effs := Decide(st, Given{Policy: pol, Level: 2}, Measured{Now: at(5 * time.Second), Ratio: ratio, Used: used})
+		return effs
+	}
+	effs := relieve(4*gib, true, 0.94, 5*gib)
 	ev := effs[0].(Journal).Event
 	if ev.Event != api.EventRelieved || ev.RelievedBytes == nil || *ev.RelievedBytes != 0 || ev.From != "int8" || ev.To != "nap" ||
 		ev.Detail != "the live change to nap relieved 0 B within grace 5s; watermark 0.94" {
@@ -117,18 +121,10 @@ func TestRelievedEvent(t *testing.T) {
 	if s := effs[2].(Step); s.Why != "watermark 0.94 > 0.90 5s after the live change to nap, which relieved 0 B" {
 		t.Errorf("the next step's why %q", s.Why)
 	}
-	g.Level = 1
-	st, _ = Decide(State{}, g, ActionsDone{Now: t0, To: 2, Before: 4 * gib, Known: true})
-	g.Level = 2
-	_, effs = Decide(st, g, Measured{Now: t0.Add(5 * time.Second), Ratio: 0.5, Used: gib})
-	if ev := effs[0].(Journal).Event; ev.RelievedBytes == nil || *ev.RelievedBytes != 3*gib {
+	if ev := relieve(4*gib, true, 0.5, gib)[0].(Journal).Event; ev.RelievedBytes == nil || *ev.RelievedBytes != 3*gib {
 		t.Errorf("relieved %+v, want 3 GiB", ev)
 	}
-	g.Level = 1
-	st, _ = Decide(State{}, g, ActionsDone{Now: t0, To: 2})
-	g.Level = 2
-	_, effs = Decide(st, g, Measured{Now: t0.Add(5 * time.Second), Ratio: 0.5, Used: gib})
-	if ev := effs[0].(Journal).Event; ev.RelievedBytes != nil || !strings.Contains(ev.Detail, "relieved an unknown amount") {
+	if ev := relieve(0, false, 0.5, gib)[0].(Journal).Event; ev.RelievedBytes != nil || !strings.Contains(ev.Detail, "relieved an unknown amount") {
 		t.Errorf("relieved without a reading before: %+v", ev)
 	}
 }
