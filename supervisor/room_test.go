@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/internal/sharing/sharingtest"
 )
 
@@ -170,4 +171,25 @@ func TestFirstTenantInfo(t *testing.T) {
 	if info.Name != "t" || info.State != api.StateStarting || info.Level != 1 || info.Levels != 3 || info.GPUs == nil {
 		t.Fatalf("first tenant record %+v", info)
 	}
+}
+
+// TestRoomUsedIsWhatItServedWith: where the backend lists processes, the
+// room a serving instance tells its peers it frees is what its own
+// processes use at the newest sample, not its profile's needs.
+func TestRoomUsedIsWhatItServedWith(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newFakeDoor()
+		d.ready = true
+		c := newCalmLoop(t, d, servingPolicy)
+		for _, used := range []uint64{3 * gib, 5 * gib} {
+			c.probe.mu.Lock()
+			c.probe.procs = []gpu.Process{{PID: c.pid, Device: 0, Used: used}, {PID: c.pid + 1, Device: 0, Used: gib}}
+			c.probe.mu.Unlock()
+			time.Sleep(time.Second)
+			c.calmSample(c.result())
+			if r := c.l.s.adm.tenant.Load().Room; r == nil || r.UsedBytes != used {
+				t.Fatalf("child using %d: room %+v, want used_bytes %d", used, r, used)
+			}
+		}
+	})
 }
