@@ -371,9 +371,7 @@ func TestReloadKeptProfileMoves(t *testing.T) {
 		if len(h.rec.named(api.EventRestart)) != 0 {
 			t.Error("the reload restarted the child")
 		}
-		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "int4" {
-			t.Fatalf("the next step: %q %v, want int4", p, err)
-		}
+		stepTo(t, h, "down", "int4")
 		c.end(Exit{})
 		h.wait()
 	})

@@ -107,9 +107,7 @@ func TestRoomAsked(t *testing.T) {
 			})
 			c := h.child()
 			c.setHandler(true)
-			if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
-				t.Fatalf("step down = %q, %v", p, err)
-			}
+			stepTo(t, h, "down", "asleep")
 			h.probe.setUsed(13 * gib) // 1.4 GiB under high, int8 needs 6 GiB
 			time.Sleep(time.Second)
 			synctest.Wait()

@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"context"
 	"slices"
 	"sync/atomic"
 	"syscall"
@@ -28,9 +27,7 @@ func TestWakeOnRequestStopped(t *testing.T) {
 					c.end(Exit{})
 				}
 			})
-			if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "off" {
-				t.Fatalf("step down = %q, %v", p, err)
-			}
+			stepTo(t, h, "down", "off")
 			h.sup.Requested(false) // a request let through (none is, asleep) wakes nothing
 			h.sup.Requested(true)
 			synctest.Wait()
@@ -64,9 +61,7 @@ func TestWakeOnRequestLive(t *testing.T) {
 		pol := sleepPolicy()
 		pol.Serve.Wake = true
 		h, c, _, acts := startServing(t, pol)
-		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
-			t.Fatalf("step down = %q, %v", p, err)
-		}
+		stepTo(t, h, "down", "asleep")
 		h.sup.Requested(true)
 		synctest.Wait()
 		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait", "POST " + upstream + "/wake_up"}) {
@@ -170,9 +165,7 @@ func TestLiveWakeTakesTheStartClaim(t *testing.T) {
 		if h.sup.Admission().TenantInfo().Starting {
 			t.Fatal("still starting a minute after the start")
 		}
-		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
-			t.Fatalf("step down = %q, %v", p, err)
-		}
+		stepTo(t, h, "down", "asleep")
 		llmStarting.Store(true)
 		before := fc.Claimed()
 		h.sup.Requested(true)
