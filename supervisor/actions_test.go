@@ -47,6 +47,13 @@ func (f *fakeActions) got() []string {
 
 const upstream = "http://127.0.0.1:8001"
 
+// sleepCall and wakeCall are the calls of sleepPolicy's asleep profile,
+// as fakeActions records them: its enter and its leave.
+const (
+	sleepCall = "POST " + upstream + "/sleep?level=1&mode=wait"
+	wakeCall  = "POST " + upstream + "/wake_up"
+)
+
 // sleepPolicy is testPolicy with a third profile that sleeps through
 // actions.
 func sleepPolicy() *policy.Policy {
@@ -107,7 +114,7 @@ func TestActionsLiveSleepAndWake(t *testing.T) {
 		if p := <-stepped; p != "asleep" {
 			t.Fatalf("step reply %q, want asleep", p)
 		}
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall}) {
 			t.Fatalf("actions %v", got)
 		}
 		st := h.sup.Status()
@@ -134,7 +141,7 @@ func TestActionsLiveSleepAndWake(t *testing.T) {
 		}
 
 		stepTo(t, h, "up", "int8")
-		if got := acts.got(); !slices.Equal(got[1:], []string{"POST " + upstream + "/wake_up"}) {
+		if got := acts.got(); !slices.Equal(got[1:], []string{wakeCall}) {
 			t.Fatalf("actions after the step up %v", got)
 		}
 		door.mu.Lock()

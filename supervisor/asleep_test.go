@@ -80,7 +80,7 @@ func TestSleepNotLeftByRecovery(t *testing.T) {
 		if st := h.sup.Status(); st.Profile != "asleep" || st.State != api.StateAsleep {
 			t.Fatalf("after a minute below low: %s %s, want asleep asleep", st.Profile, st.State)
 		}
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall}) {
 			t.Errorf("actions %v: woken by recovery", got)
 		}
 		c.end(Exit{})
@@ -110,7 +110,7 @@ func TestCrashWhileAsleep(t *testing.T) {
 		if c2.env("GPUGUARD_PROFILE") != "int8" {
 			t.Fatalf("woken child in %q, want int8", c2.env("GPUGUARD_PROFILE"))
 		}
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall}) {
 			t.Errorf("actions %v, want only the enter (no leave for a server that is gone)", got)
 		}
 		c2.end(Exit{})

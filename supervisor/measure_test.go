@@ -181,7 +181,7 @@ func TestHeldRequestDuringSleepStepWakes(t *testing.T) {
 					}
 				}
 				if tt.name == "live" {
-					want := []string{"POST " + upstream + "/sleep?level=1&mode=wait", "POST " + upstream + "/wake_up"}
+					want := []string{sleepCall, wakeCall}
 					if got := acts.got(); !slices.Equal(got, want) {
 						t.Fatalf("actions %v, want %v", got, want)
 					}

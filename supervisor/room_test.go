@@ -55,7 +55,7 @@ func TestTenantSleepRequest(t *testing.T) {
 			t.Fatalf("idle past keep_awake: %v", err)
 		}
 		synctest.Wait()
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall}) {
 			t.Fatalf("actions %v, want the sleep", got)
 		}
 		downs := h.rec.named(api.EventStepDown)
@@ -133,7 +133,7 @@ func TestRoomAsked(t *testing.T) {
 			if st := h.sup.Status(); st.State != api.StateRunning || st.Profile != "int8" {
 				t.Fatalf("after the room: %s in %s, want running in int8", st.State, st.Profile)
 			}
-			if got := acts.got(); !slices.Contains(got, "POST "+upstream+"/wake_up") {
+			if got := acts.got(); !slices.Contains(got, wakeCall) {
 				t.Fatalf("actions %v, want the wake", got)
 			}
 			rooms := h.rec.named(api.EventRoom)

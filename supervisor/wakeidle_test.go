@@ -64,7 +64,7 @@ func TestWakeOnRequestLive(t *testing.T) {
 		stepTo(t, h, "down", "asleep")
 		h.sup.Requested(true)
 		synctest.Wait()
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait", "POST " + upstream + "/wake_up"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall, wakeCall}) {
 			t.Fatalf("actions %v", got)
 		}
 		if st := h.sup.Status(); st.Profile != "int8" || st.State != api.StateRunning {
@@ -97,7 +97,7 @@ func TestIdleSleep(t *testing.T) {
 		}
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall}) {
 			t.Fatalf("actions %v after idle", got)
 		}
 		downs := h.rec.named(api.EventStepDown)
@@ -133,7 +133,7 @@ func TestIdleCountsFromReady(t *testing.T) {
 		}
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall}) {
 			t.Fatalf("actions %v 11 s after the child was ready", got)
 		}
 		c.end(Exit{})
@@ -171,7 +171,7 @@ func TestLiveWakeTakesTheStartClaim(t *testing.T) {
 		h.sup.Requested(true)
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall}) {
 			t.Fatalf("actions %v while another tenant starts: want the sleep only, no wake", got)
 		}
 		if fc.Claimed() <= before {
@@ -183,7 +183,7 @@ func TestLiveWakeTakesTheStartClaim(t *testing.T) {
 		llmStarting.Store(false)
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait", "POST " + upstream + "/wake_up"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall, wakeCall}) {
 			t.Fatalf("actions %v once the claim is granted", got)
 		}
 		if st := h.sup.Status(); st.Profile != "int8" || st.State != api.StateRunning {
@@ -247,7 +247,7 @@ func TestIdleNeverCutsAStream(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall}) {
 			t.Fatalf("actions %v after idle since the last answer", got)
 		}
 		c.end(Exit{})
