@@ -180,9 +180,7 @@ func TestRoomUsedIsWhatItServedWith(t *testing.T) {
 		d.ready = true
 		c := newCalmLoop(t, d, servingPolicy)
 		for _, used := range []uint64{3 * gib, 5 * gib} {
-			c.probe.mu.Lock()
-			c.probe.procs = []gpu.Process{{PID: c.pid, Device: 0, Used: used}, {PID: c.pid + 1, Device: 0, Used: gib}}
-			c.probe.mu.Unlock()
+			c.probe.setProcs([]gpu.Process{{PID: c.pid, Device: 0, Used: used}, {PID: c.pid + 1, Device: 0, Used: gib}})
 			time.Sleep(time.Second)
 			c.calmSample(c.result())
 			if r := c.l.s.adm.tenant.Load().Room; r == nil || r.UsedBytes != used {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor/core"
 	"github.com/gpuguard/gpuguard/supervisor/sense"
 )
@@ -43,10 +44,11 @@ func (l *loop) onSample(r sense.Result) {
 			run.childTree[pid] = true
 		}
 	}
-	if l.pol.Watch.Scope == "process" {
-		l.latest.ratio = core.ProcessRatio(*reading(r.Sample), run.childTree, l.pol.Watch.Quota)
+	l.latest.devs = appendDevices(l.latest.devs[:0], r.Sample.Devices)
+	if l.pol.Watch.Scope == policy.ScopeProcess {
+		l.latest.procs = appendProcesses(l.latest.procs[:0], r.Sample.Processes)
+		l.latest.ratio = core.ProcessRatio(core.Reading{Devices: l.latest.devs, Processes: l.latest.procs}, run.childTree, l.pol.Watch.Quota)
 	} else {
-		l.latest.devs = appendDevices(l.latest.devs[:0], r.Sample.Devices)
 		l.latest.ratio = core.DeviceRatio(l.latest.devs, l.pol)
 	}
 	l.pace.Observe(now, l.latest.ratio, l.pol)
