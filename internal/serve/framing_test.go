@@ -202,14 +202,9 @@ func TestAnswerFramingRefused(t *testing.T) {
 			fmt.Fprint(w, "good")
 			return
 		}
-		conn, bw, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			t.Error(err)
-			return
+		if conn, _ := hijackWrite(t, w, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"); conn != nil {
+			conn.Close()
 		}
-		defer conn.Close()
-		_, _ = bw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
-		_ = bw.Flush()
 	})
 	fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10, Retry: true})
 	fd.launch(t, 1)
