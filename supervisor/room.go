@@ -57,8 +57,9 @@ func (me *self) room(pol *policy.Policy) (r api.TenantRoom, ok bool) {
 	}
 	r = api.TenantRoom{CanSleep: true, Serving: c.serving() && c.door.healthy && pol.Profiles[c.level].Serving(),
 		KeepAwakeSeconds: pol.Serve.KeepAwake.Seconds(), SleepBytes: pol.Profiles[asleep].Needs, For: c.sleepsForName(pol)}
-	// What it uses where the backend does not tell processes apart: what
-	// it used while it served, else its profile's needs.
+	// What it uses, as a peer reads it: what its processes used when it
+	// last served (known where the backend lists processes), else its
+	// profile's needs.
 	r.UsedBytes = me.latest.served
 	if r.UsedBytes == 0 {
 		r.UsedBytes = pol.Profiles[c.level].Needs
