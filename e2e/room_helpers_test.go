@@ -155,6 +155,17 @@ func (e *env) startModel(name string, o modelOpts) *model {
 	return m
 }
 
+// startAsleepAwake starts the model asleep (stepped down by hand once
+// ready), then the model awake, and waits until awake runs.
+func (e *env) startAsleepAwake(asleep string, ao modelOpts, awake string, wo modelOpts) (*model, *model) {
+	e.t.Helper()
+	a := e.startModel(asleep, ao)
+	a.sleep()
+	w := e.startModel(awake, wo)
+	e.waitRunning(awake)
+	return a, w
+}
+
 // sleep steps the model down to asleep by hand.
 func (m *model) sleep() {
 	m.e.t.Helper()

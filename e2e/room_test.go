@@ -23,10 +23,7 @@ import (
 func TestRoomForAWake(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	coder := e.startModel("coder", bigModel())
-	coder.sleep()
-	chat := e.startModel("chat", bigModel())
-	e.waitRunning("chat")
+	coder, chat := e.startAsleepAwake("coder", bigModel(), "chat", bigModel())
 	time.Sleep(time.Second) // chat's keep_awake (1s) from its first ready
 
 	code, took := coder.get("")
@@ -81,12 +78,9 @@ func TestRoomForAWake(t *testing.T) {
 func TestRoomNeverABusyPeer(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	coder := e.startModel("coder", bigModel())
-	coder.sleep()
 	o := bigModel()
 	o.keepAwake = "0s"
-	chat := e.startModel("chat", o)
-	e.waitRunning("chat")
+	coder, chat := e.startAsleepAwake("coder", bigModel(), "chat", o)
 	var wg sync.WaitGroup
 	var streamCode int
 	// The stream lasts 5 s from its arrival at chat, which is after this:
@@ -197,10 +191,7 @@ func TestRoomTakingTurns(t *testing.T) {
 	e := newEnv(t)
 	o := bigModel()
 	o.keepAwake = "2s"
-	a := e.startModel("a", o)
-	a.sleep()
-	b := e.startModel("b", o)
-	e.waitRunning("b")
+	a, b := e.startAsleepAwake("a", o, "b", o)
 	var fails []string
 	answered := 0
 	ends := map[string][]time.Time{} // each model's answers, as the client saw them end
@@ -292,10 +283,7 @@ func TestIdleNeverCutsAStream(t *testing.T) {
 func (e *env) roomRefused(t *testing.T, coderOpts, chatOpts modelOpts) (coder, chat *model) {
 	t.Helper()
 	coderOpts.hold = "3s"
-	coder = e.startModel("coder", coderOpts)
-	coder.sleep()
-	chat = e.startModel("chat", chatOpts)
-	e.waitRunning("chat")
+	coder, chat = e.startAsleepAwake("coder", coderOpts, "chat", chatOpts)
 	time.Sleep(time.Second) // chat's keep_awake
 	if code, took := coder.get(""); code != 503 || took < 3*time.Second {
 		t.Fatalf("request for coder: %d after %s, want 503 after hold (3s)", code, took)
