@@ -7,9 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -172,7 +170,7 @@ func BenchmarkDoorHeld(b *testing.B) {
 		for status() != 0 {
 			time.Sleep(20 * time.Millisecond)
 		}
-		before := rssKiB(b, g.cmd.Process.Pid)
+		before := memKiB(b, g.cmd.Process.Pid, "VmRSS:")
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		for range n {
@@ -194,7 +192,7 @@ func BenchmarkDoorHeld(b *testing.B) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		after := rssKiB(b, g.cmd.Process.Pid)
+		after := memKiB(b, g.cmd.Process.Pid, "VmRSS:")
 		b.ReportMetric(float64(after)/1024, "rss-MiB")
 		b.ReportMetric(float64(after-before)/n, "KiB/held")
 		cancel()
@@ -202,20 +200,4 @@ func BenchmarkDoorHeld(b *testing.B) {
 		g.stop()
 	}
 	b.ReportMetric(0, "ns/op")
-}
-
-// rssKiB is VmRSS of pid.
-func rssKiB(b *testing.B, pid int) int {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, l := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-			return n
-		}
-	}
-	b.Fatal("no VmRSS")
-	return 0
 }

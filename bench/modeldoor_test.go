@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/internal/benchload"
-	"github.com/gpuguard/gpuguard/internal/testbin"
 )
 
 // The figures of `gpuguard door` (docs/performance.md, "One door for many
@@ -105,13 +104,7 @@ func startModelDoors(b *testing.B, upstream string) *modelDoors {
 	}
 
 	addr := freeAddr(b)
-	door := exec.Command(bin, "door", "--listen", addr, "--runtime-dir", s.runDir)
-	door.Stderr = &testbin.Buffer{}
-	if err := door.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = door.Process.Kill(); _ = door.Wait() })
-	md.door, md.doorPID = "http://"+addr, door.Process.Pid
+	md.door, md.doorPID = "http://"+addr, startProcess(b, bin, "door", "--listen", addr, "--runtime-dir", s.runDir)
 	waitRouted(b, md.door)
 
 	if swapBin := os.Getenv("GPUGUARD_BENCH_LLAMA_SWAP"); swapBin != "" {
@@ -125,12 +118,7 @@ func startModelDoors(b *testing.B, upstream string) *modelDoors {
 func startPlainProxy(b *testing.B, upstream string) string {
 	b.Helper()
 	addr := freeAddr(b)
-	cmd := exec.Command(proxyBin, "-listen", addr, "-upstream", upstream)
-	cmd.Stderr = &testbin.Buffer{}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	startProcess(b, proxyBin, "-listen", addr, "-upstream", upstream)
 	waitRouted(b, "http://"+addr)
 	return "http://" + addr
 }
@@ -207,13 +195,21 @@ models:
 		b.Fatal(err)
 	}
 	addr := freeAddr(b)
-	cmd := exec.Command(swapBin, "-config", conf, "-listen", addr)
+	pid := startProcess(b, swapBin, "-config", conf, "-listen", addr)
+	waitRouted(b, "http://"+addr) // its first request starts the model
+	return "http://" + addr, pid
+}
+
+// startProcess starts name with args, its output discarded, killed when
+// the benchmark ends, and answers its pid.
+func startProcess(b *testing.B, name string, args ...string) int {
+	b.Helper()
+	cmd := exec.Command(name, args...)
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	waitRouted(b, "http://"+addr) // its first request starts the model
-	return "http://" + addr, cmd.Process.Pid
+	return cmd.Process.Pid
 }
 
 // sides are the bases to compare, in the order measured.
@@ -403,7 +399,7 @@ func BenchmarkModelDoorIdle(b *testing.B) {
 			}
 			_, c1, _ := cpuTime(b, pid)
 			b.ReportMetric(100*float64(c1-c0[i])/float64(*modelDoorIdle), names[i]+"-idle-cpu-%")
-			b.ReportMetric(float64(rssKiB(b, pid))/1024, names[i]+"-rss-MiB")
+			b.ReportMetric(float64(memKiB(b, pid, "VmRSS:"))/1024, names[i]+"-rss-MiB")
 			b.ReportMetric(float64(memKiB(b, pid, "RssAnon:"))/1024, names[i]+"-rss-anon-MiB")
 		}
 	}

@@ -3,7 +3,6 @@ package cmd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"os/signal"
@@ -102,9 +101,7 @@ func runDoor(ctx context.Context, o *DoorOptions) error {
 	if err != nil {
 		return err
 	}
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(o.IO.ErrOut, "gpuguard door: "+format+"\n", args...)
-	}
+	logf := lineLog(o.IO.ErrOut, "gpuguard door: ")
 	s, err := door.Open(door.Config{Listen: o.Listen, MetricsAddr: o.MetricsAddr, RuntimeDirs: dirs,
 		MaxBody: int64(o.MaxBody), Version: buildinfo.Read().Version, Logf: logf})
 	var le *door.ListenError

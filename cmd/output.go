@@ -1,12 +1,25 @@
 package cmd
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/gpuguard/gpuguard/internal/safetext"
 )
+
+// lineLog is a logf that prints one line to w after prefix: a line may
+// quote a child, a client, an instance or a file, so it is escaped
+// (safetext.Escape: a newline or an ESC in it cannot make a second line or
+// drive the terminal).
+func lineLog(w io.Writer, prefix string) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		fmt.Fprintf(w, "%s%s\n", prefix, safetext.Escape(fmt.Sprintf(format, args...)))
+	}
+}
 
 // A supervisor must outlive whatever reads its output: journald, `| tee`,
 // a terminal that was closed. By default a write to a closed pipe on

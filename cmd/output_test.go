@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -24,5 +25,18 @@ func TestDroppingWriter(t *testing.T) {
 	}
 	if d.Dropped() != 3 || b.n != 3 {
 		t.Errorf("dropped %d of %d, want 3 of 3", d.Dropped(), b.n)
+	}
+}
+
+// TestLineLog: run's and door's log lines are one line each after their
+// prefix, with what they quote escaped (a %-verb in an instance's text is
+// an argument, not a format).
+func TestLineLog(t *testing.T) {
+	var b strings.Builder
+	logf := lineLog(&b, "gpuguard door: ")
+	logf("instance %q does not answer: %s", "a", "bad reply: \x1b[31m%d\nsecond")
+	want := `gpuguard door: instance "a" does not answer: bad reply: \x1b[31m%d\nsecond` + "\n"
+	if b.String() != want {
+		t.Errorf("logged %q, want %q", b.String(), want)
 	}
 }

@@ -25,7 +25,6 @@ import (
 	"github.com/gpuguard/gpuguard/internal/paths"
 	"github.com/gpuguard/gpuguard/internal/proc"
 	"github.com/gpuguard/gpuguard/internal/report"
-	"github.com/gpuguard/gpuguard/internal/safetext"
 	"github.com/gpuguard/gpuguard/internal/sdnotify"
 	"github.com/gpuguard/gpuguard/internal/serve"
 	"github.com/gpuguard/gpuguard/internal/sharing"
@@ -68,10 +67,7 @@ func runRun(o *RunOptions) error {
 	if err != nil {
 		return err
 	}
-	logf := func(format string, args ...any) {
-		// A log line may quote a child, a client or a file: escaped, one line.
-		fmt.Fprintf(o.IO.ErrOut, "gpuguard[%s]: %s\n", r.name, safetext.Escape(fmt.Sprintf(format, args...)))
-	}
+	logf := lineLog(o.IO.ErrOut, "gpuguard["+r.name+"]: ")
 	schedulerForIdle(o.IO.Getenv)
 	var g lifetime.Group
 

@@ -61,25 +61,30 @@ func (d *decoder) actionList(p path, v any) ([]Action, bool) {
 	good := true
 	for i, e := range elems {
 		a := Action{Method: "POST", Timeout: DefaultActionTimeout, Headers: map[string]string{}}
-		ep := p.index(i)
-		m, isMap := e.(map[string]any)
-		if !isMap {
-			d.out.errorf(ep, "must be a table such as { method = \"POST\", path = \"/sleep?level=1\" }, got %s", describe(e))
-			good = false
-			continue
-		}
-		before := len(d.out.errs)
-		d.table(ep, m, d.actionFields(&a), nil)
-		if _, has := m["path"]; !has {
-			d.out.errorf(ep, "missing path, such as \"/sleep?level=1\"")
-		}
-		if len(d.out.errs) != before {
+		if !d.pathTable(p.index(i), e, `{ method = "POST", path = "/sleep?level=1" }`, d.actionFields(&a), `such as "/sleep?level=1"`) {
 			good = false
 			continue
 		}
 		out = append(out, a)
 	}
 	return out, good
+}
+
+// pathTable decodes v at p, a table such as example, with fields, and
+// reports a table that has no path (its hint says what the path is). It
+// answers whether v decoded with no error.
+func (d *decoder) pathTable(p path, v any, example string, fields []field, hint string) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		d.out.errorf(p, "must be a table such as %s, got %s", example, describe(v))
+		return false
+	}
+	before := len(d.out.errs)
+	d.table(p, m, fields, nil)
+	if _, has := m["path"]; !has {
+		d.out.errorf(p, "missing path, %s", hint)
+	}
+	return len(d.out.errs) == before
 }
 
 func (d *decoder) actionFields(a *Action) []field {

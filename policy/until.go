@@ -36,25 +36,17 @@ func (u Until) equal(o Until) bool {
 // until reads an action's until table; its path is required.
 func (d *decoder) until(p path, v any) (Until, bool) {
 	u := Until{Status: []int{200}, Timeout: DefaultUntilTimeout}
-	m, ok := v.(map[string]any)
-	if !ok {
-		d.out.errorf(p, "must be a table such as { path = \"/is_sleeping\", body = \"true\" }, got %s", describe(v))
-		return Until{}, false
-	}
-	before := len(d.out.errs)
-	d.table(p, m, []field{
+	ok := d.pathTable(p, v, `{ path = "/is_sleeping", body = "true" }`, []field{
 		{"path", set(&u.Path, d.val.actionPath)},
 		{"status", set(&u.Status, d.val.statusList)},
 		{"body", set(&u.Body, d.val.str)},
 		{"timeout", set(&u.Timeout, func(p path, v any) (time.Duration, bool) { return d.val.duration(p, v, time.Millisecond) })},
-	}, nil)
-	if _, has := m["path"]; !has {
-		d.out.errorf(p, "missing path, the GET that tells when the work is done, such as \"/is_sleeping\"")
-	}
-	if _, has := m["status"]; has && len(u.Status) == 0 && d.out.usable(p.key("status")) {
+	}, `the GET that tells when the work is done, such as "/is_sleeping"`)
+	if len(u.Status) == 0 { // only a status = [] that read well empties the default
 		d.out.errorf(p.key("status"), "must list at least one status, such as [200]")
+		ok = false
 	}
-	return u, len(d.out.errs) == before
+	return u, ok
 }
 
 // statusList reads a list of HTTP statuses (100 to 599), at most

@@ -47,6 +47,13 @@ func (f *fakeActions) got() []string {
 
 const upstream = "http://127.0.0.1:8001"
 
+// sleepCall and wakeCall are the calls of sleepPolicy's asleep profile,
+// as fakeActions records them: its enter and its leave.
+const (
+	sleepCall = "POST " + upstream + "/sleep?level=1&mode=wait"
+	wakeCall  = "POST " + upstream + "/wake_up"
+)
+
 // sleepPolicy is testPolicy with a third profile that sleeps through
 // actions.
 func sleepPolicy() *policy.Policy {
@@ -107,7 +114,7 @@ func TestActionsLiveSleepAndWake(t *testing.T) {
 		if p := <-stepped; p != "asleep" {
 			t.Fatalf("step reply %q, want asleep", p)
 		}
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall}) {
 			t.Fatalf("actions %v", got)
 		}
 		st := h.sup.Status()
@@ -133,10 +140,8 @@ func TestActionsLiveSleepAndWake(t *testing.T) {
 			t.Errorf("door reopened (%v) in a serving = false profile", launched)
 		}
 
-		if p, err := h.sup.Step(context.Background(), "up"); err != nil || p != "int8" {
-			t.Fatalf("step up = %q, %v", p, err)
-		}
-		if got := acts.got(); !slices.Equal(got[1:], []string{"POST " + upstream + "/wake_up"}) {
+		stepTo(t, h, "up", "int8")
+		if got := acts.got(); !slices.Equal(got[1:], []string{wakeCall}) {
 			t.Fatalf("actions after the step up %v", got)
 		}
 		door.mu.Lock()
@@ -162,9 +167,7 @@ func TestActionsLeaveOnlyIfEntered(t *testing.T) {
 		h := startHarness(t, sleepPolicy(), func(c *Config, d *Deps) { c.StartLevel = 2; d.Actions = acts })
 		// Started asleep, no child runs (TestStartAsleep): the step up
 		// starts one, and the leave of a sleep never entered is not run.
-		if p, err := h.sup.Step(context.Background(), "up"); err != nil || p != "int8" {
-			t.Fatalf("step up = %q, %v", p, err)
-		}
+		stepTo(t, h, "up", "int8")
 		c := h.child()
 		if got := acts.got(); len(got) != 0 {
 			t.Fatalf("actions %v for a profile never entered live", got)
@@ -225,9 +228,7 @@ func TestStatusShowsAnActionsStepBeforeTheChild(t *testing.T) {
 		h, c, _, _ := startServing(t, sleepPolicy())
 		seen := make(chan string, 4) // status's profile as the child is signalled
 		c.setOnSignal(func(*fakeChild, syscall.Signal) { seen <- h.sup.Status().Profile })
-		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
-			t.Fatalf("step down = %q, %v", p, err)
-		}
+		stepTo(t, h, "down", "asleep")
 		if len(seen) != 1 {
 			t.Fatalf("%d signals, want the step's one", len(seen))
 		}
@@ -247,12 +248,8 @@ func TestActionsWakeWithoutLeave(t *testing.T) {
 		pol := sleepPolicy()
 		pol.Profiles[2].Leave = nil
 		h, c, door, _ := startServing(t, pol)
-		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
-			t.Fatalf("step down = %q, %v", p, err)
-		}
-		if p, err := h.sup.Step(context.Background(), "up"); err != nil || p != "int8" {
-			t.Fatalf("step up = %q, %v", p, err)
-		}
+		stepTo(t, h, "down", "asleep")
+		stepTo(t, h, "up", "int8")
 		door.mu.Lock()
 		launched := slices.Clone(door.launched)
 		door.mu.Unlock()

@@ -32,9 +32,7 @@ func TestSleepByStop(t *testing.T) {
 				c.end(Exit{})
 			}
 		})
-		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "off" {
-			t.Fatalf("step down = %q, %v", p, err)
-		}
+		stepTo(t, h, "down", "off")
 		time.Sleep(time.Minute) // a minute of samples: nothing restarts it
 		synctest.Wait()
 		h.noLaunch()
@@ -75,16 +73,14 @@ func TestSleepNotLeftByRecovery(t *testing.T) {
 		h := startHarness(t, pol, func(c *Config, d *Deps) { c.StartLevel = 1; d.Actions = acts })
 		c := h.child()
 		c.setHandler(true)
-		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
-			t.Fatalf("step down = %q, %v", p, err)
-		}
+		stepTo(t, h, "down", "asleep")
 		h.probe.setUsed(0)
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if st := h.sup.Status(); st.Profile != "asleep" || st.State != api.StateAsleep {
 			t.Fatalf("after a minute below low: %s %s, want asleep asleep", st.Profile, st.State)
 		}
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall}) {
 			t.Errorf("actions %v: woken by recovery", got)
 		}
 		c.end(Exit{})
@@ -101,9 +97,7 @@ func TestCrashWhileAsleep(t *testing.T) {
 		acts := &fakeActions{}
 		h := startHarness(t, sleepPolicy(), func(c *Config, d *Deps) { c.StartLevel = 1; d.Actions = acts })
 		c := h.child()
-		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
-			t.Fatalf("step down = %q, %v", p, err)
-		}
+		stepTo(t, h, "down", "asleep")
 		c.end(Exit{Code: 1})
 		time.Sleep(time.Minute) // backoff and samples: nothing restarts it
 		synctest.Wait()
@@ -111,14 +105,12 @@ func TestCrashWhileAsleep(t *testing.T) {
 		if st := h.sup.Status(); st.State != api.StateAsleep || st.ChildPID != 0 || st.Profile != "asleep" {
 			t.Fatalf("status %s pid %d %s, want asleep 0 asleep", st.State, st.ChildPID, st.Profile)
 		}
-		if p, err := h.sup.Step(context.Background(), "up"); err != nil || p != "int8" {
-			t.Fatalf("step up = %q, %v", p, err)
-		}
+		stepTo(t, h, "up", "int8")
 		c2 := h.child()
 		if c2.env("GPUGUARD_PROFILE") != "int8" {
 			t.Fatalf("woken child in %q, want int8", c2.env("GPUGUARD_PROFILE"))
 		}
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall}) {
 			t.Errorf("actions %v, want only the enter (no leave for a server that is gone)", got)
 		}
 		c2.end(Exit{})

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor/core"
 	"github.com/gpuguard/gpuguard/supervisor/sense"
@@ -102,33 +103,56 @@ func newCalmCase(t testing.TB, withDoor bool) *calmLoop {
 
 // TestCalmSampleAllocatesNothing: a calm sample that changes nothing the
 // loop shows allocates nothing in the loop, with a front door or without.
-// The results are made beforehand: a real probe's reading is new memory
-// each time, and that is the probe's.
 func TestCalmSampleAllocatesNothing(t *testing.T) {
 	for _, withDoor := range []bool{false, true} {
 		t.Run(map[bool]string{false: "nodoor", true: "door"}[withDoor], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				c := newCalmCase(t, withDoor)
-				const runs = 20
-				results := make([]sense.Result, 0, runs+1)
-				for range runs + 1 {
-					results = append(results, c.result())
-				}
-				i := 0
-				allocs := testing.AllocsPerRun(runs, func() {
-					time.Sleep(time.Second)
-					r := results[i]
-					i++
-					r.Due = time.Now()
-					r.Next = r.Due.Add(time.Second)
-					c.calmSample(r)
-				})
-				if allocs != 0 {
+				if allocs := newCalmCase(t, withDoor).allocs(); allocs != 0 {
 					t.Errorf("a calm sample allocates %.1f times, want 0", allocs)
 				}
 			})
 		})
 	}
+}
+
+// TestCalmSampleAllocatesNothingInProcessScope: the same where the
+// watermark is the child's own processes' usage (scope = "process"),
+// which the backend lists.
+func TestCalmSampleAllocatesNothingInProcessScope(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCalmLoop(t, nil, func(pol *policy.Policy) { pol.Watch.Scope = policy.ScopeProcess })
+		c.probe.setProcs([]gpu.Process{{PID: c.pid, Device: 0, Used: 2 * gib}, {PID: c.pid + 1, Device: 0, Used: gib}})
+		for range 5 { // the usage the processes show is published once
+			time.Sleep(time.Second)
+			c.calmSample(c.result())
+		}
+		if c.l.latest.ratio != 0.125 {
+			t.Fatalf("ratio %v, want the child's own 2 GiB of 16", c.l.latest.ratio)
+		}
+		if allocs := c.allocs(); allocs != 0 {
+			t.Errorf("a calm sample in process scope allocates %.1f times, want 0", allocs)
+		}
+	})
+}
+
+// allocs is what one calm sample allocates, on average over 20. The
+// results are made beforehand: a real probe's reading is new memory each
+// time, and that is the probe's.
+func (c *calmLoop) allocs() float64 {
+	const runs = 20
+	results := make([]sense.Result, 0, runs+1)
+	for range runs + 1 {
+		results = append(results, c.result())
+	}
+	i := 0
+	return testing.AllocsPerRun(runs, func() {
+		time.Sleep(time.Second)
+		r := results[i]
+		i++
+		r.Due = time.Now()
+		r.Next = r.Due.Add(time.Second)
+		c.calmSample(r)
+	})
 }
 
 // BenchmarkCalmSample is the loop's own work at one calm sample (the

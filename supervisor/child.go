@@ -75,9 +75,11 @@ type latest struct {
 	// it served (0: not known), the needs of a wake into a serving profile
 	// that states none (core.WakeFit).
 	served uint64
-	// devs is the newest sample's GPUs in the decision core's type, for
-	// the watermark; its storage serves every sample.
-	devs []core.Device
+	// devs and procs are the newest sample's GPUs and (in process scope)
+	// processes in the decision core's type, for the watermark; their
+	// storage serves every sample.
+	devs  []core.Device
+	procs []core.Process
 }
 
 // notify sends sig ([notify] signal) to the child's main process after

@@ -36,6 +36,15 @@ func step(t *testing.T, h *harness, direction string) string {
 	return p
 }
 
+// stepTo steps h's instance in direction and fails unless it lands in
+// profile want.
+func stepTo(t *testing.T, h *harness, direction, want string) {
+	t.Helper()
+	if p := step(t, h, direction); p != want {
+		t.Fatalf("step %s = %q, want %q", direction, p, want)
+	}
+}
+
 // TestNotifySkippedUntilHandler: a child with no handler for the notify
 // signal is not sent it; the state file and the socket event still carry
 // the change, and the skip is journaled. Once its handler is in, it gets
@@ -46,9 +55,7 @@ func TestNotifySkippedUntilHandler(t *testing.T) {
 		h := startHarness(t, livePolicy(), func(c *Config, d *Deps) { d.Launcher.(*fakeLauncher).noHandler = true })
 		c := h.child()
 		c.setOnSignal(func(c *fakeChild, sig syscall.Signal) { h.rec.op("signal") })
-		if p := step(t, h, "down"); p != "int8" {
-			t.Fatalf("stepped to %s", p)
-		}
+		stepTo(t, h, "down", "int8")
 		if sigs := c.gotSignals(); len(sigs) != 0 {
 			t.Fatalf("a child without a handler got %v", sigs)
 		}

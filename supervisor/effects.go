@@ -75,7 +75,6 @@ func (l *loop) do(e core.Effect, reply chan response) {
 			l.life.stop.stopping = true
 			l.life.state = api.StateStopping
 		}
-		l.life.stop.stopSig = e.Sig
 	case core.AnnounceStop:
 		l.life.notifyStopping()
 		l.life.failPlan()

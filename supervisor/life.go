@@ -95,7 +95,6 @@ type startWait struct {
 // (on_gpu_lost = "stop").
 type stopRun struct {
 	stopping bool
-	stopSig  syscall.Signal
 	stopWait timer // stop_timeout, then SIGKILL to the group
 	// asked is the signal of the last stop asked of the child (sent once
 	// a drain ends): while stopWait runs, the one it got.

@@ -181,7 +181,7 @@ func TestHeldRequestDuringSleepStepWakes(t *testing.T) {
 					}
 				}
 				if tt.name == "live" {
-					want := []string{"POST " + upstream + "/sleep?level=1&mode=wait", "POST " + upstream + "/wake_up"}
+					want := []string{sleepCall, wakeCall}
 					if got := acts.got(); !slices.Equal(got, want) {
 						t.Fatalf("actions %v, want %v", got, want)
 					}
@@ -228,18 +228,12 @@ func TestLaunchLinesNameTheirReason(t *testing.T) {
 		}
 		c := stopOnTerm(h.child()) // the start, in int8
 		c.end(Exit{Code: 1})       // a crash
-		c = stopOnTerm(h.child())
-		if p, err := h.sup.Step(context.Background(), "up"); err != nil || p != "fp16" { // fp16 is not live: a restart
-			t.Fatalf("step up = %q, %v", p, err)
-		}
-		c = stopOnTerm(h.child())
-		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "int8" { // its enter fails: a restart
-			t.Fatalf("step down = %q, %v", p, err)
-		}
-		c = stopOnTerm(h.child())
-		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "off" {
-			t.Fatalf("step down = %q, %v", p, err)
-		}
+		stopOnTerm(h.child())
+		stepTo(t, h, "up", "fp16") // fp16 is not live: a restart
+		stopOnTerm(h.child())
+		stepTo(t, h, "down", "int8") // its enter fails: a restart
+		stopOnTerm(h.child())
+		stepTo(t, h, "down", "off")
 		h.sup.Requested(true)
 		c = h.child()
 		synctest.Wait() // its fit is told once it runs

@@ -24,6 +24,14 @@ func appendDevices(out []core.Device, devs []gpu.Device) []core.Device {
 	return out
 }
 
+// appendProcesses appends procs, in the decision core's type, to out.
+func appendProcesses(out []core.Process, procs []gpu.Process) []core.Process {
+	for _, p := range procs {
+		out = append(out, core.Process{PID: p.PID, Device: p.Device, Used: p.Used})
+	}
+	return out
+}
+
 // sameTree reports whether tree holds exactly the processes pids (a
 // process on two GPUs is listed twice): then a sample's tree need not be
 // made again.
@@ -44,10 +52,7 @@ func sameTree(tree map[int]bool, pids []int) bool {
 func reading(s gpu.Sample) *core.Reading {
 	r := &core.Reading{Devices: devices(s.Devices), ProcessesAt: s.ProcessesAt}
 	if len(s.Processes) > 0 {
-		r.Processes = make([]core.Process, len(s.Processes))
-		for i, p := range s.Processes {
-			r.Processes[i] = core.Process{PID: p.PID, Device: p.Device, Used: p.Used}
-		}
+		r.Processes = appendProcesses(make([]core.Process, 0, len(s.Processes)), s.Processes)
 	}
 	return r
 }

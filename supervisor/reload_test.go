@@ -166,14 +166,14 @@ func TestReloadKeepsGraceStart(t *testing.T) {
 			t.Fatalf("step-downs %+v after sustain, want one", downs)
 		}
 		step := downs[0].Time
-		sleep(step.Add(time.Second).Sub(time.Now())) // 1s into grace's 5s
+		sleep(time.Until(step.Add(time.Second))) // 1s into grace's 5s
 
 		next := livePolicy()
 		next.Watermark.Grace = 2 * time.Second
 		reloadTo(t, h, fr, next, "watermark.grace")
 		// Grace from the step ends at step+2s; one restarted by the reload
 		// would end at step+3s.
-		sleep(step.Add(2500 * time.Millisecond).Sub(time.Now()))
+		sleep(time.Until(step.Add(2500 * time.Millisecond)))
 		if downs := h.rec.named(api.EventStepDown); len(downs) != 2 {
 			t.Fatalf("step-downs %+v 2.5s after the first, want two: the grace period counts from the step", downs)
 		}
@@ -371,9 +371,7 @@ func TestReloadKeptProfileMoves(t *testing.T) {
 		if len(h.rec.named(api.EventRestart)) != 0 {
 			t.Error("the reload restarted the child")
 		}
-		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "int4" {
-			t.Fatalf("the next step: %q %v, want int4", p, err)
-		}
+		stepTo(t, h, "down", "int4")
 		c.end(Exit{})
 		h.wait()
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
+	"github.com/gpuguard/gpuguard/gpu"
 	"github.com/gpuguard/gpuguard/internal/sharing/sharingtest"
 )
 
@@ -54,7 +55,7 @@ func TestTenantSleepRequest(t *testing.T) {
 			t.Fatalf("idle past keep_awake: %v", err)
 		}
 		synctest.Wait()
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall}) {
 			t.Fatalf("actions %v, want the sleep", got)
 		}
 		downs := h.rec.named(api.EventStepDown)
@@ -106,9 +107,7 @@ func TestRoomAsked(t *testing.T) {
 			})
 			c := h.child()
 			c.setHandler(true)
-			if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
-				t.Fatalf("step down = %q, %v", p, err)
-			}
+			stepTo(t, h, "down", "asleep")
 			h.probe.setUsed(13 * gib) // 1.4 GiB under high, int8 needs 6 GiB
 			time.Sleep(time.Second)
 			synctest.Wait()
@@ -134,7 +133,7 @@ func TestRoomAsked(t *testing.T) {
 			if st := h.sup.Status(); st.State != api.StateRunning || st.Profile != "int8" {
 				t.Fatalf("after the room: %s in %s, want running in int8", st.State, st.Profile)
 			}
-			if got := acts.got(); !slices.Contains(got, "POST "+upstream+"/wake_up") {
+			if got := acts.got(); !slices.Contains(got, wakeCall) {
 				t.Fatalf("actions %v, want the wake", got)
 			}
 			rooms := h.rec.named(api.EventRoom)
@@ -170,4 +169,23 @@ func TestFirstTenantInfo(t *testing.T) {
 	if info.Name != "t" || info.State != api.StateStarting || info.Level != 1 || info.Levels != 3 || info.GPUs == nil {
 		t.Fatalf("first tenant record %+v", info)
 	}
+}
+
+// TestRoomUsedIsWhatItServedWith: where the backend lists processes, the
+// room a serving instance tells its peers it frees is what its own
+// processes use at the newest sample, not its profile's needs.
+func TestRoomUsedIsWhatItServedWith(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newFakeDoor()
+		d.ready = true
+		c := newCalmLoop(t, d, servingPolicy)
+		for _, used := range []uint64{3 * gib, 5 * gib} {
+			c.probe.setProcs([]gpu.Process{{PID: c.pid, Device: 0, Used: used}, {PID: c.pid + 1, Device: 0, Used: gib}})
+			time.Sleep(time.Second)
+			c.calmSample(c.result())
+			if r := c.l.s.adm.tenant.Load().Room; r == nil || r.UsedBytes != used {
+				t.Fatalf("child using %d: room %+v, want used_bytes %d", used, r, used)
+			}
+		}
+	})
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
-	"github.com/gpuguard/gpuguard/gpu"
+	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor/core"
 	"github.com/gpuguard/gpuguard/supervisor/sense"
 )
@@ -44,17 +44,18 @@ func (l *loop) onSample(r sense.Result) {
 			run.childTree[pid] = true
 		}
 	}
-	if l.pol.Watch.Scope == "process" {
-		l.latest.ratio = core.ProcessRatio(*reading(r.Sample), run.childTree, l.pol.Watch.Quota)
+	l.latest.devs = appendDevices(l.latest.devs[:0], r.Sample.Devices)
+	if l.pol.Watch.Scope == policy.ScopeProcess {
+		l.latest.procs = appendProcesses(l.latest.procs[:0], r.Sample.Processes)
+		l.latest.ratio = core.ProcessRatio(core.Reading{Devices: l.latest.devs, Processes: l.latest.procs}, run.childTree, l.pol.Watch.Quota)
 	} else {
-		l.latest.devs = appendDevices(l.latest.devs[:0], r.Sample.Devices)
 		l.latest.ratio = core.DeviceRatio(l.latest.devs, l.pol)
 	}
 	l.pace.Observe(now, l.latest.ratio, l.pol)
 	if run.child != nil {
 		l.minute.Note(now, l.latest.ratio, worstGPU(r.Sample.Devices, l.pol), l.pol.Watermark, &l.out)
 	}
-	used, total, _ := startUsage(r.Sample, run.childTree)
+	used, total, own := startUsage(r.Sample, run.childTree)
 	l.feed(core.Settling{Now: now, Read: true, Running: run.child != nil, Used: used, Total: total}, nil)
 	// Publish the sample before a start it may lead to, so that anyone who
 	// sees the new child also sees the GPUs it was started against. (The
@@ -69,15 +70,15 @@ func (l *loop) onSample(r sense.Result) {
 		if l.life.state == api.StateStarting {
 			l.life.state = api.StateRunning
 		}
-		l.measure(now, r.Sample)
+		l.measure(now, used)
 		if l.life.steady() { // the measure's next step may be under way
 			l.applyWatermark(now)
 		}
 	}
 	// What the child uses while it serves is the needs of a later wake
-	// into a profile that states none.
-	if l.life.serving() && l.pol.Profiles[l.life.level].Serving() && !r.Sample.ProcessesAt.IsZero() {
-		l.latest.served = servedBy(r.Sample, run.childTree)
+	// into a profile that states none: used, where it is the tree's own.
+	if own && l.life.serving() && l.pol.Profiles[l.life.level].Serving() {
+		l.latest.served = used
 	}
 	if l.core.Waking() {
 		l.feed(l.wakeFacts(now, false, r.Due), nil)
@@ -89,14 +90,14 @@ func (l *loop) onSample(r sense.Result) {
 	}
 }
 
-// measure hands the core sample s while a live change's effect waits to
-// be measured (core.Measured): what the child holds now, read the way its
-// holding before the change was (startUsage), and the watermark.
-func (l *loop) measure(now time.Time, s gpu.Sample) {
+// measure hands the core the newest sample while a live change's effect
+// waits to be measured (core.Measured): what the child holds now (used,
+// read the way its holding before the change was: startUsage), and the
+// watermark.
+func (l *loop) measure(now time.Time, used uint64) {
 	if !l.core.Measuring() {
 		return
 	}
-	used, _, _ := startUsage(s, l.life.run.childTree)
 	coordinated, _ := l.self.sharing(l.pol)
 	l.feed(core.Measured{Now: now, Ratio: l.latest.ratio, Used: used, Shared: coordinated}, nil)
 }

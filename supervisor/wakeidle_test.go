@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"context"
 	"slices"
 	"sync/atomic"
 	"syscall"
@@ -28,9 +27,7 @@ func TestWakeOnRequestStopped(t *testing.T) {
 					c.end(Exit{})
 				}
 			})
-			if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "off" {
-				t.Fatalf("step down = %q, %v", p, err)
-			}
+			stepTo(t, h, "down", "off")
 			h.sup.Requested(false) // a request let through (none is, asleep) wakes nothing
 			h.sup.Requested(true)
 			synctest.Wait()
@@ -64,12 +61,10 @@ func TestWakeOnRequestLive(t *testing.T) {
 		pol := sleepPolicy()
 		pol.Serve.Wake = true
 		h, c, _, acts := startServing(t, pol)
-		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
-			t.Fatalf("step down = %q, %v", p, err)
-		}
+		stepTo(t, h, "down", "asleep")
 		h.sup.Requested(true)
 		synctest.Wait()
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait", "POST " + upstream + "/wake_up"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall, wakeCall}) {
 			t.Fatalf("actions %v", got)
 		}
 		if st := h.sup.Status(); st.Profile != "int8" || st.State != api.StateRunning {
@@ -102,7 +97,7 @@ func TestIdleSleep(t *testing.T) {
 		}
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall}) {
 			t.Fatalf("actions %v after idle", got)
 		}
 		downs := h.rec.named(api.EventStepDown)
@@ -138,7 +133,7 @@ func TestIdleCountsFromReady(t *testing.T) {
 		}
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall}) {
 			t.Fatalf("actions %v 11 s after the child was ready", got)
 		}
 		c.end(Exit{})
@@ -170,15 +165,13 @@ func TestLiveWakeTakesTheStartClaim(t *testing.T) {
 		if h.sup.Admission().TenantInfo().Starting {
 			t.Fatal("still starting a minute after the start")
 		}
-		if p, err := h.sup.Step(context.Background(), "down"); err != nil || p != "asleep" {
-			t.Fatalf("step down = %q, %v", p, err)
-		}
+		stepTo(t, h, "down", "asleep")
 		llmStarting.Store(true)
 		before := fc.Claimed()
 		h.sup.Requested(true)
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall}) {
 			t.Fatalf("actions %v while another tenant starts: want the sleep only, no wake", got)
 		}
 		if fc.Claimed() <= before {
@@ -190,7 +183,7 @@ func TestLiveWakeTakesTheStartClaim(t *testing.T) {
 		llmStarting.Store(false)
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait", "POST " + upstream + "/wake_up"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall, wakeCall}) {
 			t.Fatalf("actions %v once the claim is granted", got)
 		}
 		if st := h.sup.Status(); st.Profile != "int8" || st.State != api.StateRunning {
@@ -254,7 +247,7 @@ func TestIdleNeverCutsAStream(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		if got := acts.got(); !slices.Equal(got, []string{"POST " + upstream + "/sleep?level=1&mode=wait"}) {
+		if got := acts.got(); !slices.Equal(got, []string{sleepCall}) {
 			t.Fatalf("actions %v after idle since the last answer", got)
 		}
 		c.end(Exit{})

@@ -132,10 +132,11 @@ func newInstance() *fakeInstance {
 		pol: policy.Defer{AckTimeout: 10 * time.Minute, MaxAttempts: 5, MaxTasks: 100, KeepResults: time.Hour}}
 }
 
-// start runs a deliverer over mem and fi; stop ends its Run and waits for
-// it to return.
-func start(t *testing.T, fi *fakeInstance, mem *memstore.Memory, r Replayer) (q *Tasks, stop func()) {
-	q = New(fi, Options{Store: mem.Open(), Replayer: r, Logf: t.Logf})
+// start runs a deliverer made from o over in (fi, or fi seen through a
+// wrapper); stop ends its Run and waits for it to return.
+func start(t *testing.T, in Instance, fi *fakeInstance, o Options) (q *Tasks, stop func()) {
+	o.Logf = t.Logf
+	q = New(in, o)
 	fi.q = q
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -149,15 +150,22 @@ func start(t *testing.T, fi *fakeInstance, mem *memstore.Memory, r Replayer) (q 
 	}
 }
 
+// runWith starts a deliverer as start does and runs it until the test
+// ends.
+func runWith(t *testing.T, in Instance, fi *fakeInstance, o Options) *Tasks {
+	t.Helper()
+	q, stop := start(t, in, fi, o)
+	t.Cleanup(stop)
+	synctest.Wait()
+	return q
+}
+
 // run starts a deliverer over mem and a new instance, runs it until the
 // test ends, and returns its API.
 func run(t *testing.T, mem *memstore.Memory, r Replayer) (*Tasks, *fakeInstance) {
 	t.Helper()
 	fi := newInstance()
-	q, stop := start(t, fi, mem, r)
-	t.Cleanup(stop)
-	synctest.Wait()
-	return q, fi
+	return runWith(t, fi, fi, Options{Store: mem.Open(), Replayer: r}), fi
 }
 
 // sink is a subscriber that records its deliveries.
@@ -189,6 +197,17 @@ func deferTask(t *testing.T, q *Tasks, tool string) string {
 	d, ticket, err := q.DeferTask(context.Background(), admission.Request{Bytes: gib, Priority: "P2", Tool: tool}, json.RawMessage(`1`))
 	if err != nil || d.Decision != admission.DecisionDefer || ticket == "" {
 		t.Fatalf("deferral: %+v %q %v, want defer with a ticket", d, ticket, err)
+	}
+	return ticket
+}
+
+// deferRequest stores a deferred request with body, as the front door
+// does, and answers its ticket.
+func deferRequest(t *testing.T, q *Tasks, body string) string {
+	t.Helper()
+	ticket, err := q.DeferRequest(context.Background(), json.RawMessage(`{}`), strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ticket
 }
@@ -337,10 +356,7 @@ func TestReplayWaitsForReplayable(t *testing.T) {
 		mem := memstore.New()
 		r := &fakeReplayer{}
 		q, fi := run(t, mem, r)
-		ticket, err := q.DeferRequest(context.Background(), json.RawMessage(`{}`), strings.NewReader(""))
-		if err != nil {
-			t.Fatal(err)
-		}
+		ticket := deferRequest(t, q, "")
 		q.Poke()
 		synctest.Wait()
 		if n := r.count(); n != 0 {
@@ -365,10 +381,8 @@ func TestRunEndsWithItsContext(t *testing.T) {
 		r := &fakeReplayer{block: true, ended: make(chan struct{})}
 		fi := newInstance()
 		fi.replayable = true
-		q, stop := start(t, fi, mem, r)
-		if _, err := q.DeferRequest(context.Background(), json.RawMessage(`{}`), strings.NewReader("")); err != nil {
-			t.Fatal(err)
-		}
+		q, stop := start(t, fi, fi, Options{Store: mem.Open(), Replayer: r})
+		deferRequest(t, q, "")
 		synctest.Wait()
 		if n := r.count(); n != 1 {
 			t.Fatalf("%d replays, want one under way", n)

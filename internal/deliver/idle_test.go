@@ -2,8 +2,6 @@ package deliver
 
 import (
 	"context"
-	"encoding/json"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -54,27 +52,6 @@ func (c *callCounter) calls() [4]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return [4]int{c.peek, c.expire, c.purge, c.counts}
-}
-
-// runWith runs a deliverer made from o over in (fi, or fi seen through a
-// wrapper) until the test ends.
-func runWith(t *testing.T, in Instance, fi *fakeInstance, o Options) *Tasks {
-	t.Helper()
-	o.Logf = t.Logf
-	q := New(in, o)
-	fi.q = q
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		q.Run(ctx)
-		close(done)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	synctest.Wait()
-	return q
 }
 
 // passCounter counts the deliverer's reads of the [defer] in force: one
@@ -171,10 +148,7 @@ func TestReplayWaitsBesideASubscriber(t *testing.T) {
 		r := &fakeReplayer{}
 		q, fi := run(t, mem, r)
 		subscribe(q)
-		ticket, err := q.DeferRequest(context.Background(), json.RawMessage(`{}`), strings.NewReader(""))
-		if err != nil {
-			t.Fatal(err)
-		}
+		ticket := deferRequest(t, q, "")
 		samples(q, 3*time.Second)
 		if n := r.count(); n != 0 {
 			t.Fatalf("replayed %d times while not replayable", n)

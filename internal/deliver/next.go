@@ -66,7 +66,7 @@ func (d *deliverer) finishNext(ctx context.Context, next *nextTask, leased api.T
 // leased makes a task just leased (and counted running) a flight for
 // subscriber sub, under lease, until deadline (its ack_timeout).
 func (d *deliverer) leased(t api.Task, lease string, sub int64, deadline time.Time) *taskFlight {
-	return &taskFlight{task: t, attempt: t.Attempts + 1, lease: lease, sub: sub, deadline: deadline}
+	return &taskFlight{task: t, lease: lease, sub: sub, deadline: deadline}
 }
 
 // sendReady journals and sends the tasks that dones leased, unless they
@@ -85,9 +85,9 @@ func (d *deliverer) sendReady(ctx context.Context, now time.Time) {
 func (d *deliverer) send(ctx context.Context, f *taskFlight, sub taskSub, now time.Time) bool {
 	t := f.task
 	d.emit(ctx, api.Event{Event: api.EventTask, Ticket: t.Ticket, Tool: t.Tool, Priority: t.Priority,
-		Bytes: t.Bytes, Lease: f.lease, Attempt: f.attempt, WaitSeconds: now.Sub(t.Enqueued).Seconds()})
+		Bytes: t.Bytes, Lease: f.lease, Attempt: f.attempt(), WaitSeconds: now.Sub(t.Enqueued).Seconds()})
 	ok := sub.deliver(api.TaskDelivery{Type: "task", Ticket: t.Ticket, Tool: t.Tool, Priority: t.Priority,
-		Bytes: t.Bytes, Payload: payloadOrNull(t.Payload), Lease: f.lease, Attempt: f.attempt})
+		Bytes: t.Bytes, Payload: payloadOrNull(t.Payload), Lease: f.lease, Attempt: f.attempt()})
 	if !ok && d.slot.takeFlight(f) {
 		d.requeue(ctx, f, "the task could not be sent to the subscriber")
 	}

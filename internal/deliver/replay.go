@@ -98,7 +98,7 @@ func (d *deliverer) replay(ctx context.Context, f *taskFlight) {
 		w.done(finished)
 		sctx, scancel := storeContext(context.Background())
 		defer scancel()
-		d.emit(sctx, api.Event{Event: api.EventTaskDone, Ticket: f.task.Ticket, Tool: f.task.Tool, Attempt: f.attempt})
+		d.emit(sctx, api.Event{Event: api.EventTaskDone, Ticket: f.task.Ticket, Tool: f.task.Tool, Attempt: f.attempt()})
 	}()
 }
 

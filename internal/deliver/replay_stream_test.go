@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -47,11 +46,7 @@ func TestReplayOneAtATimeWhileStoring(t *testing.T) {
 		q, fi := run(t, mem, r)
 		var tickets []string
 		for _, body := range []string{"one", "two"} {
-			tk, err := q.DeferRequest(context.Background(), json.RawMessage(`{}`), strings.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tickets = append(tickets, tk)
+			tickets = append(tickets, deferRequest(t, q, body))
 		}
 		fi.set(func(f *fakeInstance) { f.replayable = true })
 		for range 3 {

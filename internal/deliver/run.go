@@ -140,7 +140,7 @@ func (d *deliverer) pass(ctx context.Context, now time.Time) time.Time {
 		f.sub = replaySub
 		d.slot.add(f)
 		d.emit(sctx, api.Event{Event: api.EventTask, Ticket: leased.Ticket, Tool: leased.Tool, Priority: leased.Priority,
-			Lease: dec.Lease, Attempt: f.attempt, WaitSeconds: now.Sub(leased.Enqueued).Seconds()})
+			Lease: dec.Lease, Attempt: f.attempt(), WaitSeconds: now.Sub(leased.Enqueued).Seconds()})
 		d.replay(ctx, f)
 		soonest(f.deadline)
 		return wake

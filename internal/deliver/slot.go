@@ -46,7 +46,6 @@ type taskSub struct {
 // (connection) it went to.
 type taskFlight struct {
 	task     api.Task
-	attempt  int
 	lease    string
 	sub      int64
 	deadline time.Time
@@ -56,6 +55,10 @@ type taskFlight struct {
 	// which lets the next task go (contract, "Delivering").
 	released bool
 }
+
+// attempt is the attempt f is: the store counts an attempt only when one
+// ends (task.Attempts), and f's is under way.
+func (f *taskFlight) attempt() int { return f.task.Attempts + 1 }
 
 // readyTask is a task leased by a done, for the deliverer to journal and
 // send from its goroutine, as every other delivery, after the done's reply

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/internal/admission"
+	"github.com/gpuguard/gpuguard/internal/tasks"
 )
 
 // Store is the deferred-task queue as the deliverer uses it (tasks.Store
@@ -257,7 +258,7 @@ func (q *Tasks) finishTask(ctx context.Context, sub int64, ticket, reason string
 		w.done(finished)
 	}
 	_ = q.in.Release(sctx, f.lease)
-	d.emit(sctx, api.Event{Event: api.EventTaskDone, Ticket: ticket, Tool: f.task.Tool, Attempt: f.attempt})
+	d.emit(sctx, api.Event{Event: api.EventTaskDone, Ticket: ticket, Tool: f.task.Tool, Attempt: f.attempt()})
 	if c != nil {
 		d.finishNext(sctx, next, leased, ok, after, now)
 	}
@@ -274,7 +275,7 @@ func (d *deliverer) requeue(ctx context.Context, f *taskFlight, reason string) {
 		_ = d.in.Release(sctx, f.lease) // gone already when the child exited
 	}
 	pol := d.in.Defer()
-	retryAt := time.Now().Add(taskBackoff(f.task.Attempts + 1))
+	retryAt := time.Now().Add(tasks.Backoff(f.attempt()))
 	w := d.counts.write()
 	t, err := d.store.Fail(sctx, f.task.Ticket, reason, retryAt, pol.MaxAttempts)
 	if err != nil {
@@ -308,16 +309,6 @@ func (d *deliverer) journalAttempt(ctx context.Context, t api.Task) {
 		d.logf("deferred task %s (%s) is dead after %d attempts: %s", t.Ticket, t.Tool, t.Attempts, t.LastError)
 		d.emit(ctx, api.Event{Event: api.EventTaskDead, Ticket: t.Ticket, Tool: t.Tool, Attempt: t.Attempts, Detail: t.LastError})
 	}
-}
-
-// taskBackoff is 1 s after the first failure, doubling, at most 10 min
-// (the same rule as tasks.Backoff).
-func taskBackoff(attempts int) time.Duration {
-	b := time.Second
-	for i := 1; i < attempts && b < 10*time.Minute; i++ {
-		b *= 2
-	}
-	return min(b, 10*time.Minute)
 }
 
 func (d *deliverer) emit(ctx context.Context, ev api.Event) {

@@ -252,8 +252,9 @@ var errTooLarge = errors.New("body too large")
 // trickles it holds a goroutine and what it sent, not the door.
 const bodyTimeout = 10 * time.Minute
 
-// readBody reads r's body whole, up to limit bytes and within timeout. Memory follows what arrives: a Content-Length is a hint up
-// to 64 KiB, never an allocation of its whole claim.
+// readBody reads r's body whole, up to limit bytes and within timeout.
+// Memory follows what arrives: a Content-Length is a hint up to 64 KiB,
+// never an allocation of its whole claim.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, errTooLarge

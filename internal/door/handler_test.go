@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/gpuguard/gpuguard/api"
@@ -419,5 +421,24 @@ func TestRewriteHeaders(t *testing.T) {
 			h.Get("Authorization") != "Bearer k" || (h.Get("Expect") == "") != read {
 			t.Errorf("read %v: %s host %s headers %v", read, out.URL, out.Host, h)
 		}
+	}
+}
+
+// TestReadBodyClaimNotAllocated: a Content-Length under --max-body but far
+// over what arrives costs what arrives, not the claim (docs/serving.md,
+// Routing).
+func TestReadBodyClaimNotAllocated(t *testing.T) {
+	const claim = 256 << 20
+	r := httptest.NewRequest("POST", "/v1/completions", io.MultiReader(strings.NewReader(`{"model":`), iotest.ErrReader(io.ErrUnexpectedEOF)))
+	r.ContentLength = claim
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := readBody(httptest.NewRecorder(), r, 1<<30, time.Minute)
+	runtime.ReadMemStats(&after)
+	if err == nil {
+		t.Fatal("a body cut short was read whole")
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > claim/16 {
+		t.Errorf("%d bytes allocated for a 9-byte body claiming %d", n, claim)
 	}
 }

@@ -64,7 +64,7 @@ func Open(cfg Config) (*Server, error) {
 		return nil, &ListenError{Flag: "--listen", Addr: cfg.Listen, Err: err}
 	}
 	if cfg.MetricsAddr != "" {
-		if s.mln, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+		if s.mln, err = metrics.Listen(cfg.MetricsAddr); err != nil {
 			s.ln.Close()
 			return nil, &ListenError{Flag: "--metrics-addr", Addr: cfg.MetricsAddr, Err: err}
 		}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -42,11 +41,7 @@ func TestOpenAddressInUse(t *testing.T) {
 // metrics, and returns once its context ends.
 func TestServerRun(t *testing.T) {
 	llm := newFakeInstance(t, "llm", nil)
-	dir, err := os.MkdirTemp("", "gd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := socketDir(t)
 	newFakeSocket(t, dir, "llm", api.Status{})
 	s, err := Open(Config{Listen: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", RuntimeDirs: []string{dir}, MaxBody: 1 << 20,
 		Query: func(context.Context, string) (api.Status, error) {

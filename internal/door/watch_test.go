@@ -15,6 +15,19 @@ import (
 	"github.com/gpuguard/gpuguard/api"
 )
 
+// socketDir is a runtime dir for control sockets, removed when the test
+// ends: a short path, whatever the test's name, since a socket's takes
+// 108 bytes at most.
+func socketDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 // fakeSocket is an instance's control socket that answers status requests
 // with st, or, while hung, never answers.
 type fakeSocket struct {
@@ -102,11 +115,7 @@ func (f *fakeSocket) restart() {
 // removed, or left behind and refusing connections. One that never
 // answered is not routed.
 func TestWatcherFollowsInstances(t *testing.T) {
-	dir, err := os.MkdirTemp("", "gd") // a short path: sockets take 108 bytes at most
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := socketDir(t)
 	var logMu sync.Mutex
 	var logs []string
 	w := NewWatcher([]string{dir, filepath.Join(dir, "missing")}, nil, func(f string, a ...any) {
@@ -176,11 +185,7 @@ func TestWatcherFollowsInstances(t *testing.T) {
 
 // TestWatcherRun: Run refreshes until its context ends.
 func TestWatcherRun(t *testing.T) {
-	dir, err := os.MkdirTemp("", "gd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := socketDir(t)
 	asked := make(chan string, 100)
 	w := NewWatcher([]string{dir}, func(ctx context.Context, socket string) (api.Status, error) {
 		asked <- socket

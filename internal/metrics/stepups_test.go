@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -14,14 +15,7 @@ import (
 // exist from the start, so that rate() sees a 0 before the first step up.
 func TestStepUpsByReason(t *testing.T) {
 	m := New("llama", func() api.Status { return api.Status{} })
-	const zero = `
-# HELP gpuguard_stepups_total Profile step-ups by reason (recovered: below low for recover_after; manual: gpuguard step; request: a request woke a sleeping instance).
-# TYPE gpuguard_stepups_total counter
-gpuguard_stepups_total{name="llama",reason="manual"} 0
-gpuguard_stepups_total{name="llama",reason="recovered"} 0
-gpuguard_stepups_total{name="llama",reason="request"} 0
-`
-	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(zero), "gpuguard_stepups_total"); err != nil {
+	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(stepUps(0, 0, 0)), "gpuguard_stepups_total"); err != nil {
 		t.Fatal(err)
 	}
 	for _, ev := range []api.Event{
@@ -33,14 +27,19 @@ gpuguard_stepups_total{name="llama",reason="request"} 0
 	} {
 		m.Observe(ev)
 	}
-	const want = `
-# HELP gpuguard_stepups_total Profile step-ups by reason (recovered: below low for recover_after; manual: gpuguard step; request: a request woke a sleeping instance).
-# TYPE gpuguard_stepups_total counter
-gpuguard_stepups_total{name="llama",reason="manual"} 1
-gpuguard_stepups_total{name="llama",reason="recovered"} 1
-gpuguard_stepups_total{name="llama",reason="request"} 2
-`
-	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(want), "gpuguard_stepups_total"); err != nil {
+	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(stepUps(1, 1, 2)), "gpuguard_stepups_total"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// stepUps is gpuguard_stepups_total of instance llama as the registry
+// shows it, with the given counts per reason.
+func stepUps(manual, recovered, request int) string {
+	return fmt.Sprintf(`
+# HELP gpuguard_stepups_total Profile step-ups by reason (recovered: below low for recover_after; manual: gpuguard step; request: a request woke a sleeping instance).
+# TYPE gpuguard_stepups_total counter
+gpuguard_stepups_total{name="llama",reason="manual"} %d
+gpuguard_stepups_total{name="llama",reason="recovered"} %d
+gpuguard_stepups_total{name="llama",reason="request"} %d
+`, manual, recovered, request)
 }

@@ -25,16 +25,13 @@ func Escape(s string) string {
 	b.WriteString(s[:i])
 	for i < len(s) {
 		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b.WriteString(`\x`)
-			b.WriteString(hex2(s[i]))
-		case safe(r):
+		if safe(r) && (r != utf8.RuneError || size > 1) {
 			b.WriteString(s[i : i+size])
-		case r < utf8.RuneSelf:
-			b.WriteString(ascii(byte(r)))
-		default:
-			q := strconv.QuoteRuneToASCII(r) // '\u202e'
+		} else {
+			// strconv writes each of them as Escape's doc says: \a ... \r,
+			// \xNN for another C0 control, DEL or a byte that is not UTF-8,
+			// \uNNNN for the rest.
+			q := strconv.QuoteToASCII(s[i : i+size])
 			b.WriteString(q[1 : len(q)-1])
 		}
 		i += size
@@ -69,30 +66,4 @@ func safe(r rune) bool {
 		return r >= 0x20 && r != 0x7f
 	}
 	return unicode.IsGraphic(r)
-}
-
-// ascii is the escape of a C0 control or DEL.
-func ascii(c byte) string {
-	switch c {
-	case '\a':
-		return `\a`
-	case '\b':
-		return `\b`
-	case '\t':
-		return `\t`
-	case '\n':
-		return `\n`
-	case '\v':
-		return `\v`
-	case '\f':
-		return `\f`
-	case '\r':
-		return `\r`
-	}
-	return `\x` + hex2(c)
-}
-
-func hex2(c byte) string {
-	const digits = "0123456789abcdef"
-	return string([]byte{digits[c>>4], digits[c&0xf]})
 }

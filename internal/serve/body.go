@@ -59,5 +59,6 @@ func (b *timedBody) Read(p []byte) (int, error) {
 
 func (b *timedBody) Close() error { return b.src.Close() }
 
-// timedOut reports whether the body's read timed out (false for none).
-func (b *timedBody) timedOut() bool { return b != nil && b.expired.Load() }
+// timedOut reports whether the body's read timed out (false for a body
+// never bounded: the zero value).
+func (b *timedBody) timedOut() bool { return b.expired.Load() }

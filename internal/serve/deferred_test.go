@@ -112,21 +112,6 @@ func (q *memQueue) only(t *testing.T) api.Task {
 	return api.Task{}
 }
 
-func do(t *testing.T, c *http.Client, method, url string, body []byte, hdr ...string) (*http.Response, []byte) {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, bytes.NewReader(body))
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp, b
-}
-
 // TestDeferredRequest: a P2 request while memory is short is stored (its
 // method, path, query, end-to-end headers and body) and answered 202 with
 // a ticket, a status URL and Location, without reaching the child; the

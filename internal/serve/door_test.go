@@ -228,22 +228,25 @@ func TestDrain(t *testing.T) {
 // child when the child cannot have read it (it failed while the body was
 // still being written) or it may run twice (an idempotent method, an
 // Idempotency-Key). A POST the child read whole before it dropped the
-// connection is not sent twice: 503 with Retry-After.
+// connection is not sent twice: 503 with Retry-After. A body the door
+// read more than maxReplay of cannot be sent again: 502.
 func TestRetryDropped(t *testing.T) {
 	big := strings.Repeat("b", 3<<20) // more than the sockets hold: the child drops it mid-way
+	huge := strings.Repeat("h", maxReplay+1<<20)
 	for _, c := range []struct {
 		name, method, body string
 		hdr                []string
-		cut                bool // the child drops it having read 10 bytes, not all
+		cut                int // > 0: the child drops it having read that many bytes, not all
 		code, calls        int
 		retries            int64
 	}{
-		{"post-read-whole", http.MethodPost, `{"n":1}`, nil, false, 503, 1, 0},
-		{"post-cut-short", http.MethodPost, big, nil, true, 200, 2, 1},
-		{"post-idempotency-key", http.MethodPost, `{"n":1}`, []string{"Idempotency-Key", "k1"}, false, 200, 2, 1},
-		{"put", http.MethodPut, `{"n":1}`, nil, false, 200, 2, 1},
-		{"delete", http.MethodDelete, "", nil, false, 200, 2, 1},
-		{"get", http.MethodGet, "", nil, false, 200, 2, 1},
+		{"post-read-whole", http.MethodPost, `{"n":1}`, nil, 0, 503, 1, 0},
+		{"post-cut-short", http.MethodPost, big, nil, 10, 200, 2, 1},
+		{"post-cut-past-replay", http.MethodPost, huge, nil, maxReplay + 1, 502, 1, 0},
+		{"post-idempotency-key", http.MethodPost, `{"n":1}`, []string{"Idempotency-Key", "k1"}, 0, 200, 2, 1},
+		{"put", http.MethodPut, `{"n":1}`, nil, 0, 200, 2, 1},
+		{"delete", http.MethodDelete, "", nil, 0, 200, 2, 1},
+		{"get", http.MethodGet, "", nil, 0, 200, 2, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -253,8 +256,8 @@ func TestRetryDropped(t *testing.T) {
 				first := len(bodies) == 0
 				mu.Unlock()
 				var b []byte
-				if first && c.cut {
-					b = make([]byte, 10)
+				if first && c.cut > 0 {
+					b = make([]byte, c.cut)
 					_, _ = io.ReadFull(r.Body, b)
 				} else {
 					b, _ = io.ReadAll(r.Body)
@@ -285,6 +288,10 @@ func TestRetryDropped(t *testing.T) {
 				t.Fatalf("%d %q, want %d", resp.StatusCode, b, c.code)
 			case c.code == 503:
 				checkUnavailable(t, resp, string(b))
+			case c.code == 502:
+				if !strings.Contains(string(b), "gpuguard_upstream_error") {
+					t.Errorf("%q, want the door's 502", b)
+				}
 			case string(b) != "second time":
 				t.Fatalf("%q, want the second answer", b)
 			}

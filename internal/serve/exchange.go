@@ -36,8 +36,7 @@ type exchange struct {
 	// a request costs the door few allocations of its own.
 	w     countingWriter
 	kept  replayBody
-	timed *timedBody // nil: no body, or no connection to bound it by
-	tb    timedBody
+	timed timedBody // the zero value: no body, or no connection to bound it by
 }
 
 type exchangeKey struct{}
@@ -57,9 +56,8 @@ func (ex *exchange) bound(r *http.Request, cc *clientConn, cfg *conf, start time
 	if cc == nil || r.Body == nil || r.Body == http.NoBody {
 		return nil
 	}
-	ex.tb = timedBody{src: r.Body, conn: cc, idle: cfg.bodyIdle(), end: start.Add(cfg.bodyTotal())}
-	ex.timed = &ex.tb
-	r.Body = ex.timed
+	ex.timed = timedBody{src: r.Body, conn: cc, idle: cfg.bodyIdle(), end: start.Add(cfg.bodyTotal())}
+	r.Body = &ex.timed
 	return cc.watcher()
 }
 

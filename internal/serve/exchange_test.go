@@ -101,14 +101,9 @@ func TestResponses(t *testing.T) {
 			w.Header().Set("Connection", "close")
 			fmt.Fprint(w, "bye")
 		case "/until-close":
-			conn, bw, err := w.(http.Hijacker).Hijack()
-			if err != nil {
-				t.Error(err)
-				return
+			if conn, _ := hijackWrite(t, w, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end"); conn != nil {
+				conn.Close()
 			}
-			_, _ = bw.WriteString("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end")
-			_ = bw.Flush()
-			conn.Close()
 		}
 	})
 	fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10, Retry: true})

@@ -129,8 +129,11 @@ func TestClientConnHeads(t *testing.T) {
 
 // TestFramingRefused: through the door, a request whose framing is
 // refused gets 400 and its connection closed, and neither it nor what
-// follows its body reaches the child; a request whose framing the door
-// vouches for passes, and so does one pipelined behind it.
+// follows its body reaches the child: the door's own 400 for a framing
+// net/http would take (both headers, the same Content-Length twice),
+// net/http's for one it refuses itself (a Content-Length that is not one
+// number, two that differ). A request whose framing the door vouches for
+// passes, and so does one pipelined behind it.
 func TestFramingRefused(t *testing.T) {
 	reached := make(chan string, 16)
 	up := upstream(t, func(w http.ResponseWriter, r *http.Request) {
@@ -140,32 +143,39 @@ func TestFramingRefused(t *testing.T) {
 	fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10})
 	fd.Profile("fp16", 0, 2)
 	fd.launch(t, 1)
-	send := func(raw string) (*bufio.Reader, net.Conn) {
-		conn, err := net.Dial("tcp", strings.TrimPrefix(fd.url, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
+	send := func(raw string) *bufio.Reader {
+		conn, br := rawDoorConn(t, fd)
 		if _, err := io.WriteString(conn, raw); err != nil {
 			t.Fatal(err)
 		}
 		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		return bufio.NewReader(conn), conn
+		return br
 	}
 	smuggled := "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
-	br, _ := send("POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name, head, body string
+		door             bool // the door's own 400, not net/http's
+	}{
+		{"cl-te", "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n", true},
+		{"cl-twice", "Content-Length: 5\r\nContent-Length: 5\r\n", "hello", true},
+		{"cl-word", "Content-Length: five\r\n", "hello", false},
+		{"cl-differ", "Content-Length: 5\r\nContent-Length: 6\r\n", "hello", false},
+	} {
+		br := send("POST /a HTTP/1.1\r\nHost: x\r\n" + c.head + "\r\n" + c.body + smuggled)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		door := strings.Contains(string(b), "invalid_request_error") && resp.Header.Get(HeaderProfile) == "fp16"
+		if resp.StatusCode != 400 || door != c.door {
+			t.Errorf("%s: %d %s %v, want 400 (the door's own: %v)", c.name, resp.StatusCode, b, resp.Header, c.door)
+		}
+		if _, err := br.ReadByte(); !closedErr(err) {
+			t.Errorf("%s: after the 400: %v, want the connection closed", c.name, err)
+		}
 	}
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 400 || !strings.Contains(string(b), "invalid_request_error") || resp.Header.Get(HeaderProfile) != "fp16" {
-		t.Errorf("CL+TE: %d %s %v, want the door's 400", resp.StatusCode, b, resp.Header)
-	}
-	if _, err := br.ReadByte(); !closedErr(err) {
-		t.Errorf("after the 400: %v, want the connection closed", err)
-	}
-	br, _ = send("POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello" + strings.Replace(smuggled, "smuggled", "pipelined", 1))
+	br := send("POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello" + strings.Replace(smuggled, "smuggled", "pipelined", 1))
 	for _, want := range []string{"/b hello", "/pipelined "} {
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
@@ -192,14 +202,9 @@ func TestAnswerFramingRefused(t *testing.T) {
 			fmt.Fprint(w, "good")
 			return
 		}
-		conn, bw, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			t.Error(err)
-			return
+		if conn, _ := hijackWrite(t, w, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"); conn != nil {
+			conn.Close()
 		}
-		defer conn.Close()
-		_, _ = bw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
-		_ = bw.Flush()
 	})
 	fd := startDoor(t, Config{Upstream: up.URL, Hold: time.Minute, MaxHeld: 10, Retry: true})
 	fd.launch(t, 1)

@@ -13,21 +13,24 @@ import (
 )
 
 // watcher is how the gate watches the client of a request held with its
-// body unread: the request's own goroutine waits on the connection.
-func (c *clientConn) watcher() watcher { return c }
+// body unread: the request's own goroutine waits on the connection. A
+// connection with no file descriptor to poll has none: its held request
+// waits out its hold as elsewhere (gone_other.go).
+func (c *clientConn) watcher() watcher {
+	if _, ok := c.Conn.(syscall.Conn); !ok {
+		return nil
+	}
+	return c
+}
 
 // wait blocks in the caller's goroutine until the client has shut its
 // side of the connection (POLLRDHUP: its FIN arrived, even behind body
 // bytes not read yet) or the connection failed (true), or until passes,
 // or wake was called with stop set (false). It reads nothing.
 func (c *clientConn) wait(until time.Time, stop *atomic.Bool) (gone bool) {
-	sc, ok := c.Conn.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
+	rc, err := c.Conn.(syscall.Conn).SyscallConn()
 	if err != nil {
-		return false
+		return true // no socket left to wait on
 	}
 	_ = c.Conn.SetReadDeadline(until)
 	defer c.Conn.SetReadDeadline(time.Time{})

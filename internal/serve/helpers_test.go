@@ -1,6 +1,8 @@
 package serve
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -158,17 +160,40 @@ func newClient(t *testing.T) *http.Client {
 
 func get(t *testing.T, c *http.Client, url string, hdr ...string) (*http.Response, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	resp, b := do(t, c, http.MethodGet, url, nil, hdr...)
+	return resp, string(b)
+}
+
+// do sends a request with body (none when empty) and headers given as
+// name, value pairs, and answers the response with its body read.
+func do(t *testing.T, c *http.Client, method, url string, body []byte, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, bytes.NewReader(body))
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+		t.Fatalf("%s %s: %v", method, url, err)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	return resp, string(b)
+	return resp, b
+}
+
+// hijackWrite takes the stand-in server's connection from net/http and
+// writes raw on it, bytes net/http would not write itself; conn (nil
+// after a failure, reported) is the caller's to close.
+func hijackWrite(t *testing.T, w http.ResponseWriter, raw string) (net.Conn, *bufio.ReadWriter) {
+	t.Helper()
+	conn, bw, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		t.Error(err)
+		return nil, nil
+	}
+	_, _ = bw.WriteString(raw)
+	_ = bw.Flush()
+	return conn, bw
 }
 
 // freePort is a loopback address nothing listens on (refused).

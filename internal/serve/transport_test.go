@@ -80,22 +80,10 @@ func trackedUpstream(t *testing.T, h http.HandlerFunc) (*httptest.Server, *connL
 	return s, l
 }
 
+// do1 is do with the bodies as strings; "" sends none.
 func do1(t *testing.T, c *http.Client, method, url, body string, hdr ...string) (*http.Response, string) {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, _ := http.NewRequest(method, url, rd)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, b := do(t, c, method, url, []byte(body), hdr...)
 	return resp, string(b)
 }
 
@@ -249,14 +237,11 @@ func TestUpgrade(t *testing.T) {
 			http.Error(w, "no upgrade", 400)
 			return
 		}
-		conn, bw, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			t.Error(err)
+		conn, bw := hijackWrite(t, w, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: x-echo\r\n\r\n")
+		if conn == nil {
 			return
 		}
 		defer conn.Close()
-		_, _ = bw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: x-echo\r\n\r\n")
-		_ = bw.Flush()
 		for {
 			line, err := bw.ReadString('\n')
 			if err != nil {

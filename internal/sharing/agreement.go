@@ -77,14 +77,8 @@ func (a *agreement) Propose(ctx context.Context, now time.Time, reason core.Reas
 	}
 	p := api.Proposal{GPU: gpu, Kind: kind, Watermark: ratio, Self: self()}
 	a.proposal = &p
-	c, out := a.c, a.outcomes
-	go func() {
-		o := c.Decide(ctx, p)
-		select {
-		case out <- o:
-		case <-ctx.Done():
-		}
-	}()
+	c := a.c
+	offLoop(ctx, a.outcomes, func() api.Outcome { return c.Decide(ctx, p) })
 }
 
 // Outcome acts on what the coordinator concluded about the proposal in
@@ -114,10 +108,10 @@ func (a *agreement) Outcome(o api.Outcome, t core.Tenant) []core.Input {
 		}
 		return ins
 	case api.OutcomeYield:
-		return a.note(o.Record, t)
+		return a.Note(o.Record, t)
 	case api.OutcomeHold:
 		if o.Record.Seq > 0 {
-			return a.note(o.Record, t)
+			return a.Note(o.Record, t)
 		}
 	case api.OutcomeNoCandidate:
 		down := api.IsDown(p.Kind)
@@ -230,18 +224,15 @@ func (a *agreement) exec(st api.TenantStep, shared bool, t core.Tenant) (api.Ten
 	return d, []core.Input{core.Peer{Now: t.Now, Reason: core.ReasonOfKind(st.Kind), Why: why, Ratio: t.Ratio, ETA: t.ETA}}, nil
 }
 
-// Note records a decision another tenant executed on a GPU this instance
-// watches (note).
-func (a *agreement) Note(d api.TenantDecision, t core.Tenant) []core.Input { return a.note(d, t) }
-
-// note records a decision executed on a GPU we watch: a yield (once per
+// Note records a decision executed on a GPU we watch (another tenant's,
+// or the one an outcome of our proposal reports): a yield (once per
 // decision; core.Yielded restarts the sustain timer), and no step is
 // proposed before its grace has passed.
 //
 // An observing tenant notes them too: it takes no part in the decision,
 // but another tenant's step is its yield like anyone's, and what it would
 // have done waits for that step's grace (Held).
-func (a *agreement) note(d api.TenantDecision, t core.Tenant) []core.Input {
+func (a *agreement) Note(d api.TenantDecision, t core.Tenant) []core.Input {
 	if !t.Notes || !t.Watches(d.GPU) || a.seen[d.GPU][d.Seq] {
 		return nil
 	}

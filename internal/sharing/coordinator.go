@@ -33,3 +33,16 @@ type Coordinator interface {
 	// (or no candidate can cover the shortfall).
 	MakeRoom(ctx context.Context, ask api.RoomAsk) api.RoomOutcome
 }
+
+// offLoop runs call, one of the coordinator's slow calls, on a goroutine
+// of its own and sends its answer on out, unless ctx ends first (the loop
+// reads out no more): a hung peer never stalls the supervisor's loop.
+func offLoop[T any](ctx context.Context, out chan<- T, call func() T) {
+	go func() {
+		o := call()
+		select {
+		case out <- o:
+		case <-ctx.Done():
+		}
+	}()
+}

@@ -18,14 +18,8 @@ type roomAsker struct {
 
 // MakeRoom asks the tenants of ask.GPU for room, off the loop.
 func (r *roomAsker) MakeRoom(ctx context.Context, ask api.RoomAsk) {
-	c, out := r.c, r.out
-	go func() {
-		o := c.MakeRoom(ctx, ask)
-		select {
-		case out <- o:
-		case <-ctx.Done():
-		}
-	}()
+	c := r.c
+	offLoop(ctx, r.out, func() api.RoomOutcome { return c.MakeRoom(ctx, ask) })
 }
 
 // RoomAnswers is where the answers to the asks come.

@@ -26,14 +26,8 @@ func (s *startOrder) ClaimStart(ctx context.Context, gpus []string, settle time.
 	// Say so before claiming: a tenant that sees our claim must see us
 	// starting, or it would take the claim over.
 	s.starting.Store(true)
-	c, out := s.c, s.starts
-	go func() {
-		o := c.ClaimStart(ctx, gpus, settle)
-		select {
-		case out <- o:
-		case <-ctx.Done():
-		}
-	}()
+	c := s.c
+	offLoop(ctx, s.starts, func() api.StartOutcome { return c.ClaimStart(ctx, gpus, settle) })
 }
 
 // Starts is where the answers to the claims come.

@@ -194,13 +194,19 @@ func (f *fakeTenant) TenantStep(ctx context.Context, st api.TenantStep) (api.Ten
 		f.execute(st)
 	}
 	if hang {
-		select {
-		case <-ctx.Done():
-		case <-f.release:
-		}
-		return api.TenantDecision{}, errors.New("released")
+		return api.TenantDecision{}, f.hangUp(ctx)
 	}
 	return f.execute(st)
+}
+
+// hangUp blocks as a hung tenant does, until the connection's context
+// ends or release closes.
+func (f *fakeTenant) hangUp(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+	case <-f.release:
+	}
+	return errors.New("released")
 }
 
 func (f *fakeTenant) TenantDecision(_ context.Context, d api.TenantDecision) error {
@@ -221,11 +227,7 @@ func (f *fakeTenant) TenantSleep(ctx context.Context, ts api.TenantSleep) error 
 	hang := f.hang
 	f.mu.Unlock()
 	if hang {
-		select {
-		case <-ctx.Done():
-		case <-f.release:
-		}
-		return errors.New("released")
+		return f.hangUp(ctx)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -237,22 +239,22 @@ func (f *fakeTenant) TenantSleep(ctx context.Context, ts api.TenantSleep) error 
 		return errors.New("not a candidate")
 	}
 	f.slept = append(f.slept, ts)
-	asleep := func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
+	f.info.State = api.StateStepping
+	asleep := func() { // f.mu held
 		f.info.State = api.StateAsleep
 		room := *f.info.Room
 		room.Serving, room.For = false, ts.For
 		f.info.Room = &room
 	}
-	f.info.State = api.StateStepping
 	if f.sleepAfter <= 0 {
-		f.mu.Unlock()
 		asleep()
-		f.mu.Lock()
 		return nil
 	}
-	time.AfterFunc(f.sleepAfter, asleep)
+	time.AfterFunc(f.sleepAfter, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		asleep()
+	})
 	return nil
 }
 

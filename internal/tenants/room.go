@@ -183,8 +183,7 @@ func (c *Coordinator) followSleep(ctx context.Context, socket string) {
 // roomChanged reports whether the making-room facts of a tenant's record
 // changed in a way the others' asks read (the live ones are asked for).
 func roomChanged(a, b *api.TenantRoom) bool {
-	switch {
-	case a == nil || b == nil:
+	if a == nil || b == nil {
 		return a != b
 	}
 	return a.Serving != b.Serving || a.CanSleep != b.CanSleep || a.KeepAwakeSeconds != b.KeepAwakeSeconds ||

@@ -99,8 +99,7 @@ func (st State) sample(g Given, in Sample) (State, []Effect) {
 		return st, nil // serving = false: only a request, a step up or a reload wakes it, never recover_after
 	case v == CriticalAtLast:
 		return st, []Effect{
-			Journal{api.Event{Event: api.EventCritical, Watermark: in.Ratio,
-				Detail: fmt.Sprintf("watermark %.2f >= critical %.2f at the last profile; nothing lower to step to", in.Ratio, wm.Critical)}},
+			Journal{api.Event{Event: api.EventCritical, Watermark: in.Ratio, Detail: atLast(in.Ratio, wm)}},
 			Log{fmt.Sprintf("watermark %.2f above critical at the last profile %s: nothing lower", in.Ratio, pol.Profiles[g.Level].Name)},
 		}
 	case in.PeerHeld:
@@ -144,15 +143,20 @@ func (st State) step(g Given, now time.Time, ratio float64, r Reason, why string
 		if !st.rules.FloorAlarm(now, ratio, pol.Watermark) {
 			return st, nil
 		}
-		detail := fmt.Sprintf("watermark %.2f >= critical %.2f at the last profile; nothing lower to step to", ratio, pol.Watermark.Critical)
+		detail := atLast(ratio, pol.Watermark)
 		return st, []Effect{Journal{api.Event{Event: api.EventCritical, Watermark: ratio, Detail: detail}}, Log{detail}}
 	case r == Critical:
-		st.rules.Stepped(now)
-		st.undo = nil
+		st.steppedForGood(now)
 		return st, []Effect{Step{Now: now, To: g.Level + 1, Reason: r, Why: why, Event: api.EventStepDown, Restart: true}}
 	}
 	st.stepped(now)
 	return st, []Effect{Step{Now: now, To: g.Level + 1, Reason: r, Why: why, Event: api.EventStepDown}}
+}
+
+// atLast is the critical event's detail at the last profile, where
+// nothing lower can step.
+func atLast(ratio float64, wm policy.Watermark) string {
+	return fmt.Sprintf("watermark %.2f >= critical %.2f at the last profile; nothing lower to step to", ratio, wm.Critical)
 }
 
 // stepped records a step that may yet be NotTaken.
@@ -257,10 +261,12 @@ func stop(pol *policy.Policy, in StopSignal) []Effect {
 		return nil // the Go runtime's own, never forwarded
 	case !in.Running:
 		return []Effect{ev, Finish{State: api.StateExited, End: EndSignal, Status: int(in.Sig)}}
-	case in.Stopping && in.Lost && in.Signalled == in.Sig:
-		return []Effect{BeginStop{Sig: in.Sig, TakeOver: true}, ev}
 	case in.Stopping && in.Lost:
-		return []Effect{BeginStop{Sig: in.Sig, TakeOver: true}, ev, StopChild{in.Sig}}
+		effs := []Effect{BeginStop{Sig: in.Sig, TakeOver: true}, ev}
+		if in.Signalled != in.Sig {
+			effs = append(effs, StopChild{in.Sig})
+		}
+		return effs
 	case in.Stopping:
 		return []Effect{Log{fmt.Sprintf("second %s: killing the child's process group now", in.Sig)}, Kill{}}
 	case in.Signalled == in.Sig:

@@ -116,8 +116,6 @@ func briefs(effs []Effect) string {
 // notify signal's death (within its window), a GPU fault (stop, restart,
 // max_restarts) and on_gpu_lost = "stop".
 func TestDecide(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	smp := func(d time.Duration, ratio float64) Input { return Sample{Now: at(d), Ratio: ratio} }
 	exit := func(d time.Duration, e Exit, ran time.Duration) Input { return Exited{Now: at(d), Exit: e, Ran: ran} }
 	free := func(used uint64) []Device { return []Device{{Index: 0, UUID: "a", Used: used, Total: 16 * gib}} }
@@ -263,7 +261,7 @@ func TestDecide(t *testing.T) {
 		}, false, []in{
 			{1, exit(0, crash, time.Second), "finish exited 1/1"},
 		}},
-		{"a GPU fault's exit: on_gpu_fault = stop gives up; restart waits for the GPU, in budget", func(p *policy.Policy) {
+		{"a GPU fault's exit with on_gpu_fault = stop gives up", func(p *policy.Policy) {
 			p.Restart.MaxRestarts = 1
 		}, false, []in{
 			{1, Exited{Now: at(0), Exit: Exit{}, Ran: time.Second, Fault: &Fault{Index: 0, UUID: "a", Meaning: "m"}}, "journal giveup; finish fatal 3/0"},
@@ -361,10 +359,16 @@ func TestDecide(t *testing.T) {
 			{0, IdleCheck{Now: at(time.Hour), Since: at(0), Ready: true, Busy: true}, ""},
 			{0, IdleCheck{Now: at(time.Hour + time.Second), Since: at(time.Hour), Ready: true}, ""},
 		}},
-		{"idle: never out of a serving = false profile, never without [serve] idle", sleepy, false, []in{
+		{"idle: never out of a serving = false profile", sleepy, false, []in{
 			{2, IdleCheck{Now: at(time.Hour), Since: at(0), Ready: true}, ""},
 		}},
 		{"idle: off without [serve] idle or a serving = false profile", nil, false, []in{
+			{0, IdleCheck{Now: at(time.Hour), Since: at(0), Ready: true}, ""},
+		}},
+		{"idle: off without [serve] idle, a serving = false profile or not", func(p *policy.Policy) { p.Profiles[2].NotServing = true }, false, []in{
+			{0, IdleCheck{Now: at(time.Hour), Since: at(0), Ready: true}, ""},
+		}},
+		{"idle: off without a serving = false profile to sleep in", func(p *policy.Policy) { p.Serve.Idle = time.Minute }, false, []in{
 			{0, IdleCheck{Now: at(time.Hour), Since: at(0), Ready: true}, ""},
 		}},
 		{"nobody can step lower: the critical alarm once per grace", nil, false, []in{

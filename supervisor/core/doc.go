@@ -14,19 +14,20 @@
 //
 // The decisions, one file each: the watermark rules and the steps they
 // ask for (decide.go, rules.go), the restart rules for an exit (ends.go,
-// exit.go), a start and what it waits for (start.go) and its turn on a
-// shared GPU (claim.go), sleeping and waking (sleep.go), the end of a live
-// change through server actions (actions.go) and its measured effect
-// (measure.go), a manual step and the fit of a profile (fit.go), what the
-// tenants of a shared GPU ask (peer.go), and where a reload's ladder puts
-// the instance (reladder.go).
+// exit.go, starts.go), a start and what it waits for (start.go) and its
+// turn on a shared GPU (claim.go), sleeping and waking (sleep.go), making
+// room on a shared GPU and sleeping for another tenant (room.go), the end
+// of a live change through server actions (actions.go) and its measured
+// effect (measure.go), a manual step and the fit of a profile (fit.go),
+// what the tenants of a shared GPU ask (peer.go), and where a reload's
+// ladder puts the instance (reladder.go).
 //
 // The core does no I/O and reads no clock: time comes in with each input.
 // It imports only values and pure functions of the standard library, api
-// (the journal's and the tenants' words), policy (what it decides by) and
-// internal/exitcode; TestImportsArePure holds it to that list, so every
-// policy edge stays one row of a table test (decide_test.go and its
-// neighbours).
+// (the journal's and the tenants' words), policy (what it decides by),
+// internal/exitcode and internal/room (who sleeps to make room);
+// TestImportsArePure holds it to that list, so every policy edge stays
+// one row of a table test (decide_test.go and its neighbours).
 //
 // The loop (package supervisor) owns the goroutine, the child and the
 // files; it turns what it receives into inputs and performs the effects in

@@ -125,14 +125,15 @@ func (st State) route(g Given, in Exited) (State, []Effect) {
 	}
 	notifyDeath := DiedOfNotify(e, in.NotifySig, in.Notified, in.Now, NotifyDeathWindow)
 	name := pol.Profiles[g.Level].Name
-	if kind, _ := ClassifyExit(e, pol.OOM, in.Told); !pol.Profiles[g.Level].Serving() &&
-		(notifyDeath || kind != ExitClean && (kind != ExitCrash || pol.Restart.OnCrash)) {
+	if !pol.Profiles[g.Level].Serving() {
 		// A live sleep's child (a crash, an OOM, a GPU fault, its death by
 		// the notify signal) would serve against the profile if restarted
 		// there; an exit that ends the run anyway ends it as always.
-		return st, []Effect{
-			Log{fmt.Sprintf("the child ended (%s) while asleep in profile %s: not restarting it until the instance leaves the profile", kind, name)},
-			StayAsleep{fmt.Sprintf("asleep in profile %s: the child ended (%s)", name, kind)},
+		if kind, _ := ClassifyExit(e, pol.OOM, in.Told); notifyDeath || kind != ExitClean && (kind != ExitCrash || pol.Restart.OnCrash) {
+			return st, []Effect{
+				Log{fmt.Sprintf("the child ended (%s) while asleep in profile %s: not restarting it until the instance leaves the profile", kind, name)},
+				StayAsleep{fmt.Sprintf("asleep in profile %s: the child ended (%s)", name, kind)},
+			}
 		}
 	}
 	if notifyDeath {

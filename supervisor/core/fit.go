@@ -121,21 +121,9 @@ func StepFit(pol *policy.Policy, level, to int, r *Reading, tree map[int]bool) s
 	if p.Needs == 0 || r == nil {
 		return ""
 	}
-	listed := !r.ProcessesAt.IsZero()
-	own := map[int]uint64{}
-	if listed {
-		for _, pr := range r.Processes {
-			if tree[pr.PID] {
-				own[pr.Device] += pr.Used
-			}
-		}
-	}
+	own := ownUse(pol, level, r, tree)
 	for _, d := range r.Devices {
-		mine := own[d.Index]
-		if !listed {
-			mine = pol.Profiles[level].Needs
-		}
-		used := d.Used - min(d.Used, mine)
+		used := d.Used - min(d.Used, own[d.Index])
 		if pol.Fits(to, used, d.Total) {
 			continue
 		}
@@ -155,11 +143,41 @@ func StepFit(pol *policy.Policy, level, to int, r *Reading, tree map[int]bool) s
 // sleep, and be put back to sleep, over and over. served = 0 (not known:
 // the backend lists no processes) is judged as StepFit does.
 func WakeFit(pol *policy.Policy, level, to int, r *Reading, tree map[int]bool, served uint64) string {
-	if pol.Profiles[to].Needs > 0 || served == 0 {
+	needs := wakeNeeds(pol.Profiles[to], served)
+	if needs == pol.Profiles[to].Needs {
 		return StepFit(pol, level, to, r, tree)
 	}
 	p := *pol
 	p.Profiles = slices.Clone(pol.Profiles)
-	p.Profiles[to].Needs = served
+	p.Profiles[to].Needs = needs
 	return StepFit(&p, level, to, r, tree)
+}
+
+// wakeNeeds is what a wake into profile p needs: its needs, else served
+// (WakeFit).
+func wakeNeeds(p policy.Profile, served uint64) uint64 {
+	if p.Needs > 0 {
+		return p.Needs
+	}
+	return served
+}
+
+// ownUse is the instance's own usage of each device in r: its processes
+// (tree) where the backend lists them, else its profile level's needs
+// estimate on each: what StepFit and a wake's need of room take out
+// of the usage.
+func ownUse(pol *policy.Policy, level int, r *Reading, tree map[int]bool) map[int]uint64 {
+	own := map[int]uint64{}
+	if r.ProcessesAt.IsZero() {
+		for _, d := range r.Devices {
+			own[d.Index] = pol.Profiles[level].Needs
+		}
+		return own
+	}
+	for _, p := range r.Processes {
+		if tree[p.PID] {
+			own[p.Device] += p.Used
+		}
+	}
+	return own
 }

@@ -11,7 +11,15 @@ import (
 	"github.com/gpuguard/gpuguard/policy"
 )
 
-const gib = uint64(1 << 30)
+const (
+	gib = uint64(1 << 30)
+	mib = uint64(1 << 20)
+)
+
+// t0 is the tables' epoch, and at(d) the time d after it.
+var t0 = time.Unix(1_000_000, 0)
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
 
 // testPolicy is the supervisor's test policy: fp16 (10 GiB, restart),
 // int8 (6 GiB, live), int4 (no needs estimate, live); high 0.90.

@@ -71,7 +71,7 @@ func (st State) measured(g Given, in Measured) (State, []Effect) {
 	}
 	st.measure = nil
 	to := pol.Profiles[m.to].Name
-	ev := api.Event{Event: api.EventRelieved, From: pol.Profiles[min(m.from, len(pol.Profiles)-1)].Name, To: to,
+	ev := api.Event{Event: api.EventRelieved, From: pol.Profiles[m.from].Name, To: to,
 		FromLevel: new(m.from), ToLevel: new(m.to), Watermark: in.Ratio}
 	relieved := "an unknown amount"
 	if m.known {

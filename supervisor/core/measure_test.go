@@ -30,9 +30,6 @@ func napLadder(p *policy.Policy) {
 // change, or one whose profile a reload removed, falls back to the
 // profile's non-live form.
 func TestActionsDoneDecisions(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
-	const mib = uint64(1 << 20)
 	done := func(to int) ActionsDone {
 		return ActionsDone{Now: at(0), To: to, Reason: Watermark, Before: 4 * gib, Known: true}
 	}
@@ -108,11 +105,14 @@ func TestActionsDoneDecisions(t *testing.T) {
 func TestRelievedEvent(t *testing.T) {
 	pol := testPolicy()
 	napLadder(pol)
-	t0 := time.Unix(1_000_000, 0)
-	g := Given{Policy: pol, Level: 1}
-	st, _ := Decide(State{}, g, ActionsDone{Now: t0, To: 2, Before: 4 * gib, Known: true})
-	g.Level = 2
-	_, effs := Decide(st, g, Measured{Now: t0.Add(5 * time.Second), Ratio: 0.94, Used: 5 * gib})
+	// relieve is a live change from int8 to nap, before bytes held before
+	// it (known: there was a reading), measured at ratio with used held.
+	relieve := func(before uint64, known bool, ratio float64, used uint64) []Effect {
+		st, _ := Decide(State{}, Given{Policy: pol, Level: 1}, ActionsDone{Now: t0, To: 2, Before: before, Known: known})
+		_, effs := Decide(st, Given{Policy: pol, Level: 2}, Measured{Now: at(5 * time.Second), Ratio: ratio, Used: used})
+		return effs
+	}
+	effs := relieve(4*gib, true, 0.94, 5*gib)
 	ev := effs[0].(Journal).Event
 	if ev.Event != api.EventRelieved || ev.RelievedBytes == nil || *ev.RelievedBytes != 0 || ev.From != "int8" || ev.To != "nap" ||
 		ev.Detail != "the live change to nap relieved 0 B within grace 5s; watermark 0.94" {
@@ -121,18 +121,10 @@ func TestRelievedEvent(t *testing.T) {
 	if s := effs[2].(Step); s.Why != "watermark 0.94 > 0.90 5s after the live change to nap, which relieved 0 B" {
 		t.Errorf("the next step's why %q", s.Why)
 	}
-	g.Level = 1
-	st, _ = Decide(State{}, g, ActionsDone{Now: t0, To: 2, Before: 4 * gib, Known: true})
-	g.Level = 2
-	_, effs = Decide(st, g, Measured{Now: t0.Add(5 * time.Second), Ratio: 0.5, Used: gib})
-	if ev := effs[0].(Journal).Event; ev.RelievedBytes == nil || *ev.RelievedBytes != 3*gib {
+	if ev := relieve(4*gib, true, 0.5, gib)[0].(Journal).Event; ev.RelievedBytes == nil || *ev.RelievedBytes != 3*gib {
 		t.Errorf("relieved %+v, want 3 GiB", ev)
 	}
-	g.Level = 1
-	st, _ = Decide(State{}, g, ActionsDone{Now: t0, To: 2})
-	g.Level = 2
-	_, effs = Decide(st, g, Measured{Now: t0.Add(5 * time.Second), Ratio: 0.5, Used: gib})
-	if ev := effs[0].(Journal).Event; ev.RelievedBytes != nil || !strings.Contains(ev.Detail, "relieved an unknown amount") {
+	if ev := relieve(0, false, 0.5, gib)[0].(Journal).Event; ev.RelievedBytes != nil || !strings.Contains(ev.Detail, "relieved an unknown amount") {
 		t.Errorf("relieved without a reading before: %+v", ev)
 	}
 }
@@ -143,7 +135,6 @@ func TestRelievedEvent(t *testing.T) {
 // stopped or live. Without the step under way a request in a serving
 // profile asks nothing; without [serve] wake, nothing wakes.
 func TestWakeAfterSleepStep(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
 	roomy := &Reading{Devices: []Device{{Index: 0, UUID: "a", Used: 4 * gib, Total: 16 * gib}}, ProcessesAt: t0}
 	live := Wake{Now: t0, Live: true, Reading: roomy, Tree: map[int]bool{}}
 	for _, tc := range []row{
@@ -179,7 +170,6 @@ func TestLaunchReasons(t *testing.T) {
 	pol := testPolicy()
 	pol.Restart.OnGPUFault = policy.OnGPUFaultRestart
 	g := Given{Policy: pol}
-	t0 := time.Unix(1_000_000, 0)
 	why := func(effs []Effect) Reason {
 		for _, e := range effs {
 			switch e := e.(type) {

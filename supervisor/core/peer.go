@@ -143,7 +143,7 @@ func (st State) nobody(g Given, in PeerNobody) (State, []Effect) {
 	if !st.rules.FloorAlarm(in.Now, in.Ratio, wm) {
 		return st, nil
 	}
-	detail := fmt.Sprintf("watermark %.2f >= critical %.2f at the last profile; nothing lower to step to", in.Ratio, wm.Critical)
+	detail := atLast(in.Ratio, wm)
 	if in.Shared {
 		detail = fmt.Sprintf("watermark %.2f >= critical %.2f and no tenant of shared GPU %s can step lower", in.Ratio, wm.Critical, in.GPU)
 	}

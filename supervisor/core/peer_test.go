@@ -14,8 +14,6 @@ import (
 // out; the step the tenants choose it for; another tenant's step, which
 // is a yield and restarts sustain.
 func TestPeerRules(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	shared := func(d time.Duration, ratio float64) Sample { return Sample{Now: at(d), Ratio: ratio, Shared: true} }
 	proposing := func(s Sample) Sample { s.Proposing = true; return s }
 	smp := func(d time.Duration, ratio float64) Input { return Sample{Now: at(d), Ratio: ratio} }

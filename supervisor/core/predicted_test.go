@@ -13,7 +13,6 @@ import (
 func TestPredictedRule(t *testing.T) {
 	wm := policy.Watermark{High: 0.90, Critical: 0.97, Low: 0.70,
 		Sustain: time.Second, Grace: 10 * time.Second, Lead: 5 * time.Second}
-	t0 := time.Unix(1_000_000, 0)
 	type obs struct {
 		at        time.Duration
 		ratio     float64

@@ -96,11 +96,11 @@ type roomWait struct {
 	// freed is measured against it).
 	began  time.Time
 	before uint64
-	// asked: the last ask, for need and free bytes on gpu (no_room's
+	// need, free: the last ask's bytes needed and free on gpu (no_room's
 	// figures); retryAt: no room, the next ask is due then.
-	asked, retryAt time.Time
-	need, free     uint64
-	slept          []string
+	retryAt    time.Time
+	need, free uint64
+	slept      []string
 	// sleptAt: the last peer's sleep was done; low, lowAt: the lowest
 	// usage of gpu seen since, and when.
 	sleptAt, lowAt time.Time
@@ -161,25 +161,25 @@ func (r *roomWait) want(g Given, n roomNeed) (effs []Effect, hold bool) {
 	switch r.phase {
 	case roomIdle:
 		r.began, r.before = n.now, d.Used
-		return r.ask(g, n.now, d, n.bytes, short), true
+		return r.ask(g, d, n.bytes, short), true
 	case roomAsked, roomFitted:
 		return nil, true
 	case roomSettling:
 		if r.settling(n.now, usedOn(n.devices, r.gpu)) {
 			return nil, true
 		}
-		return r.ask(g, n.now, d, n.bytes, short), true
+		return r.ask(g, d, n.bytes, short), true
 	}
 	if !n.now.Before(r.retryAt) {
-		return r.ask(g, n.now, d, n.bytes, short), false
+		return r.ask(g, d, n.bytes, short), false
 	}
 	return nil, false
 }
 
 // ask asks the tenants of d for short bytes of room for a profile that
 // needs bytes.
-func (r *roomWait) ask(g Given, now time.Time, d Device, bytes, short uint64) []Effect {
-	r.phase, r.asked, r.gpu = roomAsked, now, d.UUID
+func (r *roomWait) ask(g Given, d Device, bytes, short uint64) []Effect {
+	r.phase, r.gpu = roomAsked, d.UUID
 	r.need, r.free = bytes, g.Policy.Room(d.Used, d.Total)
 	return []Effect{AskRoom{GPU: d.UUID, Priority: g.Policy.Priority, Shortfall: short}}
 }
@@ -323,23 +323,4 @@ func (st State) sleepFor(g Given, in SleepFor) (State, []Effect) {
 		Step{Now: in.Now, To: to, Reason: RoomSleep, Event: api.EventStepDown, For: in.For,
 			Why: fmt.Sprintf("making room for %s on GPU %s (idle %s)", in.For, in.GPU, self.Idle.Round(time.Millisecond))},
 	}
-}
-
-// ownUse is the instance's own usage of each device in r: its processes
-// (tree) where the backend lists them, else its profile level's needs
-// estimate on each, as StepFit judges it.
-func ownUse(pol *policy.Policy, level int, r *Reading, tree map[int]bool) map[int]uint64 {
-	own := map[int]uint64{}
-	if r.ProcessesAt.IsZero() {
-		for _, d := range r.Devices {
-			own[d.Index] = pol.Profiles[level].Needs
-		}
-		return own
-	}
-	for _, p := range r.Processes {
-		if tree[p.PID] {
-			own[p.Device] += p.Used
-		}
-	}
-	return own
 }

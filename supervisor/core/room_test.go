@@ -33,8 +33,6 @@ func roomy(p *policy.Policy) {
 // start only when no profile fits, a restart for the profile it aims at;
 // and a start never in a serving = false profile.
 func TestRoomDecisions(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	// The sleeping instance's own process (pid 7) holds 1 GiB.
 	used := func(u uint64) *Reading {
 		return &Reading{Devices: []Device{{Index: 0, UUID: "a", Used: u, Total: 16 * gib}},
@@ -198,7 +196,6 @@ func TestRoomDecisions(t *testing.T) {
 // and then it is a step to its first serving = false profile, reason
 // room, for the asker; each refusal says why.
 func TestSleepFor(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
 	idle := room.Candidate{Name: "me", Serving: true, CanSleep: true, Idle: 2 * time.Minute, UsedBytes: 10 * gib}
 	ask := func(f func(*SleepFor)) SleepFor {
 		s := SleepFor{Now: t0, For: "chat", GPU: "a", Priority: 0, Watches: true, Self: idle}
@@ -245,7 +242,6 @@ func TestSleepFor(t *testing.T) {
 // TestRoomTexts: the figures the room and no_room events carry, and the
 // sleep's detail.
 func TestRoomTexts(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
 	pol := testPolicy()
 	roomy(pol)
 	g := Given{Policy: pol, Level: 1}

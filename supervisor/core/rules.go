@@ -116,8 +116,7 @@ func (w *Rules) Observe(now time.Time, ratio float64, predicted bool, wm policy.
 		if !last {
 			return StepDown
 		}
-		if ratio >= wm.Critical && (w.lastFloorAlarm.IsZero() || now.Sub(w.lastFloorAlarm) >= wm.Grace) {
-			w.lastFloorAlarm = now
+		if w.FloorAlarm(now, ratio, wm) {
 			return CriticalAtLast
 		}
 		return Hold

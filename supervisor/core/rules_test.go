@@ -10,8 +10,6 @@ import (
 func TestWatermarkRules(t *testing.T) {
 	wm := policy.Watermark{High: 0.90, Critical: 0.97, Low: 0.70,
 		Sustain: time.Second, Grace: 10 * time.Second, RecoverAfter: 5 * time.Second}
-	t0 := time.Unix(1_000_000, 0)
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	type obs struct {
 		at    time.Duration
 		ratio float64

@@ -205,9 +205,6 @@ func wakeNeed(g Given, in Wake, to int) roomNeed {
 		return n
 	}
 	n.devices, n.own = in.Reading.Devices, ownUse(pol, g.Level, in.Reading, in.Tree)
-	n.bytes = pol.Profiles[to].Needs
-	if n.bytes == 0 {
-		n.bytes = in.Served
-	}
+	n.bytes = wakeNeeds(pol.Profiles[to], in.Served)
 	return n
 }

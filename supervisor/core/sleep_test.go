@@ -16,11 +16,8 @@ import (
 // on a sample after the grant, and starts the rules' grace; a claim it no
 // longer needs ends; `step up` wakes a stopped sleep.
 func TestWakeDecisions(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
-	const gb = uint64(1 << 30)
-	full := &Reading{Devices: []Device{{Index: 0, UUID: "a", Used: 12 * gb, Total: 16 * gb}}, ProcessesAt: t0}
-	roomy := &Reading{Devices: []Device{{Index: 0, UUID: "a", Used: 4 * gb, Total: 16 * gb}}, ProcessesAt: t0}
+	full := &Reading{Devices: []Device{{Index: 0, UUID: "a", Used: 12 * gib, Total: 16 * gib}}, ProcessesAt: t0}
+	roomy := &Reading{Devices: []Device{{Index: 0, UUID: "a", Used: 4 * gib, Total: 16 * gib}}, ProcessesAt: t0}
 	claim := func(due time.Duration) Claim { return Claim{Peers: true, GPUs: []string{"a"}, Due: at(due)} }
 	live := func(d time.Duration, r *Reading, c Claim) Wake {
 		return Wake{Now: at(d), Live: true, Reading: r, Tree: map[int]bool{}, Claim: c}
@@ -36,7 +33,7 @@ func TestWakeDecisions(t *testing.T) {
 			{2, Wake{Request: true, Stopped: true}, "wake stopped to 1 (request)"},
 			{2, Wake{Stopped: true}, ""},
 		}},
-		{"no wake without [serve] wake, out of a serving profile, or while stopping", nil, false, []in{
+		{"no wake without [serve] wake", func(p *policy.Policy) { sleepy(p); p.Serve.Wake = false }, false, []in{
 			{2, Wake{Request: true, Stopped: true}, ""},
 		}},
 		{"no wake out of a serving profile or while stopping", sleepy, false, []in{
@@ -52,7 +49,7 @@ func TestWakeDecisions(t *testing.T) {
 			{2, live(2*time.Second, roomy, claim(2*time.Second)), "step stepup to 1 (request)"},
 			{1, Woke{Now: at(2 * time.Second), Taken: true}, ""},
 			{1, Sample{Now: at(3 * time.Second), Ratio: 0.99}, ""}, // the grace after the wake
-			{1, Settling{Now: at(3 * time.Second), Read: true, Running: true, Total: 16 * gb}, "end start: start complete: its memory has not grown for 1s"},
+			{1, Settling{Now: at(3 * time.Second), Read: true, Running: true, Total: 16 * gib}, "end start: start complete: its memory has not grown for 1s"},
 		}},
 		{"alone, a live wake goes as soon as its profile fits, and the rules' grace starts with it", sleepy, false, []in{
 			{2, request(live(0, roomy, Claim{})), "step stepup to 1 (request)"},
@@ -65,8 +62,8 @@ func TestWakeDecisions(t *testing.T) {
 			sleepy(p)
 			p.Profiles[1].Needs = 0
 		}, false, []in{
-			{2, Wake{Now: at(0), Request: true, Live: true, Reading: roomy, Tree: map[int]bool{}, Served: 11 * gb}, ""},
-			{2, Wake{Now: at(time.Second), Live: true, Reading: roomy, Tree: map[int]bool{}, Served: 10 * gb}, "step stepup to 1 (request)"},
+			{2, Wake{Now: at(0), Request: true, Live: true, Reading: roomy, Tree: map[int]bool{}, Served: 11 * gib}, ""},
+			{2, Wake{Now: at(time.Second), Live: true, Reading: roomy, Tree: map[int]bool{}, Served: 10 * gib}, "step stepup to 1 (request)"},
 		}},
 		{"a granted claim whose fresh sample does not fit ends", sleepy, false, []in{
 			{2, request(live(0, roomy, claim(0))), "claim [a]"},
@@ -103,7 +100,6 @@ func TestSleepTexts(t *testing.T) {
 	pol := testPolicy()
 	pol.Serve.Idle = time.Minute
 	pol.Profiles[2].NotServing = true
-	t0 := time.Unix(1_000_000, 0)
 	g := Given{Policy: pol}
 	_, effs := Decide(State{}, g, IdleCheck{Now: t0.Add(time.Minute), Since: t0, Ready: true})
 	if s, ok := effs[0].(Step); !ok || s.Why != "no request for 1m0s" || s.Reason != api.ReasonIdle {

@@ -18,8 +18,6 @@ import (
 // known) and the end of a start (settled, 10 x settle, ready, the exit),
 // the run's beginning, and a start that cannot run.
 func TestStartRules(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	free := func(used uint64) []Device { return []Device{{Index: 0, UUID: "a", Used: used, Total: 16 * gib}} }
 	claim := func(due time.Duration) Claim { return Claim{Peers: true, GPUs: []string{"a"}, Due: at(due)} }
 	start := func(due time.Duration) Start {
@@ -30,7 +28,6 @@ func TestStartRules(t *testing.T) {
 	}
 	settle := func(p *policy.Policy) { p.Watch.Settle = 2 * time.Second }
 	lost := errors.New("GPU lost")
-	const gb = uint64(1 << 30)
 	for _, tc := range []row{
 		{"without a reading a start goes where it aimed, once any release wait is over", nil, false, []in{
 			{0, Start{Now: at(0), Target: 1, Err: lost, Release: true, Waited: time.Second}, ""},
@@ -58,9 +55,9 @@ func TestStartRules(t *testing.T) {
 			{0, start(150 * time.Millisecond), "sample now"}, // due before the grant
 			{0, start(300 * time.Millisecond), "launch 0"},
 			{0, Launched{Now: at(300 * time.Millisecond)}, ""},
-			{0, Settling{Now: at(time.Second), Read: true, Running: true, Used: 8 * gb, Total: 16 * gb}, ""},
-			{0, Settling{Now: at(2 * time.Second), Read: true, Running: true, Used: 8 * gb, Total: 16 * gb}, ""},
-			{0, Settling{Now: at(3 * time.Second), Read: true, Running: true, Used: 8 * gb, Total: 16 * gb}, "end start: start complete: its memory has not grown for 2s"},
+			{0, Settling{Now: at(time.Second), Read: true, Running: true, Used: 8 * gib, Total: 16 * gib}, ""},
+			{0, Settling{Now: at(2 * time.Second), Read: true, Running: true, Used: 8 * gib, Total: 16 * gib}, ""},
+			{0, Settling{Now: at(3 * time.Second), Read: true, Running: true, Used: 8 * gib, Total: 16 * gib}, "end start: start complete: its memory has not grown for 2s"},
 			{0, Settling{Now: at(4 * time.Second), Read: true, Running: true}, ""},
 		}},
 		{"a refused claim waits for the tenant that is starting, said once per tenant", nil, false, []in{
@@ -128,7 +125,6 @@ func TestStartRules(t *testing.T) {
 }
 
 func TestSettleTracker(t *testing.T) {
-	const mib = 1 << 20
 	const total = 16 * gib // 1% is 164 MiB: above the 64 MiB floor
 	type reading struct {
 		at   time.Duration

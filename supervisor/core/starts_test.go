@@ -17,7 +17,6 @@ import (
 // child, a child that ran start_secs, and start_secs = 0 all keep the
 // usual restarts.
 func TestStarts(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
 	type exit struct {
 		e     Exit
 		ran   time.Duration

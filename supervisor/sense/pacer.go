@@ -32,15 +32,14 @@ func trendSettings(p *policy.Policy) trend.Settings {
 // the next call is (or was) due: at or before now, a call is under way.
 // It also keeps the trend's newest forecast, which sets the period.
 type Pacer struct {
-	smp     *sampler
-	next    time.Time
-	period  time.Duration
-	soon    bool          // the next sample is wanted at once
-	kicked  bool          // the idle sampler is to be woken before the loop waits (Wake)
-	hung    *time.Timer   // fires when a call has not returned by timeout after it was due
-	timeout time.Duration // the one probe timeout (Config.ProbeTimeout); a reload may change it
-	sense   sensor
-	fc      trend.Forecast // after the newest good sample
+	smp    *sampler
+	next   time.Time
+	period time.Duration
+	soon   bool        // the next sample is wanted at once
+	kicked bool        // the idle sampler is to be woken before the loop waits (Wake)
+	hung   *time.Timer // fires when a call has not returned by the probe timeout after it was due
+	sense  sensor
+	fc     trend.Forecast // after the newest good sample
 	// probeHung: the call in flight ran past timeout (and was counted).
 	probeHung bool
 }
@@ -51,7 +50,7 @@ func NewPacer(probe gpu.Probe, timeout, interval time.Duration) *Pacer {
 	hung := time.NewTimer(time.Hour)
 	hung.Stop()
 	return &Pacer{smp: newSampler(probe, timeout, interval), hung: hung,
-		timeout: timeout, period: interval, sense: new(trend.Tracker)}
+		period: interval, sense: new(trend.Tracker)}
 }
 
 // Run makes the probe calls until done is closed (on a goroutine of its
@@ -75,14 +74,13 @@ func (p *Pacer) Hung() <-chan time.Time { return p.hung.C }
 // again then.
 func (p *Pacer) Rearm(d time.Duration) { p.hung.Reset(d) }
 
-// Timeout is the probe timeout in force.
-func (p *Pacer) Timeout() time.Duration { return p.timeout }
+// Timeout is the probe timeout in force (Config.ProbeTimeout): the
+// sampler's, which bounds an interruptible probe's calls.
+func (p *Pacer) Timeout() time.Duration { return time.Duration(p.smp.timeout.Load()) }
 
-// SetTimeout takes a new probe timeout, for this call's deadline on.
-func (p *Pacer) SetTimeout(d time.Duration) {
-	p.timeout = d
-	p.smp.timeout.Store(int64(d))
-}
+// SetTimeout takes a new probe timeout (a reload), for this call's
+// deadline on.
+func (p *Pacer) SetTimeout(d time.Duration) { p.smp.timeout.Store(int64(d)) }
 
 // Due is when the newest call was (or the next is) due.
 func (p *Pacer) Due() time.Time { return p.next }
@@ -111,7 +109,7 @@ func (p *Pacer) Reschedule(r Result, now time.Time) {
 		p.next = want
 	}
 	p.next = later(p.next, now)
-	p.hung.Reset(p.next.Sub(now) + p.timeout)
+	p.hung.Reset(p.next.Sub(now) + p.Timeout())
 }
 
 func later(a, b time.Time) time.Time {
@@ -136,7 +134,7 @@ func (p *Pacer) SampleNow() {
 func (p *Pacer) ArmNow() {
 	p.kick()
 	p.next = time.Now()
-	p.hung.Reset(p.timeout)
+	p.hung.Reset(p.Timeout())
 }
 
 // kick asks the idle sampler for a call now, without a timer (a start

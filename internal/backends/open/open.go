@@ -115,8 +115,6 @@ func openDRM(o Options, devices []string) (gpu.Probe, error) {
 	return p, nil
 }
 
-// unwrapUnavailable is err's text without the leading "GPU backend
-// unavailable: ", for an error that lists several backends.
 // NoGPU is --backend auto finding no GPU: neither NVML nor DRM could watch
 // one here, each error saying why.
 type NoGPU struct{ NVML, DRM error }
@@ -141,6 +139,8 @@ func NotFound(err error) []string {
 	return []string{"no GPU found: " + unwrapUnavailable(err)}
 }
 
+// unwrapUnavailable is err's text without the leading "GPU backend
+// unavailable: ", for an error that lists several backends.
 func unwrapUnavailable(err error) string {
 	return strings.TrimPrefix(err.Error(), gpu.ErrUnavailable.Error()+": ")
 }

@@ -186,10 +186,7 @@ func (s *store) Extend(_ context.Context, ticket string, now time.Time) error {
 }
 
 func (s *store) Ack(_ context.Context, ticket string, result []byte, now time.Time) error {
-	return s.running(ticket, func(e *entry) {
-		e.t.State, e.t.Finished, e.result = api.TaskDone, now, slices.Clone(result)
-		e.body = nil
-	})
+	return s.ack(ticket, result, nil, now)
 }
 
 func (s *store) AckBody(_ context.Context, ticket string, result []byte, body io.Reader, now time.Time) error {
@@ -197,9 +194,15 @@ func (s *store) AckBody(_ context.Context, ticket string, result []byte, body io
 	if err != nil {
 		return fmt.Errorf("finishing task %s: %w", ticket, err)
 	}
+	return s.ack(ticket, result, b, now)
+}
+
+// ack marks a running task done with result and resultBody; its request
+// body goes (a done task never runs again).
+func (s *store) ack(ticket string, result, resultBody []byte, now time.Time) error {
 	return s.running(ticket, func(e *entry) {
 		e.t.State, e.t.Finished, e.result = api.TaskDone, now, slices.Clone(result)
-		e.resultBody, e.body = b, nil
+		e.resultBody, e.body = resultBody, nil
 	})
 }
 

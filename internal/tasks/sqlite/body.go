@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"time"
 
@@ -32,25 +31,8 @@ CREATE TABLE IF NOT EXISTS bodies (
 // addBodyColumns adds the body columns to a store made before tasks had
 // bodies (CREATE TABLE IF NOT EXISTS leaves an old table as it is).
 func addBodyColumns(db *sql.DB) error {
-	rows, err := db.Query(`SELECT name FROM pragma_table_info('tasks')`)
-	if err != nil {
-		return err
-	}
-	var have []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			rows.Close()
-			return err
-		}
-		have = append(have, name)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
 	for _, col := range []string{"body", "result_body"} {
-		if slices.Contains(have, col) {
+		if columnExists(db, col) {
 			continue
 		}
 		_, err := db.Exec(`ALTER TABLE tasks ADD COLUMN ` + col + ` TEXT NOT NULL DEFAULT ''`)
@@ -61,6 +43,8 @@ func addBodyColumns(db *sql.DB) error {
 	return nil
 }
 
+// columnExists reports whether the tasks table has column col (false
+// when that cannot be read: the ALTER that follows says why).
 func columnExists(db *sql.DB, col string) bool {
 	var n int
 	err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('tasks') WHERE name = ?`, col).Scan(&n)

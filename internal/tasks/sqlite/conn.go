@@ -32,6 +32,8 @@ type conn struct {
 // stmts are the prepared statements of the hot path.
 type stmts struct {
 	enqueue, exists, peek, peekWake, lease, ack, ackLease, extend, fail, normal, full *sql.Stmt
+
+	all []*sql.Stmt // each of the above, for close
 }
 
 // prepare prepares the hot path's statements.
@@ -60,14 +62,14 @@ func (c *conn) prepare() error {
 			return err
 		}
 		*p.st = st
+		c.st.all = append(c.st.all, st)
 	}
 	return nil
 }
 
 // close closes the statements and the database.
 func (c *conn) close() error {
-	for _, st := range []*sql.Stmt{c.st.enqueue, c.st.exists, c.st.peek, c.st.peekWake, c.st.lease,
-		c.st.ack, c.st.ackLease, c.st.extend, c.st.fail, c.st.normal, c.st.full} {
+	for _, st := range c.st.all {
 		st.Close()
 	}
 	return c.db.Close()
