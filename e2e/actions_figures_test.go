@@ -15,23 +15,7 @@ import (
 
 // restartPolicy is the vLLM fake with a smaller profile reached by a
 // restart (no actions): the figures' baseline. %s: listen, upstream.
-const restartPolicy = `
-name = "sleepy"
-[watch]
-backend  = "sim"
-interval = "100ms"
-[watermark]
-high     = 0.90
-critical = 0.99
-low      = 0.50
-sustain  = "300ms"
-grace    = "3s"
-recover_after = "0s"
-[restart]
-backoff      = "100ms"
-stop_timeout = "10s"
-release_timeout = "1s"
-[serve]
+const restartPolicy = sleepyTables + `[serve]
 listen   = "%s"
 upstream = "http://%s"
 hold     = "60s"

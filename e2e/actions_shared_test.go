@@ -13,36 +13,12 @@ import (
 
 // sharedEmbedPolicy is an embedder behind a front door that sleeps through
 // vLLM's API. %s: listen, upstream.
-const sharedEmbedPolicy = `
-[watch]
-interval = "50ms"
-settle = "100ms"
-[watermark]
-high = 0.90
-critical = 0.99
-low = 0.10
-sustain = "100ms"
-grace = "1s"
-recover_after = "0s"
-[restart]
-backoff = "100ms"
-stop_timeout = "10s"
-release_timeout = "1s"
-[serve]
+const sharedEmbedPolicy = quickTables + `[serve]
 listen = "%s"
 upstream = "http://%s"
 health = "/health"
 hold = "60s"
-[[profile]]
-name = "awake"
-live = true
-[[profile]]
-name = "asleep"
-live = true
-serving = false
-enter = [{ path = "/sleep?level=1&mode=wait" }]
-leave = [{ path = "/wake_up" }]
-`
+` + vllmSleepLadder
 
 // tenantEvents are the journal lines of event name in a tenant's state dir.
 func tenantEvents(e *env, tenant, name string) []string {

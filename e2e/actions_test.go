@@ -15,10 +15,9 @@ import (
 	"time"
 )
 
-// sleepPolicy puts the vLLM fake behind a front door with a live
-// profile that sleeps through the server's own API. %s: listen, upstream,
-// health, the profile's enter and leave.
-const sleepPolicy = `
+// sleepyTables are the name and the [watch], [watermark] and [restart]
+// tables of the server-action tests' instance, "sleepy", on the sim GPU.
+const sleepyTables = `
 name = "sleepy"
 [watch]
 backend  = "sim"
@@ -34,7 +33,12 @@ recover_after = "0s"
 backoff      = "100ms"
 stop_timeout = "10s"
 release_timeout = "1s"
-[serve]
+`
+
+// sleepPolicy puts the vLLM fake behind a front door with a live
+// profile that sleeps through the server's own API. %s: listen, upstream,
+// health, the profile's enter and leave.
+const sleepPolicy = sleepyTables + `[serve]
 listen   = "%s"
 upstream = "http://%s"
 health   = "%s"

@@ -54,11 +54,7 @@ func TestExitCodes(t *testing.T) {
 			if code != tt.code {
 				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr)
 			}
-			for _, s := range tt.stderr {
-				if !strings.Contains(stderr, s) {
-					t.Errorf("stderr lacks %q:\n%s", s, stderr)
-				}
-			}
+			wantAll(t, "stderr", stderr, tt.stderr...)
 		})
 	}
 	if _, err := os.Stat(e.stateDir); err == nil {
@@ -214,11 +210,7 @@ exit 0
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	for _, want := range []string{"start fp16 none", `bad: {"ok":false`, `oom: {"ok":true`, `"id":7`, "start int8 oom"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
+	wantAll(t, "output", out, "start fp16 none", `bad: {"ok":false`, `oom: {"ok":true`, `"id":7`, "start int8 oom")
 }
 
 func TestMetricsEndpoint(t *testing.T) {

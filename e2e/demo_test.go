@@ -43,11 +43,7 @@ func TestDemoKeepsToItsTempDir(t *testing.T) {
 	if err != nil {
 		t.Fatalf("demo.sh: %v\n%s", err, out)
 	}
-	for _, want := range []string{"stepdowns      1", "OOM fallbacks  1", "== gpuguard report demo", "int4"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("the demo's output lacks %q:\n%s", want, out)
-		}
-	}
+	wantAll(t, "the demo's output", string(out), "stepdowns      1", "OOM fallbacks  1", "== gpuguard report demo", "int4")
 	for k, d := range dirs {
 		if ents, err := os.ReadDir(d); err != nil || len(ents) > 0 {
 			t.Errorf("the demo left %v in %s (%s), %v", names(ents), k, d, err)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuguard/gpuguard/internal/redistest"
 )
 
 // hardenDeferPolicy is one profile behind a front door with a deferred-task
@@ -189,4 +191,10 @@ func answerText(hdr http.Header, body []byte) string {
 	}
 	b.Write(body)
 	return b.String()
+}
+
+// redisDeferKeys are the [defer] keys of a store on a Redis of the test's
+// own, for the Redis run of a test that runs on each store.
+func redisDeferKeys(t *testing.T) string {
+	return fmt.Sprintf("store = %q", redistest.Start(t).URL())
 }

@@ -13,8 +13,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/gpuguard/gpuguard/internal/redistest"
 )
 
 // echoServer is a model server that answers every POST with its body
@@ -61,8 +59,7 @@ func TestDeferralsBoundedAndStreamedSQLite(t *testing.T) {
 
 func TestDeferralsBoundedAndStreamedRedis(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	testDeferralsBoundedAndStreamed(t, fmt.Sprintf("store = %q", srv.URL()))
+	testDeferralsBoundedAndStreamed(t, redisDeferKeys(t))
 }
 
 func testDeferralsBoundedAndStreamed(t *testing.T, store string) {

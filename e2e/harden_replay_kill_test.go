@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/gpuguard/gpuguard/internal/redistest"
 )
 
 // loggingServer is a model server that appends each POST it gets to the
@@ -43,7 +41,7 @@ func TestReplayKilledSQLite(t *testing.T) {
 
 func TestReplayKilledRedis(t *testing.T) {
 	t.Parallel()
-	testReplayKilled(t, fmt.Sprintf("store = %q", redistest.Start(t).URL()))
+	testReplayKilled(t, redisDeferKeys(t))
 }
 
 func testReplayKilled(t *testing.T, store string) {

@@ -1,14 +1,11 @@
 package e2e
 
 import (
-	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/gpuguard/gpuguard/internal/redistest"
 )
 
 // TestDoorTicketOnlyToItsClientSQLite and ...Redis are issue 42's first attack: right after a
@@ -31,7 +28,7 @@ func TestDoorTicketOnlyToItsClientSQLite(t *testing.T) {
 
 func TestDoorTicketOnlyToItsClientRedis(t *testing.T) {
 	t.Parallel()
-	testDoorTicketOnlyToItsClient(t, fmt.Sprintf("store = %q", redistest.Start(t).URL()))
+	testDoorTicketOnlyToItsClient(t, redisDeferKeys(t))
 }
 
 func testDoorTicketOnlyToItsClient(t *testing.T, store string) {

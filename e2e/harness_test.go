@@ -230,6 +230,17 @@ func sh(script string, args ...string) []string {
 	return append([]string{"--", "/bin/sh", "-c", script, "sh"}, args...)
 }
 
+// wantAll fails the test, going on, for each of wants that text (what,
+// in the message) does not contain.
+func wantAll(t *testing.T, what, text string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, text)
+		}
+	}
+}
+
 // withTimeout returns a context that ends with the test's deadline budget.
 func withTimeout(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)

@@ -190,16 +190,7 @@ hold     = "60s"
 retry    = false
 [[profile]]
 name = "big"
-[[profile]]
-name = "awake"
-live = true
-[[profile]]
-name    = "asleep"
-live    = true
-serving = false
-enter = [{ path = "/sleep?level=1&mode=wait" }]
-leave = [{ path = "/wake_up" }]
-`
+` + vllmSleepLadder
 
 // TestMetricsContractWalk runs one instance through what makes every
 // listed series exist (an OOM fallback, a request through the door, an

@@ -31,10 +31,7 @@ func TestFiguresMakingRoom(t *testing.T) {
 	e := newEnv(t)
 	o := bigModel()
 	o.keepAwake = "0s"
-	a := e.startModel("a", o)
-	a.sleep()
-	b := e.startModel("b", o)
-	e.waitRunning("b")
+	a, b := e.startAsleepAwake("a", o, "b", o)
 
 	// 1. x asleep, y awake and idle: x's request makes room (y sleeps);
 	// then x is stepped down by hand, and its next request wakes it with

@@ -17,10 +17,10 @@ import (
 	gjournal "github.com/gpuguard/gpuguard/internal/journal"
 )
 
-// roomPolicyText is a vLLM-sleep instance behind its own door that shares
-// the sandbox's sim GPU: awake needs %[3]s, asleep %[4]s; keep_awake %[5]s,
-// hold %[6]s; %[7]s is more [serve] keys. %[1]s, %[2]s: listen, upstream.
-const roomPolicyText = `
+// quickTables are the [watch], [watermark] and [restart] tables of an
+// instance on the sandbox's sim GPU that samples every 50 ms and steps
+// 100 ms after a crossing (low at 10 %): the room and shared-action tests'.
+const quickTables = `
 [watch]
 interval = "50ms"
 settle = "100ms"
@@ -35,7 +35,12 @@ recover_after = "0s"
 backoff = "100ms"
 stop_timeout = "10s"
 release_timeout = "1s"
-[serve]
+`
+
+// roomPolicyText is a vLLM-sleep instance behind its own door that shares
+// the sandbox's sim GPU: awake needs %[3]s, asleep %[4]s; keep_awake %[5]s,
+// hold %[6]s; %[7]s is more [serve] keys. %[1]s, %[2]s: listen, upstream.
+const roomPolicyText = quickTables + `[serve]
 listen = "%[1]s"
 upstream = "http://%[2]s"
 health = "/health"
@@ -59,6 +64,16 @@ needs = "%[4]s"
 const vllmSleep = `live = true
 enter = [{ path = "/sleep?level=1&mode=wait" }]
 leave = [{ path = "/wake_up" }]`
+
+// vllmSleepLadder is a ladder of two live profiles: awake, and asleep
+// through vLLM's sleep mode.
+const vllmSleepLadder = `[[profile]]
+name = "awake"
+live = true
+[[profile]]
+name = "asleep"
+serving = false
+` + vllmSleep + "\n"
 
 // roomMetrics is a model's [metrics] section. %s: its address.
 const roomMetrics = `
@@ -138,6 +153,17 @@ func (e *env) startModel(name string, o modelOpts) *model {
 	}
 	waitFor(e.t, name+"'s ready event", 60*time.Second, func() bool { return len(tenantEvents(e, name, "ready")) >= 1 })
 	return m
+}
+
+// startAsleepAwake starts the model asleep (stepped down by hand once
+// ready), then the model awake, and waits until awake runs.
+func (e *env) startAsleepAwake(asleep string, ao modelOpts, awake string, wo modelOpts) (*model, *model) {
+	e.t.Helper()
+	a := e.startModel(asleep, ao)
+	a.sleep()
+	w := e.startModel(awake, wo)
+	e.waitRunning(awake)
+	return a, w
 }
 
 // sleep steps the model down to asleep by hand.

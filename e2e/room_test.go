@@ -23,10 +23,7 @@ import (
 func TestRoomForAWake(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	coder := e.startModel("coder", bigModel())
-	coder.sleep()
-	chat := e.startModel("chat", bigModel())
-	e.waitRunning("chat")
+	coder, chat := e.startAsleepAwake("coder", bigModel(), "chat", bigModel())
 	time.Sleep(time.Second) // chat's keep_awake (1s) from its first ready
 
 	code, took := coder.get("")
@@ -81,12 +78,9 @@ func TestRoomForAWake(t *testing.T) {
 func TestRoomNeverABusyPeer(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	coder := e.startModel("coder", bigModel())
-	coder.sleep()
 	o := bigModel()
 	o.keepAwake = "0s"
-	chat := e.startModel("chat", o)
-	e.waitRunning("chat")
+	coder, chat := e.startAsleepAwake("coder", bigModel(), "chat", o)
 	var wg sync.WaitGroup
 	var streamCode int
 	// The stream lasts 5 s from its arrival at chat, which is after this:
@@ -121,20 +115,11 @@ func TestRoomNeverABusyPeer(t *testing.T) {
 func TestRoomNeverAHigherPriority(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	o := bigModel()
-	o.hold = "3s"
-	coder := e.startModel("coder", o)
-	coder.sleep()
 	high := bigModel()
 	high.prio = 10
-	chat := e.startModel("chat", high)
-	e.waitRunning("chat")
-	time.Sleep(time.Second) // chat's keep_awake
-	if code, took := coder.get(""); code != 503 || took < 3*time.Second {
-		t.Fatalf("request for coder: %d after %s, want 503 after hold (3s)", code, took)
-	}
-	if downs := chat.events(api.EventStepDown); len(downs) != 0 || chat.status().State != api.StateRunning {
-		t.Fatalf("the higher-priority chat stepped: %s", jsonOf(downs))
+	coder, chat := e.roomRefused(t, bigModel(), high)
+	if st := chat.status().State; st != api.StateRunning {
+		t.Fatalf("the higher-priority chat is %s, want running", st)
 	}
 	if n := coder.events(api.EventNoRoom); len(n) != 1 {
 		t.Fatalf("coder's no_room events %s, want one", jsonOf(n))
@@ -150,18 +135,8 @@ func TestRoomMakeRoomOff(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	o := bigModel()
-	o.hold, o.serve = "3s", "make_room = false"
-	coder := e.startModel("coder", o)
-	coder.sleep()
-	chat := e.startModel("chat", bigModel())
-	e.waitRunning("chat")
-	time.Sleep(time.Second)
-	if code, took := coder.get(""); code != 503 || took < 3*time.Second {
-		t.Fatalf("request for coder: %d after %s, want 503 after hold (3s)", code, took)
-	}
-	if downs := chat.events(api.EventStepDown); len(downs) != 0 {
-		t.Fatalf("chat stepped: %s", jsonOf(downs))
-	}
+	o.serve = "make_room = false"
+	coder, chat := e.roomRefused(t, o, bigModel())
 	if r, n := coder.events(api.EventRoom), coder.events(api.EventNoRoom); len(r) != 0 || len(n) != 0 {
 		t.Fatalf("make_room = false journaled room %s, no_room %s", jsonOf(r), jsonOf(n))
 	}
@@ -216,10 +191,7 @@ func TestRoomTakingTurns(t *testing.T) {
 	e := newEnv(t)
 	o := bigModel()
 	o.keepAwake = "2s"
-	a := e.startModel("a", o)
-	a.sleep()
-	b := e.startModel("b", o)
-	e.waitRunning("b")
+	a, b := e.startAsleepAwake("a", o, "b", o)
 	var fails []string
 	answered := 0
 	ends := map[string][]time.Time{} // each model's answers, as the client saw them end
@@ -302,6 +274,24 @@ func TestIdleNeverCutsAStream(t *testing.T) {
 		t.Fatalf("the last idle sleep came at %s, before idle (1s) had passed since the stream ended (after %s)", last, ended)
 	}
 	m.stop()
+}
+
+// roomRefused starts coder (as coderOpts, but with hold = 3s) asleep and
+// chat (as chatOpts) awake and past its keep_awake (1s), then asks for
+// coder where no room is to be made: the request waits out hold and gets
+// 503, and chat takes no step.
+func (e *env) roomRefused(t *testing.T, coderOpts, chatOpts modelOpts) (coder, chat *model) {
+	t.Helper()
+	coderOpts.hold = "3s"
+	coder, chat = e.startAsleepAwake("coder", coderOpts, "chat", chatOpts)
+	time.Sleep(time.Second) // chat's keep_awake
+	if code, took := coder.get(""); code != 503 || took < 3*time.Second {
+		t.Fatalf("request for coder: %d after %s, want 503 after hold (3s)", code, took)
+	}
+	if downs := chat.events(api.EventStepDown); len(downs) != 0 {
+		t.Fatalf("chat stepped: %s", jsonOf(downs))
+	}
+	return coder, chat
 }
 
 func errString(err error) string {
