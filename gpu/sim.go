@@ -52,8 +52,11 @@ type SimOptions struct {
 //     and rename it into place (SimSet does);
 //   - unreadable or non-numeric files, and subdirectories, count 0.
 //
-// Sim reads the files on every Sample, so its per-process usage is always
-// fresh: ProcessesAt equals Time.
+// Sim's per-process usage is always fresh: ProcessesAt equals Time. A
+// device dir is listed again only when it changed (inotify says so) or
+// holds a PID-named file or a symlink, whose count can change with
+// nothing in the dir changing (simWatch): a sample of an idle device then
+// costs one system call, as a real GPU's query does.
 //
 // `gpuguard sim xid` appends fault events to Dir/<i>/.xid (SimXid): Sample
 // reads what was appended since the last one, delivers it on Faults, and,
@@ -63,9 +66,11 @@ type SimOptions struct {
 type Sim struct {
 	dir     string
 	devices []int
+	devDirs []string // devices[k]'s dir is devDirs[k]
 	total   uint64
 	uuids   map[int]string
 	faults  *simFaults
+	watch   *simWatch
 }
 
 // NewSim opens the simulated backend, creating Dir/<i>/ for every device.
@@ -98,10 +103,13 @@ func NewSim(o SimOptions) (*Sim, error) {
 		return nil, err
 	}
 	uuids := make(map[int]string, len(devices))
-	for _, i := range devices {
+	devDirs := make([]string, len(devices))
+	for k, i := range devices {
 		uuids[i] = SimUUID(real, i)
+		devDirs[k] = simDeviceDir(o.Dir, i)
 	}
-	return &Sim{dir: o.Dir, devices: devices, total: total, uuids: uuids, faults: newSimFaults(o.Dir, uuids)}, nil
+	return &Sim{dir: o.Dir, devices: devices, devDirs: devDirs, total: total, uuids: uuids,
+		faults: newSimFaults(o.Dir, uuids), watch: newSimWatch()}, nil
 }
 
 // simRealDir is dir made absolute with every symlink resolved, so that two
@@ -168,27 +176,28 @@ func (s *Sim) Sample(ctx context.Context) (Sample, error) {
 	now := time.Now()
 	smp := Sample{Time: now, ProcessesAt: now, Devices: make([]Device, 0, len(s.devices))}
 	var lost error
-	for _, i := range s.devices {
+	s.watch.drain()
+	for k, i := range s.devices {
 		if err := ctx.Err(); err != nil {
 			return Sample{}, fmt.Errorf("sim: sampling GPU %d: %w", i, err)
 		}
-		used, procs, faults, err := readSimDevice(simDeviceDir(s.dir, i), i)
+		r, err := s.watch.read(i, s.devDirs[k])
 		if err != nil {
 			return Sample{}, fmt.Errorf("sim: reading GPU %d: %w", i, err)
 		}
 		// The listing says whether the fault file is there: a calm sample
 		// looks for it with no call of its own.
-		if err := s.faults.poll(i, now, faults); err != nil && lost == nil {
+		if err := s.faults.poll(i, now, r.faults); err != nil && lost == nil {
 			lost = err
 		}
 		smp.Devices = append(smp.Devices, Device{
 			Index: i,
 			UUID:  s.uuids[i],
 			Name:  SimName,
-			Used:  used,
+			Used:  r.used,
 			Total: s.total,
 		})
-		smp.Processes = append(smp.Processes, procs...)
+		smp.Processes = append(smp.Processes, r.procs...)
 	}
 	if lost != nil {
 		return Sample{}, lost
@@ -196,5 +205,5 @@ func (s *Sim) Sample(ctx context.Context) (Sample, error) {
 	return smp, nil
 }
 
-// Close does nothing: Sim holds no resources between samples.
-func (s *Sim) Close() error { return nil }
+// Close releases the watch on the device dirs.
+func (s *Sim) Close() error { return s.watch.close() }

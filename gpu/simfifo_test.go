@@ -20,9 +20,9 @@ func TestSimFIFO(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(dir, "0", "pipe"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	used, _, _, err := readSimDevice(filepath.Join(dir, "0"), 0)
-	if err != nil || used != 1000 {
-		t.Errorf("used %d, %v; want 1000 (the FIFO counts 0)", used, err)
+	r, err := readSimDevice(filepath.Join(dir, "0"), 0)
+	if err != nil || r.used != 1000 {
+		t.Errorf("used %d, %v; want 1000 (the FIFO counts 0)", r.used, err)
 	}
 	if err := syscall.Mkfifo(filepath.Join(dir, "0", SimXidFile), 0o644); err != nil {
 		t.Fatal(err)

@@ -19,35 +19,51 @@ import (
 // surrounding whitespace fits easily, anything longer is not a number.
 const maxSimFile = 64
 
+// simReading is what one listing of a device dir found.
+type simReading struct {
+	used   uint64
+	procs  []Process
+	faults bool // the fault event file (SimXidFile) is there
+	// settled says the reading holds until the dir itself changes: every
+	// count came from a file in it. A PID-named file counts only while
+	// its process lives, and a symlink's target changes elsewhere, so a
+	// listing with either is not settled and is taken afresh each sample.
+	settled bool
+}
+
 // readSimDevice sums the usage files in dir (device index dev), and says
 // whether the fault event file (SimXidFile) is there. A missing dir counts
 // as an idle device.
-func readSimDevice(dir string, dev int) (used uint64, procs []Process, faults bool, err error) {
+func readSimDevice(dir string, dev int) (simReading, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil, false, nil
+		return simReading{}, nil
 	}
 	if err != nil {
-		return 0, nil, false, err
+		return simReading{}, err
 	}
+	r := simReading{settled: true}
 	for _, e := range entries {
 		name := e.Name()
-		faults = faults || name == SimXidFile
+		r.faults = r.faults || name == SimXidFile
 		if strings.HasPrefix(name, ".") || e.IsDir() {
 			continue
 		}
 		pid, isPID := simPID(name)
+		if isPID || e.Type()&fs.ModeSymlink != 0 {
+			r.settled = false
+		}
 		if isPID && !alive(pid) {
 			continue
 		}
 		n := readSimFile(filepath.Join(dir, name))
-		used = saturate.Add(used, n)
+		r.used = saturate.Add(r.used, n)
 		if isPID {
-			procs = append(procs, Process{PID: pid, Device: dev, Used: n})
+			r.procs = append(r.procs, Process{PID: pid, Device: dev, Used: n})
 		}
 	}
-	slices.SortFunc(procs, func(a, b Process) int { return a.PID - b.PID })
-	return used, procs, faults, nil
+	slices.SortFunc(r.procs, func(a, b Process) int { return a.PID - b.PID })
+	return r, nil
 }
 
 // simPID reports whether name is a process ID: a positive decimal without
