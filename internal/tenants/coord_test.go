@@ -530,6 +530,9 @@ func TestPublishWakesOnlyForAChange(t *testing.T) {
 		if len(wakes) != 0 {
 			t.Fatal("an info not worth writing woke the writer")
 		}
+		if n := testing.AllocsPerRun(100, func() { c.Publish(live) }); n != 0 {
+			t.Errorf("publishing an info not worth writing: %v allocations, want 0", n)
+		}
 		info.Level = 1
 		c.Publish(info)
 		if len(wakes) != 1 {

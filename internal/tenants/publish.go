@@ -31,13 +31,17 @@ type publisher struct {
 	write func(gpus []string, prefix, what string, data []byte) error
 	logf  func(format string, args ...any)
 
-	mu     sync.Mutex
-	next   *api.TenantInfo // the newest info to publish
-	last   *api.TenantInfo // the info written last, at lastAt
-	lastAt time.Time
-	wake   chan struct{}
-	done   chan struct{}
-	closed bool
+	mu sync.Mutex
+	// next is the newest info to publish (when hasNext), held by value:
+	// the loop publishes after every event, and keeping a copy costs no
+	// allocation where a pointer to each would.
+	next    api.TenantInfo
+	hasNext bool
+	last    *api.TenantInfo // the info written last, at lastAt
+	lastAt  time.Time
+	wake    chan struct{}
+	done    chan struct{}
+	closed  bool
 }
 
 func (p *publisher) publish(info api.TenantInfo) {
@@ -46,7 +50,7 @@ func (p *publisher) publish(info api.TenantInfo) {
 	if p.closed {
 		return
 	}
-	p.next = &info
+	p.next, p.hasNext = info, true
 	if !worthWriting(p.last, &info, time.Since(p.lastAt)) {
 		return
 	}
@@ -66,7 +70,12 @@ func (p *publisher) publish(info api.TenantInfo) {
 func (p *publisher) close() *api.TenantInfo {
 	p.mu.Lock()
 	p.closed = true
-	wake, done, last := p.wake, p.done, p.next
+	wake, done := p.wake, p.done
+	var last *api.TenantInfo
+	if p.hasNext {
+		n := p.next
+		last = &n
+	}
 	p.mu.Unlock()
 	if wake != nil {
 		close(wake)
@@ -80,9 +89,14 @@ func (p *publisher) run(wake <-chan struct{}) {
 	var written []fileID // what the last write left, per GPU of last
 	for range wake {
 		p.mu.Lock()
-		info, last, since := p.next, p.last, time.Since(p.lastAt)
+		if !p.hasNext {
+			p.mu.Unlock()
+			continue
+		}
+		info, last, since := new(api.TenantInfo), p.last, time.Since(p.lastAt)
+		*info = p.next
 		p.mu.Unlock()
-		if info == nil || !worthWriting(last, info, since) {
+		if !worthWriting(last, info, since) {
 			continue
 		}
 		if !changed(last, info, since) && p.intact(*info, written) {
