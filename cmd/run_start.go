@@ -33,6 +33,7 @@ import (
 	"github.com/gpuguard/gpuguard/internal/tenants"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor"
+	"github.com/gpuguard/gpuguard/supervisor/sense"
 )
 
 // socketBackend is what the control socket serves: the supervisor's
@@ -195,6 +196,7 @@ func runRun(o *RunOptions) error {
 		Faults: faults, Peers: sharing.New(coord, logf), Door: door.Dep(), Tasks: deliverer,
 		Actions:  newActionCaller(),
 		Reloader: newReloader(o, r, endpoint, jr, door),
+		Alarm:    sense.NewKernelAlarm,
 	})
 	if err != nil {
 		return g.Abort(err)

@@ -3,6 +3,7 @@ package gpu
 import (
 	"encoding/binary"
 	"errors"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -63,7 +64,7 @@ func (w *simWatch) drain() {
 		return
 	}
 	for {
-		n, err := unix.Read(w.fd, w.buf)
+		n, err := rawRead(w.fd, w.buf)
 		if err != nil || n <= 0 {
 			if err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
 				w.forgetAll() // an unreadable instance: list every time
@@ -74,6 +75,18 @@ func (w *simWatch) drain() {
 		}
 		w.events(w.buf[:n])
 	}
+}
+
+// rawRead is read(2) on a non-blocking fd, made raw: it cannot block, and
+// a system call made through the syscall package wakes the runtime's
+// sysmon thread when it sleeps, one more thread wake-up a calm sample
+// would cost for nothing (see supervisor/sense's NewKernelAlarm).
+func rawRead(fd int, b []byte) (int, error) {
+	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
 }
 
 // events applies one read's worth of inotify events.

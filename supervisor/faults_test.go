@@ -16,6 +16,7 @@ import (
 	"github.com/gpuguard/gpuguard/internal/admission"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor/core"
+	"github.com/gpuguard/gpuguard/supervisor/sense"
 )
 
 // GPU faults as the loop sees them: a GPU lost mid-run, a probe call that
@@ -449,5 +450,50 @@ func TestOnGPULostStop(t *testing.T) {
 				t.Fatalf("exit %d, want the child's 7", code)
 			}
 		})
+	})
+}
+
+// injectedAlarm is a hung deadline whose fires the test sends (fire); its
+// Reset and Stop arm nothing.
+type injectedAlarm struct{ fire chan time.Time }
+
+func (a injectedAlarm) C() <-chan time.Time { return a.fire }
+func (injectedAlarm) Stop() bool            { return true }
+func (injectedAlarm) Reset(time.Duration)   {}
+func (injectedAlarm) Close() error          { return nil }
+
+// TestStaleHungFireIgnored: a kernel alarm may deliver a hung deadline's
+// fire from before a result moved the deadline on; the loop ignores a
+// fire before the deadline in force and reports one at or after it.
+func TestStaleHungFireIgnored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hung := injectedAlarm{fire: make(chan time.Time)}
+		made := 0
+		fp, m := &flakyProbe{}, &meter{}
+		h := startHarness(t, testPolicy(), func(c *Config, d *Deps) {
+			fp.fakeProbe = d.Probe.(*fakeProbe)
+			d.Probe, d.Meter = fp, m
+			d.Alarm = func() sense.Alarm {
+				made++
+				if made == 2 { // NewPacer makes the sampler's first, then the hung deadline's
+					return hung
+				}
+				return sense.NewRuntimeAlarm()
+			}
+		})
+		c := h.child()
+		sleep(time.Second)
+		hung.fire <- time.Now() // the deadline is a probe timeout ahead: stale
+		synctest.Wait()
+		if pe := h.rec.named(api.EventProbeError); len(pe) != 0 || m.errors() != 0 {
+			t.Fatalf("a stale fire was reported: %+v, %d errors", pe, m.errors())
+		}
+		hung.fire <- time.Now().Add(time.Hour) // past any deadline: a hung call
+		synctest.Wait()
+		if pe := h.rec.named(api.EventProbeError); len(pe) != 1 || m.errors() != 1 {
+			t.Fatalf("a due fire: %+v, %d errors, want one report", pe, m.errors())
+		}
+		c.end(Exit{})
+		h.wait()
 	})
 }

@@ -75,7 +75,7 @@ func newLoop(s *Supervisor) *loop {
 			file: stateFile{path: s.cfg.StatePath, write: s.deps.WriteState, logf: s.deps.Logf},
 			door: doorLink{d: s.deps.Door}},
 		ledger: s.adm.ledger,
-		pace:   sense.NewPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval),
+		pace:   sense.NewPacer(s.deps.Probe, s.cfg.ProbeTimeout, s.pol.Load().Watch.Interval, s.deps.Alarm),
 		out:    newReporter(s.cfg.Name, s.deps.Observers, s.deps.Notifier),
 	}
 	l.life.out, l.life.sampleNow, l.life.snapshot = &l.out, l.pace.SampleNow, l.publishSnapshot

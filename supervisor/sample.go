@@ -123,6 +123,9 @@ func (l *loop) applyWatermark(now time.Time) {
 // counted once; it stays in flight (a driver call cannot be interrupted)
 // and no other starts, but the loop goes on without data.
 func (l *loop) onHung(now time.Time) {
+	if !l.pace.Overdue(now) {
+		return
+	}
 	first := l.pace.Hang()
 	if first && l.deps.Meter != nil {
 		l.deps.Meter.ObserveProbe(now.Sub(l.pace.Due()), sense.ErrHung)

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuguard/gpuguard/internal/admission"
 	"github.com/gpuguard/gpuguard/policy"
 	"github.com/gpuguard/gpuguard/supervisor/core"
+	"github.com/gpuguard/gpuguard/supervisor/sense"
 )
 
 // Config is what one instance supervises and where its files are.
@@ -80,6 +81,11 @@ type Deps struct {
 	Actions Actions
 	// Logf prints one human-readable line about what gpuguard does.
 	Logf func(format string, args ...any)
+	// Alarm makes the sampling schedule's timers (the next sample's,
+	// the hung deadline's); nil: runtime timers, which testing/synctest's
+	// fake clock drives. cmd gives sense.NewKernelAlarm, which costs a
+	// calm instance fewer thread wake-ups.
+	Alarm func() sense.Alarm
 }
 
 // errNoFit is the error Run returns, wrapped, with exit code 75

@@ -35,9 +35,10 @@ type Pacer struct {
 	smp    *sampler
 	next   time.Time
 	period time.Duration
-	soon   bool        // the next sample is wanted at once
-	kicked bool        // the idle sampler is to be woken before the loop waits (Wake)
-	hung   *time.Timer // fires when a call has not returned by the probe timeout after it was due
+	soon   bool      // the next sample is wanted at once
+	kicked bool      // the idle sampler is to be woken before the loop waits (Wake)
+	hung   Alarm     // fires when a call has not returned by the probe timeout after it was due
+	hungAt time.Time // when hung was last armed for
 	sense  sensor
 	fc     trend.Forecast // after the newest good sample
 	// probeHung: the call in flight ran past timeout (and was counted).
@@ -45,11 +46,13 @@ type Pacer struct {
 }
 
 // NewPacer paces calls of probe, each bounded by timeout, every interval
-// until the trend says otherwise.
-func NewPacer(probe gpu.Probe, timeout, interval time.Duration) *Pacer {
-	hung := time.NewTimer(time.Hour)
-	hung.Stop()
-	return &Pacer{smp: newSampler(probe, timeout, interval), hung: hung,
+// until the trend says otherwise. Its two timers (the sampler's and the
+// hung deadline) are made by newAlarm (nil: NewRuntimeAlarm).
+func NewPacer(probe gpu.Probe, timeout, interval time.Duration, newAlarm func() Alarm) *Pacer {
+	if newAlarm == nil {
+		newAlarm = NewRuntimeAlarm
+	}
+	return &Pacer{smp: newSampler(probe, timeout, interval, newAlarm()), hung: newAlarm(),
 		period: interval, sense: new(trend.Tracker)}
 }
 
@@ -57,22 +60,35 @@ func NewPacer(probe gpu.Probe, timeout, interval time.Duration) *Pacer {
 // own: the sampler).
 func (p *Pacer) Run(ctx context.Context, done <-chan struct{}) { p.smp.run(ctx, done) }
 
-// Stop stops the timers, as the run ends.
+// Stop releases the timers, as the run ends.
 func (p *Pacer) Stop() {
-	p.smp.next.Stop()
-	p.hung.Stop()
+	p.smp.next.Close()
+	p.hung.Close()
 }
 
 // Results is where each call's result comes.
 func (p *Pacer) Results() <-chan Result { return p.smp.out }
 
 // Hung fires when a call has not returned by the probe timeout after it
-// was due, and then every interval while it stays stuck (Rearm).
-func (p *Pacer) Hung() <-chan time.Time { return p.hung.C }
+// was due, and then every interval while it stays stuck (Rearm). A fire
+// Overdue does not confirm is from before the deadline moved: ignore it.
+func (p *Pacer) Hung() <-chan time.Time { return p.hung.C() }
+
+// Overdue reports whether a Hung fire at fired is due: at or after the
+// deadline in force. A kernel alarm (NewKernelAlarm) may deliver a fire
+// from before the last Reset, when the deadline expired while the result
+// that moved it was on its way.
+func (p *Pacer) Overdue(fired time.Time) bool { return !fired.Before(p.hungAt) }
 
 // Rearm moves the hung deadline d on: a call that stays stuck is said
 // again then.
-func (p *Pacer) Rearm(d time.Duration) { p.hung.Reset(d) }
+func (p *Pacer) Rearm(d time.Duration) { p.armHung(time.Now(), d) }
+
+// armHung sets the hung deadline d after now.
+func (p *Pacer) armHung(now time.Time, d time.Duration) {
+	p.hungAt = now.Add(d)
+	p.hung.Reset(d)
+}
 
 // Timeout is the probe timeout in force (Config.ProbeTimeout): the
 // sampler's, which bounds an interruptible probe's calls.
@@ -109,7 +125,7 @@ func (p *Pacer) Reschedule(r Result, now time.Time) {
 		p.next = want
 	}
 	p.next = later(p.next, now)
-	p.hung.Reset(p.next.Sub(now) + p.Timeout())
+	p.armHung(now, p.next.Sub(now)+p.Timeout())
 }
 
 func later(a, b time.Time) time.Time {
@@ -134,7 +150,7 @@ func (p *Pacer) SampleNow() {
 func (p *Pacer) ArmNow() {
 	p.kick()
 	p.next = time.Now()
-	p.hung.Reset(p.Timeout())
+	p.armHung(p.next, p.Timeout())
 }
 
 // kick asks the idle sampler for a call now, without a timer (a start

@@ -58,7 +58,7 @@ type sampler struct {
 	// it on its own (Pacer.Hung). Nanoseconds; a reload may change it.
 	timeout       atomic.Int64
 	interruptible bool
-	next          *time.Timer
+	next          Alarm
 	kick          chan struct{}
 	period        atomic.Int64           // nanoseconds
 	target        atomic.Pointer[target] // nil: no child
@@ -66,10 +66,8 @@ type sampler struct {
 	yield         func() // before a call on the timer: newTimeSlice
 }
 
-func newSampler(probe gpu.Probe, timeout, period time.Duration) *sampler {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	s := &sampler{probe: probe, next: t, kick: make(chan struct{}, 1), out: make(chan Result, 1), yield: newTimeSlice}
+func newSampler(probe gpu.Probe, timeout, period time.Duration, next Alarm) *sampler {
+	s := &sampler{probe: probe, next: next, kick: make(chan struct{}, 1), out: make(chan Result, 1), yield: newTimeSlice}
 	if p, ok := probe.(gpu.Interruptible); ok {
 		s.interruptible = p.Interruptible()
 	}
@@ -83,7 +81,7 @@ func (s *sampler) run(ctx context.Context, done <-chan struct{}) {
 		var due time.Time
 		kicked := false
 		select {
-		case due = <-s.next.C:
+		case due = <-s.next.C():
 		case <-s.kick:
 			due, kicked = time.Now(), true
 		case <-done:

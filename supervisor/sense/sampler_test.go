@@ -38,14 +38,14 @@ func (p *interruptibleRecorder) Interruptible() bool { return p.honours }
 // could not be cut short, and the loop notices one that runs past it).
 func TestDeadlineOnlyWhereHonoured(t *testing.T) {
 	npu := &interruptibleRecorder{honours: true}
-	newSampler(npu, 7*time.Second, time.Second).sample(context.Background())
+	newSampler(npu, 7*time.Second, time.Second, NewRuntimeAlarm()).sample(context.Background())
 	if !npu.had || npu.left <= 6*time.Second || npu.left > 7*time.Second {
 		t.Errorf("interruptible probe: deadline %v, %s left; want one 7s away", npu.had, npu.left)
 	}
 	no := &interruptibleRecorder{honours: false}
-	newSampler(no, 7*time.Second, time.Second).sample(context.Background())
+	newSampler(no, 7*time.Second, time.Second, NewRuntimeAlarm()).sample(context.Background())
 	plain := &deadlineRecorder{}
-	newSampler(plain, 7*time.Second, time.Second).sample(context.Background())
+	newSampler(plain, 7*time.Second, time.Second, NewRuntimeAlarm()).sample(context.Background())
 	if no.had || plain.had {
 		t.Errorf("deadline given to a probe that says it cannot honour one: %v; to one that says nothing: %v; want none", no.had, plain.had)
 	}
@@ -88,7 +88,7 @@ func TestCalmTreeAllocatesNothing(t *testing.T) {
 			for _, pid := range tc.procs {
 				p.s.Processes = append(p.s.Processes, gpu.Process{PID: pid, Used: 1})
 			}
-			s := newSampler(p, time.Second, time.Second)
+			s := newSampler(p, time.Second, time.Second, NewRuntimeAlarm())
 			s.target.Store(newTarget(child, owned))
 			r := s.sample(context.Background())
 			if !slices.Equal(r.Tree, tc.want) || r.ForPID != child {
