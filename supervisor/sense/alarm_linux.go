@@ -68,19 +68,20 @@ func (a *kernelAlarm) C() <-chan time.Time { return a.c }
 func (a *kernelAlarm) relay(rc interface {
 	Read(func(fd uintptr) bool) error
 }) {
+	read := func(fd uintptr) bool { // made once: a closure per wait would be an allocation per fire
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.closed {
+			return true
+		}
+		n, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&a.ticks[0])), uintptr(len(a.ticks)))
+		if e == 0 && n == uintptr(len(a.ticks)) {
+			a.fired, a.armed = true, false
+		}
+		return a.fired
+	}
 	for {
-		err := rc.Read(func(fd uintptr) bool {
-			a.mu.Lock()
-			defer a.mu.Unlock()
-			if a.closed {
-				return true
-			}
-			n, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&a.ticks[0])), uintptr(len(a.ticks)))
-			if e == 0 && n == uintptr(len(a.ticks)) {
-				a.fired, a.armed = true, false
-			}
-			return a.fired
-		})
+		err := rc.Read(read)
 		a.mu.Lock()
 		fired, closed := a.fired, a.closed
 		a.fired = false
