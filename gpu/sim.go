@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -70,7 +71,10 @@ type Sim struct {
 	total   uint64
 	uuids   map[int]string
 	faults  *simFaults
-	watch   *simWatch
+	// mu orders Sample and Close: the run closes the probe as it ends,
+	// and the sampler may still be in a call then.
+	mu    sync.Mutex
+	watch *simWatch
 }
 
 // NewSim opens the simulated backend, creating Dir/<i>/ for every device.
@@ -173,6 +177,8 @@ func (s *Sim) Faults() <-chan Fault { return s.faults.out }
 // Sample reads the usage files of every watched device. Every device's new
 // fault events are delivered before a lost device fails the sample.
 func (s *Sim) Sample(ctx context.Context) (Sample, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	now := time.Now()
 	smp := Sample{Time: now, ProcessesAt: now, Devices: make([]Device, 0, len(s.devices))}
 	var lost error
@@ -206,4 +212,8 @@ func (s *Sim) Sample(ctx context.Context) (Sample, error) {
 }
 
 // Close releases the watch on the device dirs.
-func (s *Sim) Close() error { return s.watch.close() }
+func (s *Sim) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watch.close()
+}

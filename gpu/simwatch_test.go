@@ -181,3 +181,22 @@ func TestLocalFS(t *testing.T) {
 		t.Error("localFS(/proc) = true")
 	}
 }
+
+// TestSimCloseDuringSample: the run closes the probe as it ends, while the
+// sampler may still be in a call; under the race detector this fails
+// unless the two are ordered.
+func TestSimCloseDuringSample(t *testing.T) {
+	s, _, listings := countedSim(t)
+	sampleUsed(t, s, listings)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 100 {
+			s.Sample(context.Background())
+		}
+	}()
+	if err := s.Close(); err != nil {
+		t.Error(err)
+	}
+	<-done
+}
