@@ -2,7 +2,6 @@ package gpu
 
 import (
 	"encoding/binary"
-	"errors"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -65,8 +64,8 @@ func (w *simWatch) drain() {
 	}
 	for {
 		n, err := rawRead(w.fd, w.buf)
-		if err != nil || n <= 0 {
-			if err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
+		if err != 0 || n <= 0 {
+			if err != 0 && err != unix.EAGAIN && err != unix.EINTR {
 				w.forgetAll() // an unreadable instance: list every time
 				unix.Close(w.fd)
 				w.fd = -1
@@ -81,12 +80,12 @@ func (w *simWatch) drain() {
 // a system call made through the syscall package wakes the runtime's
 // sysmon thread when it sleeps, one more thread wake-up a calm sample
 // would cost for nothing (see supervisor/sense's NewKernelAlarm).
-func rawRead(fd int, b []byte) (int, error) {
+func rawRead(fd int, b []byte) (int, unix.Errno) {
 	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 	if e != 0 {
 		return 0, e
 	}
-	return int(n), nil
+	return int(n), 0
 }
 
 // events applies one read's worth of inotify events.

@@ -120,7 +120,7 @@ func (f *simFaults) poll(i int, now time.Time, present bool) error {
 		if events, err = f.read(f.path[i], i); err != nil {
 			return err
 		}
-	} else {
+	} else if f.offset[i] != 0 {
 		f.offset[i] = 0 // gone: one made later is read from its start
 	}
 	for _, ev := range events {
