@@ -19,11 +19,13 @@ import (
 // looks again before it sleeps once more: two wake-ups a second beside the
 // sample's own at the default calm period, about a third of a calm
 // instance's CPU time. A timerfd's expiry wakes only the thread waiting in
-// the poller, and sysmon sleeps on (until the next runtime timer: the
-// pacer's Hung deadline, which each sample moves on, or 60 s). A system
-// call made through the syscall package would wake a sleeping sysmon as it
-// enters; these calls never block, so they are made raw and do not.
-// Measured in docs/performance.md ("Issue 39, the sampler's timer").
+// the poller, and sysmon sleeps on, until the next runtime timer or for
+// 60 s (the pacer's hung deadline, moved on at every sample, is a kernel
+// alarm too: as a runtime timer, moved later, it would still wake both
+// threads at the time it was first set for). A system call made through
+// the syscall package would wake a sleeping sysmon as it enters; these
+// calls never block, so they are made raw and do not. Measured in
+// docs/performance.md ("Issue 39, finished").
 func NewKernelAlarm() Alarm {
 	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
 	if err != nil {
