@@ -65,9 +65,10 @@ const clockTick = 10 * time.Millisecond
 // waking that often costs against earlyoom, which wakes as often; that is
 // the part of x-earlyoom that is the Go runtime's and not gpuguard's.
 // A third (benchchild probe, with one P as gpuguard has) also lists the
-// first instance's sim device dir each time, the system calls of a calm
-// sim sample and nothing else: probe-floor-cpu-%, probe-floor-x-earlyoom,
-// and x-probe-floor, gpuguard's cost as a multiple of it.
+// first instance's sim device dir each time, what a calm sim sample cost
+// before the sim listed a dir only when inotify says it changed, and
+// nothing else: probe-floor-cpu-%, probe-floor-x-earlyoom, and
+// x-probe-floor, gpuguard's cost as a multiple of it.
 // wakeups/tick counts per 200 ms whatever gpuguard's own period.
 //
 // Two more instances idle in the same window. door- (-idle.door): one with
@@ -112,9 +113,9 @@ func BenchmarkIdle(b *testing.B) {
 		}
 		floor := startTicker(b, interval)
 		calmFloor := startTicker(b, calmInterval)
-		// What a calm sample's probe costs any Go program: the plain
-		// instance's sim device dir listed once a calm period, with
-		// gpuguard's one scheduler P.
+		// What a listing of the sim dir at every calm sample costs any
+		// Go program: the plain instance's sim device dir listed once a
+		// calm period, with gpuguard's one scheduler P.
 		probeFloor := exec.Command(childBin, "probe", filepath.Join(sides[0].g.stateDir, "sim", "0"), calmInterval.String())
 		probeFloor.Env = append(os.Environ(), "GOMAXPROCS=1")
 		if err := probeFloor.Start(); err != nil {
