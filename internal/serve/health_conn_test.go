@@ -151,3 +151,39 @@ func TestSuspectDialsAfresh(t *testing.T) {
 		t.Fatalf("the check a suspect asked for came on %d connection(s) in all, want a second one", n)
 	}
 }
+
+// TestHealthCheckSurvivesAnIdleClose: a child that drops the kept
+// connection as the next check arrives on it (its own idle timeout racing
+// the check) fails no check: net/http sends the GET again on a new
+// connection (docs/serving.md, Readiness).
+func TestHealthCheckSurvivesAnIdleClose(t *testing.T) {
+	var mu sync.Mutex
+	checks := map[string]int{} // the checks each connection carried
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		checks[r.RemoteAddr]++
+		again := checks[r.RemoteAddr] > 1
+		mu.Unlock()
+		if again {
+			panic(http.ErrAbortHandler) // the kept connection, closed as the check came
+		}
+	}))
+	t.Cleanup(srv.Close)
+	hc := &http.Client{Transport: newHealthTransport(), Timeout: pollTimeout}
+	defer hc.CloseIdleConnections()
+	check := httpCheck(hc)
+	for i := range 3 {
+		if err := check(context.Background(), srv.URL+"/health"); err != nil {
+			t.Fatalf("check %d: %v", i, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	sent := 0
+	for _, n := range checks {
+		sent += n
+	}
+	if len(checks) != 3 || sent != 5 {
+		t.Errorf("3 checks were sent %d times on %d connections, want 5 on 3: each after the first met its kept connection closed and went again on a new one", sent, len(checks))
+	}
+}
