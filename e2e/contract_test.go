@@ -216,11 +216,13 @@ exit 0
 func TestMetricsEndpoint(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// Below the ephemeral range (freeLoopbackAddr): once ln is closed, no
+	// other test's connection can take the port before gpuguard binds it.
+	addr := freeLoopbackAddr(t)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
 	// While the port is taken, run refuses to start: 1, no child
 	// (TestAddressInUse).
 	code, out, stderr := e.run(append([]string{"run", "--backend", "sim", "--name", "m", "--metrics-addr", addr}, sh("echo started")...))
