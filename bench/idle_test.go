@@ -65,10 +65,11 @@ const clockTick = 10 * time.Millisecond
 // waking that often costs against earlyoom, which wakes as often; that is
 // the part of x-earlyoom that is the Go runtime's and not gpuguard's.
 // A third (benchchild probe, with one P as gpuguard has) also lists the
-// first instance's sim device dir each time, what a calm sim sample cost
-// before the sim listed a dir only when inotify says it changed, and
-// nothing else: probe-floor-cpu-%, probe-floor-x-earlyoom, and
-// x-probe-floor, gpuguard's cost as a multiple of it.
+// first instance's sim device dir each time, what a calm sim sample
+// would cost if it listed the dir at every sample (the sim lists it only
+// when inotify says it changed), and nothing else: probe-floor-cpu-%,
+// probe-floor-x-earlyoom, and x-probe-floor, gpuguard's cost as a
+// multiple of it.
 // wakeups/tick counts per 200 ms whatever gpuguard's own period.
 //
 // Two more instances idle in the same window. door- (-idle.door): one with
