@@ -17,8 +17,8 @@ import (
 // do (nothing listens while loading), answers GET /health with 200, and
 // every other request after 30 ms with its profile, in one write. GET
 // /oom (sent to its own port, not through the door) dies with a CUDA OOM
-// message while other requests are in flight. SIGTERM ends it at once: the door has
-// drained it by then.
+// message while other requests are in flight. SIGTERM ends it at once:
+// the door has drained it by then.
 const slowServer = `
 import http.server, json, os, signal, sys, time
 port, load = int(sys.argv[1]), float(sys.argv[2])
@@ -31,8 +31,8 @@ class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Buffered: each answer leaves in one write when the request is done,
     # so a child that dies (GET /oom) leaves every other answer whole or
-    # not begun, as the door's retry needs; unbuffered, its head and body
-    # went in two writes, and a death between them cut an answer.
+    # not begun, as the door's retry needs. Unbuffered, its head and body
+    # would go in two writes, and a death between them would cut an answer.
     wbufsize = -1
     def log_message(self, *a):
         pass
