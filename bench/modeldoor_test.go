@@ -42,9 +42,6 @@ var (
 type modelDoors struct {
 	direct, door, swap string // base URLs; swap "" without llama-swap
 	doorPID, swapPID   int
-	// plain is the field's plain ReverseProxy (bench/plainproxy) in front
-	// of direct: the floor of one more HTTP hop, for the latency alone.
-	plain string
 }
 
 // modelUpstream answers /health, and any POST at once, or after 50 ms
@@ -110,11 +107,12 @@ func startModelDoors(b *testing.B, upstream string) *modelDoors {
 	if swapBin := os.Getenv("GPUGUARD_BENCH_LLAMA_SWAP"); swapBin != "" {
 		md.swap, md.swapPID = startLlamaSwap(b, swapBin, s.dir, md.direct)
 	}
-	md.plain = startPlainProxy(b, md.direct)
 	return md
 }
 
-// startPlainProxy runs bench/plainproxy in front of upstream.
+// startPlainProxy runs bench/plainproxy, the field's plain ReverseProxy,
+// in front of upstream: the floor of one more HTTP hop. Only the latency
+// benchmark starts it, so that it idles beside no other measure.
 func startPlainProxy(b *testing.B, upstream string) string {
 	b.Helper()
 	addr := freeAddr(b)
@@ -239,7 +237,7 @@ func BenchmarkModelDoorLatency(b *testing.B) {
 func modelDoorLatency(b *testing.B, upstream string) {
 	defer reportLoad(b)()
 	md := startModelDoors(b, upstream)
-	sides := append(md.sides(), md.plain) // the plain proxy last
+	sides := append(md.sides(), startPlainProxy(b, md.direct)) // the plain proxy last
 	clients := make([]*http.Client, len(sides))
 	for i := range sides {
 		clients[i] = benchload.Client(b, 1)
