@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpuguard/gpuguard/api"
 	"github.com/gpuguard/gpuguard/control"
+	"github.com/gpuguard/gpuguard/internal/tenants"
 )
 
 // TestTenantsStepInPriorityOrder: three real instances share one
@@ -204,15 +205,6 @@ func TestTenantsStepInPriorityOrder(t *testing.T) {
 // log keeps its newest 8 to 16 decisions.
 func decisionCadence(t *testing.T, dir string) map[string]int {
 	t.Helper()
-	type claim struct {
-		Kind string `json:"kind"`
-		At   int64  `json:"at"`
-	}
-	type end struct {
-		Void         bool    `json:"void"`
-		At           int64   `json:"at"`
-		GraceSeconds float64 `json:"grace_seconds"`
-	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -227,10 +219,10 @@ func decisionCadence(t *testing.T, dir string) map[string]int {
 	}
 	slices.Sort(seqs)
 	kinds := map[string]int{}
-	var last *end
+	var last *tenants.End
 	for _, seq := range seqs {
-		var c claim
-		var en end
+		var c tenants.Claim
+		var en tenants.End
 		if !readJSONFile(t, filepath.Join(dir, fmt.Sprintf("d.%d", seq)), &c) || !readJSONFile(t, filepath.Join(dir, fmt.Sprintf("d.%d.ok", seq)), &en) || en.Void {
 			continue
 		}
