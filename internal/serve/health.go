@@ -71,17 +71,14 @@ func (u *readiness) stopLocked() {
 }
 
 // close stops polling for good and waits for the poller to return; the
-// door's Close has shut the gate already.
+// door's Close has shut the gate already (stopLocked's setOpen is a no-op
+// on it).
 func (u *readiness) close() {
 	u.mu.Lock()
-	if u.stopPoll != nil {
-		u.stopPoll()
-		u.stopPoll = nil
-	}
-	u.ready.Store(false)
+	u.stopLocked()
 	u.mu.Unlock()
 	u.polls.Wait()
-	u.dropConnection()
+	u.dropConnection() // the one a check in flight may have kept
 }
 
 // suspect closes the gate after a request found the child's connection
