@@ -47,11 +47,7 @@ func TestTextOutputEscapesControlCharacters(t *testing.T) {
 			t.Errorf("%s prints a control character raw at byte %d: %q", what, i, out)
 		}
 	}
-	for _, want := range []string{`500 /\x1b\a`, `t\x1b[31mred\a`} {
-		if !strings.Contains(tasks, want) {
-			t.Errorf("gpuguard tasks does not show %s:\n%s", want, tasks)
-		}
-	}
+	wantAll(t, "gpuguard tasks", tasks, `500 /\x1b\a`, `t\x1b[31mred\a`)
 	// gpuguard run's own log quotes the error too (the task is dead).
 	if log := d.p.stderr.String(); strings.ContainsAny(log, "\x1b\a") || !strings.Contains(log, `500 /\x1b\a`) {
 		t.Errorf("gpuguard run's log, want the error escaped:\n%q", log)

@@ -126,11 +126,7 @@ func TestXidRestart(t *testing.T) {
 		t.Errorf("start events %+v: the restart must wait for the GPU to answer (1s after %s)", starts, injected)
 	}
 	m := scrape(t, addr)
-	for _, want := range []string{`gpuguard_gpu_faults_total{gpu="0",name="xr",xid="79"} 1`, `gpuguard_restarts_total{name="xr",reason="gpu_fault"} 1`} {
-		if !strings.Contains(m, want) {
-			t.Errorf("metrics lack %s", want)
-		}
-	}
+	wantAll(t, "metrics", m, `gpuguard_gpu_faults_total{gpu="0",name="xr",xid="79"} 1`, `gpuguard_restarts_total{name="xr",reason="gpu_fault"} 1`)
 	p.signal(syscall.SIGTERM)
 	if code := p.wait(); code != 0 {
 		t.Fatalf("exit %d after SIGTERM, want the child's 0", code)
