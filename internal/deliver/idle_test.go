@@ -299,3 +299,33 @@ func TestSampleDuringALookIsNotMissed(t *testing.T) {
 		}
 	})
 }
+
+// The done of a queue's last task, which may lease the next in its own
+// commit, takes no Peek when the counts hold no queued task, as a pass
+// takes none.
+func TestLastDoneTakesNoPeek(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &callCounter{Store: memstore.New().Open()}
+		fi := newInstance()
+		q := runWith(t, fi, fi, Options{Store: store})
+		s := subscribe(q)
+		a := deferTask(t, q, "a")
+		fi.set(func(f *fakeInstance) { f.room = 8 * gib })
+		q.Poke()
+		synctest.Wait()
+		if got := s.deliveries(); len(got) != 1 || got[0].Ticket != a {
+			t.Fatalf("deliveries %+v, want %s", got, a)
+		}
+		before := store.calls()
+		if err := q.TaskDone(context.Background(), s.id, a); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if after := store.calls(); after[0] != before[0] {
+			t.Fatalf("%d Peeks for the done of the last queued task, want none", after[0]-before[0])
+		}
+		if c := q.TaskCounts(); c != (api.TaskCounts{Done: 1}) {
+			t.Fatalf("counts %+v after the done, want one done", c)
+		}
+	})
+}
