@@ -33,12 +33,15 @@ type simWatch struct {
 	wd    map[int]int        // device → its dir's watch descriptor, while watched
 	dev   map[int32]int      // watch descriptor → device
 	kept  map[int]simReading // device → its reading, while nothing changed
-	buf   []byte
-	list  func(dir string, dev int) (simReading, error) // readSimDevice; a test counts the listings
+	// remote are the devices whose dir is on a file system inotify may not
+	// hear every change on: never watched, and looked at (statfs) once.
+	remote map[int]bool
+	buf    []byte
+	list   func(dir string, dev int) (simReading, error) // readSimDevice; a test counts the listings
 }
 
 func newSimWatch() *simWatch {
-	return &simWatch{fd: -1, wd: map[int]int{}, dev: map[int32]int{}, kept: map[int]simReading{}, list: readSimDevice}
+	return &simWatch{fd: -1, wd: map[int]int{}, dev: map[int32]int{}, kept: map[int]simReading{}, remote: map[int]bool{}, list: readSimDevice}
 }
 
 // read returns device i's usage: the kept reading when nothing changed
@@ -129,7 +132,11 @@ func (w *simWatch) watch(i int, dir string) bool {
 		}
 		w.fd, w.buf = fd, make([]byte, 4096)
 	}
-	if w.fd < 0 || !localFS(dir) {
+	if w.fd < 0 || w.remote[i] {
+		return false
+	}
+	if local, known := localFS(dir); !local {
+		w.remote[i] = known
 		return false
 	}
 	wd, err := unix.InotifyAddWatch(w.fd, dir, simWatchMask)
@@ -141,18 +148,19 @@ func (w *simWatch) watch(i int, dir string) bool {
 }
 
 // localFS reports whether dir is on a local file system whose every change
-// inotify reports.
-func localFS(dir string) bool {
+// inotify reports; known is false when dir could not be looked at (it may
+// not exist yet).
+func localFS(dir string) (local, known bool) {
 	var st unix.Statfs_t
 	if unix.Statfs(dir, &st) != nil {
-		return false
+		return false, false
 	}
 	switch uint32(st.Type) {
 	case unix.EXT4_SUPER_MAGIC, unix.TMPFS_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC,
 		unix.OVERLAYFS_SUPER_MAGIC, unix.F2FS_SUPER_MAGIC, unix.RAMFS_MAGIC, zfsSuperMagic:
-		return true
+		return true, true
 	}
-	return false
+	return false, true
 }
 
 // zfsSuperMagic is OpenZFS's f_type, which x/sys/unix does not name.

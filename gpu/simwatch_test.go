@@ -23,7 +23,7 @@ func countedSim(t *testing.T) (s *Sim, dev string, listings *int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	if !localFS(dir) {
+	if local, _ := localFS(dir); !local {
 		t.Skipf("%s is not on a file system whose changes inotify reports", dir)
 	}
 	listings = new(int)
@@ -175,10 +175,30 @@ func TestSimCloseReleasesTheWatch(t *testing.T) {
 	}
 }
 
-// TestLocalFS: procfs is not a file system whose writes inotify reports.
+// TestLocalFS: procfs is not a file system whose writes inotify reports;
+// a dir that is not there is not known either way.
 func TestLocalFS(t *testing.T) {
-	if localFS("/proc") {
-		t.Error("localFS(/proc) = true")
+	if local, known := localFS("/proc"); local || !known {
+		t.Errorf("localFS(/proc) = %v, %v; want false, true", local, known)
+	}
+	if local, known := localFS("/nonexistent/gpuguard"); local || known {
+		t.Errorf("localFS of a missing dir = %v, %v; want false, false", local, known)
+	}
+}
+
+// TestSimRemoteDirNotWatched: a device dir once found on a file system
+// inotify may not hear every change on is never watched again (its file
+// system is not looked at every sample) and is listed every sample.
+func TestSimRemoteDirNotWatched(t *testing.T) {
+	s, _, listings := countedSim(t)
+	s.watch.remote[0] = true // as if localFS had said so
+	for i := range 3 {
+		if _, listed := sampleUsed(t, s, listings); listed != 1 {
+			t.Errorf("sample %d: %d listings, want 1", i, listed)
+		}
+	}
+	if len(s.watch.wd) != 0 {
+		t.Errorf("a remote dir was watched: %v", s.watch.wd)
 	}
 }
 

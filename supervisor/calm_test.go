@@ -90,15 +90,21 @@ func servingPolicy(pol *policy.Policy) {
 	pol.Profiles = append(pol.Profiles, policy.Profile{Name: "off", NotServing: true})
 }
 
-// newCalmCase is a calm loop on the default policy, or, withDoor, on
-// servingPolicy behind a front door whose child is ready.
+// newServingCalmLoop is a calm loop on servingPolicy behind a front door
+// whose child is ready.
+func newServingCalmLoop(t testing.TB) *calmLoop {
+	d := newFakeDoor()
+	d.ready = true
+	return newCalmLoop(t, d, servingPolicy)
+}
+
+// newCalmCase is a calm loop on the default policy, or, withDoor, a
+// serving one (newServingCalmLoop).
 func newCalmCase(t testing.TB, withDoor bool) *calmLoop {
 	if !withDoor {
 		return newCalmLoop(t, nil, nil)
 	}
-	d := newFakeDoor()
-	d.ready = true
-	return newCalmLoop(t, d, servingPolicy)
+	return newServingCalmLoop(t)
 }
 
 // TestCalmSampleAllocatesNothing: a calm sample that changes nothing the
@@ -213,9 +219,7 @@ func TestCalmSampleReadsActivityForIdleOnly(t *testing.T) {
 // usage publishes a snapshot with the new usage.
 func TestCalmSampleStoresNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := newFakeDoor()
-		d.ready = true
-		c := newCalmLoop(t, d, servingPolicy)
+		c := newServingCalmLoop(t)
 		snap, told := c.l.s.snap.Load(), c.l.s.adm.tenant.Load()
 		if told.Room == nil || len(snap.status.Models) == 0 || snap.status.Serve == "" {
 			t.Fatalf("the door's parts missing: room %v, models %v, serve %q", told.Room, snap.status.Models, snap.status.Serve)

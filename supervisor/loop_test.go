@@ -130,12 +130,18 @@ func TestWhenFull(t *testing.T) {
 	})
 }
 
+// TestLiveStepDown: a watermark step into a live profile rewrites the
+// state file, signals the child once and is published; status shows the
+// step by the time the child is sent the notify signal, so that whoever
+// hears of the change from the child finds it in status.
 func TestLiveStepDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pol := testPolicy()
 		pol.Profiles[0].Live = true
 		h := startHarness(t, pol, nil)
 		c := h.child()
+		seen := make(chan int, 4) // status's level as the child is signalled
+		c.setOnSignal(func(*fakeChild, syscall.Signal) { seen <- h.sup.Status().Level })
 		h.probe.setUsed(15 * gib) // 0.94 > 0.90
 		time.Sleep(1100 * time.Millisecond)
 		synctest.Wait()
@@ -145,6 +151,12 @@ func TestLiveStepDown(t *testing.T) {
 		}
 		if sigs := c.gotSignals(); !slices.Equal(sigs, []syscall.Signal{syscall.SIGUSR1}) {
 			t.Fatalf("child got %v, want one SIGUSR1", sigs)
+		}
+		if len(seen) != 1 {
+			t.Fatalf("%d signals seen, want the step's one", len(seen))
+		}
+		if level := <-seen; level != 1 {
+			t.Fatalf("status said level %d as the child heard of the step to 1", level)
 		}
 		if p := h.rec.published; len(p) == 0 || p[len(p)-1].Type != "profile" || p[len(p)-1].Level != 1 {
 			t.Fatalf("published %+v", p)
@@ -161,33 +173,6 @@ func TestLiveStepDown(t *testing.T) {
 		}
 		if st := h.sup.Status(); st.Profile != "int8" || st.Level != 1 || st.State != api.StateRunning {
 			t.Fatalf("status %+v", st)
-		}
-		h.signals <- syscall.SIGTERM
-		synctest.Wait()
-		c.end(Exit{Code: 0})
-		h.wait()
-	})
-}
-
-// TestStatusShowsALiveStepBeforeTheChild: status shows a live step's
-// profile by the time the child is sent the notify signal, so that
-// whoever hears of the change from the child finds it in status.
-func TestStatusShowsALiveStepBeforeTheChild(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		pol := testPolicy()
-		pol.Profiles[0].Live = true
-		h := startHarness(t, pol, nil)
-		c := h.child()
-		seen := make(chan int, 4) // status's level as the child is signalled
-		c.setOnSignal(func(*fakeChild, syscall.Signal) { seen <- h.sup.Status().Level })
-		h.probe.setUsed(15 * gib) // 0.94 > 0.90
-		time.Sleep(1100 * time.Millisecond)
-		synctest.Wait()
-		if len(seen) != 1 {
-			t.Fatalf("%d signals, want the step's one", len(seen))
-		}
-		if level := <-seen; level != 1 {
-			t.Fatalf("status said level %d as the child heard of the step to 1", level)
 		}
 		h.signals <- syscall.SIGTERM
 		synctest.Wait()

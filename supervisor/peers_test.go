@@ -36,7 +36,7 @@ func TestSharedProposalStepsSelf(t *testing.T) {
 		h.probe.setUsed(15 * gib) // 0.94 > 0.90
 		time.Sleep(1100 * time.Millisecond)
 		synctest.Wait()
-		props, confirms, _, announced := fc.Got()
+		props, confirms, announced := fc.Proposals(), fc.Confirms(), fc.Announced()
 		if len(props) != 1 || props[0].Kind != api.KindDown || props[0].GPU != fakeGPU || props[0].Self.Name != "t" ||
 			props[0].Self.Level != 0 || props[0].Watermark < 0.93 {
 			t.Fatalf("proposals %+v", props)
@@ -56,12 +56,12 @@ func TestSharedProposalStepsSelf(t *testing.T) {
 		}
 		time.Sleep(3 * time.Second) // within grace
 		synctest.Wait()
-		if props, _, _, _ := fc.Got(); len(props) != 1 {
+		if props := fc.Proposals(); len(props) != 1 {
 			t.Fatalf("%d proposals within the grace, want 1", len(props))
 		}
 		time.Sleep(2 * time.Second) // grace over, sustain long since met
 		synctest.Wait()
-		if props, _, _, _ := fc.Got(); len(props) != 2 {
+		if props := fc.Proposals(); len(props) != 2 {
 			t.Fatalf("%d proposals after the grace, want 2", len(props))
 		}
 		c.end(Exit{})
@@ -100,7 +100,7 @@ func TestSharedProposalAtTheLastProfile(t *testing.T) {
 		h.probe.setUsed(16 * gib) // 1.0 >= critical
 		time.Sleep(1100 * time.Millisecond)
 		synctest.Wait()
-		props, _, _, _ := fc.Got()
+		props := fc.Proposals()
 		if len(props) != 1 || props[0].Self.Level != 2 {
 			t.Fatalf("proposals %+v, want one from the last profile", props)
 		}
@@ -110,7 +110,7 @@ func TestSharedProposalAtTheLastProfile(t *testing.T) {
 		}
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		props, _, _, _ = fc.Got()
+		props = fc.Proposals()
 		if n := len(props); n < 2 || n > 4 {
 			t.Fatalf("%d proposals in 4s with nobody able to step, want one a second at most", n)
 		}
@@ -153,12 +153,12 @@ func TestSharedYieldAndCadence(t *testing.T) {
 		}
 		time.Sleep(9 * time.Second) // batch's grace runs to 10s after its step
 		synctest.Wait()
-		if props, _, _, _ := fc.Got(); len(props) != 1 {
+		if props := fc.Proposals(); len(props) != 1 {
 			t.Fatalf("%d proposals within the other tenant's grace, want 1", len(props))
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if props, _, _, _ := fc.Got(); len(props) != 2 {
+		if props := fc.Proposals(); len(props) != 2 {
 			t.Fatalf("%d proposals after it, want 2", len(props))
 		}
 		c.end(Exit{})
@@ -180,7 +180,7 @@ func TestSharedOneProposalInFlight(t *testing.T) {
 		h.probe.setUsed(15 * gib)
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		if props, _, _, _ := fc.Got(); len(props) != 1 {
+		if props := fc.Proposals(); len(props) != 1 {
 			t.Fatalf("%d proposals while one is in flight, want 1", len(props))
 		}
 		if st := h.sup.Status(); st.State != api.StateRunning {
@@ -190,7 +190,7 @@ func TestSharedOneProposalInFlight(t *testing.T) {
 		close(block)
 		time.Sleep(150 * time.Millisecond)
 		synctest.Wait()
-		if props, _, _, _ := fc.Got(); len(props) < 2 {
+		if props := fc.Proposals(); len(props) < 2 {
 			t.Fatalf("%d proposals after the hold, want another", len(props))
 		}
 		c.end(Exit{})
@@ -228,7 +228,7 @@ func TestSharedStepRefusedIsVoided(t *testing.T) {
 		h.probe.setUsed(15 * gib)
 		time.Sleep(1100 * time.Millisecond)
 		synctest.Wait()
-		if _, _, voids, _ := fc.Got(); len(voids) == 0 || voids[0] != 1 {
+		if voids := fc.Voids(); len(voids) == 0 || voids[0] != 1 {
 			t.Fatalf("voids %v, want seq 1 first", voids)
 		}
 		if len(h.rec.named(api.EventStepDown)) != 0 || len(c.gotSignals()) != 0 {
@@ -263,7 +263,7 @@ func TestTenantStepRequest(t *testing.T) {
 		if _, err := step(3, api.KindUp, now()); err == nil || !strings.Contains(err.Error(), "first profile") {
 			t.Fatalf("a step up at the first profile: %v", err)
 		}
-		if _, confirms, _, _ := fc.Got(); len(confirms) != 0 {
+		if confirms := fc.Confirms(); len(confirms) != 0 {
 			t.Fatal("a refused step was confirmed")
 		}
 		d, err := step(3, api.KindDown, now())
@@ -335,7 +335,7 @@ func TestTenantStepRefusedWhenNotTakingPart(t *testing.T) {
 				h.probe.setProcs([]gpu.Process{{PID: c.pid, Device: 0, Used: 16 * gib}})
 				time.Sleep(3 * time.Second)
 				synctest.Wait()
-				if props, _, _, _ := fc.Got(); len(props) != 0 {
+				if props := fc.Proposals(); len(props) != 0 {
 					t.Fatalf("%s proposed %+v", name, props)
 				}
 				_, err := h.sup.Admission().TenantStep(context.Background(), api.TenantStep{GPU: fakeGPU, Seq: 9, Kind: api.KindDown, By: "x", At: time.Now().UnixNano()})
@@ -379,12 +379,12 @@ func TestTenantDecisionNotes(t *testing.T) {
 		h.probe.setUsed(15 * gib)
 		time.Sleep(7 * time.Second)
 		synctest.Wait()
-		if props, _, _, _ := fc.Got(); len(props) != 0 {
+		if props := fc.Proposals(); len(props) != 0 {
 			t.Fatalf("proposed within batch's grace: %+v", props)
 		}
 		time.Sleep(1100 * time.Millisecond)
 		synctest.Wait()
-		if props, _, _, _ := fc.Got(); len(props) != 1 {
+		if props := fc.Proposals(); len(props) != 1 {
 			t.Fatalf("%d proposals after batch's grace, want 1", len(props))
 		}
 		c.end(Exit{})
@@ -720,7 +720,7 @@ func TestObservingTenantYields(t *testing.T) {
 		if o := h.rec.named(api.EventObserve); len(o) != 1 {
 			t.Fatalf("%d observe events after the grace, want 1", len(o))
 		}
-		if props, _, _, _ := fc.Got(); len(props) != 0 {
+		if props := fc.Proposals(); len(props) != 0 {
 			t.Fatalf("an observing tenant proposed %+v", props)
 		}
 		c.end(Exit{})

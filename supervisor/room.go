@@ -27,22 +27,17 @@ func (l *loop) onTenantSleep(r request) {
 	}
 	now := time.Now()
 	l.feed(core.SleepFor{Now: now, For: ts.For, GPU: ts.GPU, Priority: ts.Priority,
-		Watches: l.self.tenant(now, l.pol).Watches(ts.GPU), Self: l.self.candidate(now, ts.GPU, l.pol)}, r.reply)
+		Watches: l.self.tenant(now, l.pol).Watches(ts.GPU), Self: l.self.candidate(now)}, r.reply)
 }
 
-// candidate is this instance as a candidate to sleep for a peer on GPU
-// uuid, at now: the live facts (the core adds the policy's).
-func (me *self) candidate(now time.Time, uuid string, pol *policy.Policy) room.Candidate {
+// candidate is this instance as a candidate to sleep for a peer, at now:
+// the live facts by which it may (room.Why; the core adds the policy's).
+// What it would free is the asker's to weigh, from its tenant record and
+// the `tenant` answer, not this instance's.
+func (me *self) candidate(now time.Time) room.Candidate {
 	act := me.act.read()
-	c := room.Candidate{Name: me.name, Serving: me.life.serving() && me.life.door.healthy, CanSleep: me.canSleep,
+	return room.Candidate{Name: me.name, Serving: me.life.serving() && me.life.door.healthy, CanSleep: me.canSleep,
 		Busy: act.busy, Idle: act.idle(now, me.started), LastUsed: act.lastUsed}
-	if r, ok := me.room(pol); ok {
-		c.UsedBytes, c.SleepBytes = r.UsedBytes, r.SleepBytes
-	}
-	if u, ok := me.info(pol, nil).Used(uuid); ok && u > 0 {
-		c.UsedBytes = u
-	}
-	return c
 }
 
 // room is what the other tenants' rankings read of this instance in its

@@ -176,9 +176,7 @@ func TestFirstTenantInfo(t *testing.T) {
 // processes use at the newest sample, not its profile's needs.
 func TestRoomUsedIsWhatItServedWith(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := newFakeDoor()
-		d.ready = true
-		c := newCalmLoop(t, d, servingPolicy)
+		c := newServingCalmLoop(t)
 		for _, used := range []uint64{3 * gib, 5 * gib} {
 			c.probe.setProcs([]gpu.Process{{PID: c.pid, Device: 0, Used: used}, {PID: c.pid + 1, Device: 0, Used: gib}})
 			time.Sleep(time.Second)

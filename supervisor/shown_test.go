@@ -114,9 +114,7 @@ func TestShownGPUs(t *testing.T) {
 // one's GPUs and room where they are the same.
 func TestInfoReusesOnlyTheSame(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := newFakeDoor()
-		d.ready = true
-		c := newCalmLoop(t, d, servingPolicy)
+		c := newServingCalmLoop(t)
 		fresh := c.l.self.info(c.l.pol, nil)
 		if fresh.Room == nil || len(fresh.GPUs) != 1 {
 			t.Fatalf("record %+v: want a room and one GPU", fresh)

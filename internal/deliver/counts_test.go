@@ -55,28 +55,29 @@ func TestCountsRereadDuringAWrite(t *testing.T) {
 	for _, tc := range []struct {
 		name, hold string
 		delivered  bool // a is running before the write
+		full       bool // max_tasks is reached, and memory short, before the write
 		write      func(t *testing.T, q *Tasks, s *sink, a string) *sink
 		want       api.TaskCounts
 	}{
-		{"deferral", "Enqueue", true, func(t *testing.T, q *Tasks, s *sink, _ string) *sink {
+		{"deferral", "Enqueue", true, false, func(t *testing.T, q *Tasks, s *sink, _ string) *sink {
 			if d, _, err := q.DeferTask(context.Background(), admission.Request{Bytes: gib, Priority: "P2", Tool: "b"}, json.RawMessage(`1`)); err != nil || d.Decision != admission.DecisionDefer {
 				t.Errorf("deferral: %+v %v", d, err)
 			}
 			return s
 		}, api.TaskCounts{Running: 1, Queued: 2}},
-		{"done", "Ack", true, func(t *testing.T, q *Tasks, s *sink, a string) *sink {
+		{"done", "Ack", true, false, func(t *testing.T, q *Tasks, s *sink, a string) *sink {
 			if err := q.TaskDone(context.Background(), s.id, a); err != nil {
 				t.Error(err)
 			}
 			return s
 		}, api.TaskCounts{Queued: 1, Done: 1}},
-		{"refused deferral", "Enqueue", false, func(t *testing.T, q *Tasks, _ *sink, _ string) *sink {
+		{"refused deferral", "Enqueue", false, true, func(t *testing.T, q *Tasks, _ *sink, _ string) *sink {
 			if d, _, err := q.DeferTask(context.Background(), admission.Request{Bytes: gib, Priority: "P2", Tool: "b"}, json.RawMessage(`1`)); err != nil || d.Decision != admission.DecisionDeny {
 				t.Errorf("deferral past max_tasks: %+v %v, want deny", d, err)
 			}
 			return nil
 		}, api.TaskCounts{Queued: 2}},
-		{"delivery", "Lease", false, func(t *testing.T, q *Tasks, _ *sink, _ string) *sink {
+		{"delivery", "Lease", false, false, func(t *testing.T, q *Tasks, _ *sink, _ string) *sink {
 			return subscribe(q)
 		}, api.TaskCounts{Running: 1, Queued: 1}},
 	} {
@@ -96,7 +97,7 @@ func TestCountsRereadDuringAWrite(t *testing.T) {
 						t.Fatalf("counts %+v before, want one running", c)
 					}
 				}
-				if tc.name == "refused deferral" {
+				if tc.full {
 					fi.set(func(f *fakeInstance) { f.room, f.pol.MaxTasks = 0, 1 })
 				}
 				h.armed.Store(true)

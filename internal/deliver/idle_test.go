@@ -221,11 +221,16 @@ func TestStoreFailingAtStartStillDelivers(t *testing.T) {
 }
 
 // A done task is removed after keep_results, within taskResync, by the
-// deliverer's own timer: no sample, no other task needed.
+// deliverer's own timer: no sample, no other task needed. While the store
+// only keeps it, housekeeping runs every taskResync, not every
+// taskHousekeeping, and does not Expire (nothing runs) or Peek (nothing
+// is queued); once it is purged, nothing more.
 func TestDoneTaskPurgedOnItsOwn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
-		q, fi := run(t, mem, nil)
+		store := &callCounter{Store: mem.Open()}
+		fi := newInstance()
+		q := runWith(t, fi, fi, Options{Store: store})
 		s := subscribe(q)
 		a := deferTask(t, q, "a")
 		fi.set(func(f *fakeInstance) { f.room = 8 * gib })
@@ -234,13 +239,28 @@ func TestDoneTaskPurgedOnItsOwn(t *testing.T) {
 		if err := q.TaskDone(context.Background(), s.id, a); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(fi.Defer().KeepResults + taskResync + taskHousekeeping)
+		synctest.Wait()
+		before := store.calls()
+		kept := fi.Defer().KeepResults + taskResync + taskHousekeeping
+		time.Sleep(kept)
 		synctest.Wait()
 		if _, _, err := mem.Open().Get(context.Background(), a); err == nil {
 			t.Fatalf("task %s still kept %s after keep_results", a, taskResync+taskHousekeeping)
 		}
 		if c := q.TaskCounts(); c != (api.TaskCounts{}) {
 			t.Fatalf("counts %+v after the purge, want none", c)
+		}
+		after := store.calls()
+		most := int(kept/taskResync) + 1
+		if purges, counts := after[2]-before[2], after[3]-before[3]; after[0] != before[0] || after[1] != before[1] ||
+			purges == 0 || purges > most || counts > most {
+			t.Fatalf("store calls (Peek, Expire, Purge, Counts) %v then %v over %s with a done task kept, want at most %d Purges and Counts alone",
+				before, after, kept, most)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if got := store.calls(); got != after {
+			t.Fatalf("store calls %v then %v over an hour with the store empty again, want none", after, got)
 		}
 	})
 }
@@ -276,6 +296,36 @@ func TestSampleDuringALookIsNotMissed(t *testing.T) {
 		synctest.Wait()
 		if got := s.deliveries(); len(got) != 1 || got[0].Ticket != a {
 			t.Fatalf("deliveries %+v after a sample that came during the look, want %s", got, a)
+		}
+	})
+}
+
+// The done of a queue's last task, which may lease the next in its own
+// commit, takes no Peek when the counts hold no queued task, as a pass
+// takes none.
+func TestLastDoneTakesNoPeek(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &callCounter{Store: memstore.New().Open()}
+		fi := newInstance()
+		q := runWith(t, fi, fi, Options{Store: store})
+		s := subscribe(q)
+		a := deferTask(t, q, "a")
+		fi.set(func(f *fakeInstance) { f.room = 8 * gib })
+		q.Poke()
+		synctest.Wait()
+		if got := s.deliveries(); len(got) != 1 || got[0].Ticket != a {
+			t.Fatalf("deliveries %+v, want %s", got, a)
+		}
+		before := store.calls()
+		if err := q.TaskDone(context.Background(), s.id, a); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if after := store.calls(); after[0] != before[0] {
+			t.Fatalf("%d Peeks for the done of the last queued task, want none", after[0]-before[0])
+		}
+		if c := q.TaskCounts(); c != (api.TaskCounts{Done: 1}) {
+			t.Fatalf("counts %+v after the done, want one done", c)
 		}
 	})
 }

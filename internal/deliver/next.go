@@ -19,7 +19,9 @@ type nextTask struct {
 // prepareNext finds the task pass would deliver next (told, the store
 // checks it is still the oldest due, or peeked) and reserves its memory, as
 // pass does; nil when pass must decide (a deferred request, memory short,
-// the window closed, the store failing: pass then says so).
+// the window closed, the store failing: pass then says so) and when, as
+// pass would find, the counts hold no queued task: the done of a queue's
+// last task takes no Peek.
 func (d *deliverer) prepareNext(ctx context.Context, c *claim, now time.Time) *nextTask {
 	pol := d.in.Defer()
 	if !pol.Window.Open(now) {
@@ -27,6 +29,9 @@ func (d *deliverer) prepareNext(ctx context.Context, c *claim, now time.Time) *n
 	}
 	t := c.told
 	if t.Ticket == "" {
+		if n, known := d.counts.load(); known && n.Queued == 0 {
+			return nil
+		}
 		var ok bool
 		var err error
 		if t, ok, _, err = d.store.Peek(ctx, now); err != nil || !ok {

@@ -191,7 +191,7 @@ func (s *slot) finish(sub int64, ticket string, next bool) (*taskFlight, *claim,
 	}
 	f := s.flights[i]
 	s.flights = slices.Delete(s.flights, i, i+1)
-	if !next || f.released || s.finishing || s.busyLocked() || len(s.subs) == 0 || s.subs[0].deliver == nil {
+	if !next || f.released || s.busyLocked() || len(s.subs) == 0 || s.subs[0].deliver == nil {
 		return f, nil, nil
 	}
 	s.finishing = true

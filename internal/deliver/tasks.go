@@ -97,9 +97,6 @@ func newDeliverer(in Instance, o Options) *deliverer {
 // poke asks the deliverer to look again (memory may have freed, a
 // subscriber or a task came, a task finished). It never blocks.
 func (d *deliverer) poke() {
-	if d == nil {
-		return
-	}
 	select {
 	case d.kick <- struct{}{}:
 	default:

@@ -27,12 +27,6 @@ func self(now time.Time) core.Tenant {
 
 func newPeers(c Coordinator) *Peers { return New(c, func(string, ...any) {}) }
 
-// confirms are the decisions c confirmed.
-func confirms(c *sharingtest.Coord) []api.TenantDecision {
-	_, confirmed, _, _ := c.Got()
-	return confirmed
-}
-
 func TestExecRefusesWhatItCannotTake(t *testing.T) {
 	now := time.Now()
 	fresh := api.TenantStep{GPU: fakeGPU, Seq: 3, Kind: api.KindDown, By: "other", At: now.UnixNano()}
@@ -61,8 +55,8 @@ func TestExecRefusesWhatItCannotTake(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Step: %v, want an error with %q", err, tc.want)
 			}
-			if len(ins) != 0 || len(confirms(c)) != 0 || p.Held(now) {
-				t.Fatalf("a refused step asked for %+v, confirmed %v, held %v", ins, confirms(c), p.Held(now))
+			if len(ins) != 0 || len(c.Confirms()) != 0 || p.Held(now) {
+				t.Fatalf("a refused step asked for %+v, confirmed %v, held %v", ins, c.Confirms(), p.Held(now))
 			}
 		})
 	}
@@ -158,12 +152,12 @@ func TestAnnouncedAfterTheStep(t *testing.T) {
 	p.proposal = &api.Proposal{GPU: fakeGPU, Kind: api.KindDown}
 	claim := api.TenantStep{GPU: fakeGPU, Seq: 9, Kind: api.KindDown, By: "me", At: now.UnixNano()}
 	ins := p.Outcome(api.Outcome{Kind: api.OutcomeStep, Claim: claim, Peers: []string{"/run/other.sock"}, Shared: true}, self(now))
-	if _, _, _, announced := c.Got(); len(ins) != 1 || len(announced) != 0 {
+	if announced := c.Announced(); len(ins) != 1 || len(announced) != 0 {
 		t.Fatalf("inputs %+v, announced %+v: want the step, not yet announced", ins, announced)
 	}
 	p.Announce()
 	p.Announce()
-	if _, _, _, announced := c.Got(); len(announced) != 1 || announced[0].Seq != 9 {
+	if announced := c.Announced(); len(announced) != 1 || announced[0].Seq != 9 {
 		t.Fatalf("announced %+v, want decision 9 once", announced)
 	}
 }

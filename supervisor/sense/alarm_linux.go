@@ -3,6 +3,7 @@ package sense
 import (
 	"os"
 	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -67,9 +68,7 @@ type kernelAlarm struct {
 
 func (a *kernelAlarm) C() <-chan time.Time { return a.c }
 
-func (a *kernelAlarm) relay(rc interface {
-	Read(func(fd uintptr) bool) error
-}) {
+func (a *kernelAlarm) relay(rc syscall.RawConn) {
 	read := func(fd uintptr) bool { // made once: a closure per wait would be an allocation per fire
 		a.mu.Lock()
 		defer a.mu.Unlock()

@@ -153,13 +153,23 @@ func (f *Coord) Set(mod func(f *Coord)) {
 	f.mu.Unlock()
 }
 
-// Got is what the coordinator was asked so far: the proposals, the
-// decisions confirmed, the seqs voided and the decisions announced.
-func (f *Coord) Got() (proposals []api.Proposal, confirms []api.TenantDecision, voids []int64, announced []api.TenantDecision) {
+// Proposals are the proposals decided so far.
+func (f *Coord) Proposals() []api.Proposal { return snapshot(f, &f.proposals) }
+
+// Confirms are the decisions confirmed so far.
+func (f *Coord) Confirms() []api.TenantDecision { return snapshot(f, &f.confirms) }
+
+// Voids are the seqs voided so far.
+func (f *Coord) Voids() []int64 { return snapshot(f, &f.voids) }
+
+// Announced are the decisions announced so far.
+func (f *Coord) Announced() []api.TenantDecision { return snapshot(f, &f.announced) }
+
+// snapshot is a copy of *list, one of f's records, taken under f's lock.
+func snapshot[T any](f *Coord, list *[]T) []T {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]api.Proposal(nil), f.proposals...), append([]api.TenantDecision(nil), f.confirms...),
-		append([]int64(nil), f.voids...), append([]api.TenantDecision(nil), f.announced...)
+	return append([]T(nil), *list...)
 }
 
 // Claimed is how many starts were claimed.
@@ -170,11 +180,7 @@ func (f *Coord) Claimed() int {
 }
 
 // Published is every leases figure published, in order.
-func (f *Coord) Published() []uint64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]uint64(nil), f.leases...)
-}
+func (f *Coord) Published() []uint64 { return snapshot(f, &f.leases) }
 
 // LastInfo is the TenantInfo published last.
 func (f *Coord) LastInfo() api.TenantInfo {
@@ -184,8 +190,4 @@ func (f *Coord) LastInfo() api.TenantInfo {
 }
 
 // RoomAsks are the asks for room made so far.
-func (f *Coord) RoomAsks() []api.RoomAsk {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]api.RoomAsk(nil), f.asks...)
-}
+func (f *Coord) RoomAsks() []api.RoomAsk { return snapshot(f, &f.asks) }
